@@ -1,0 +1,5 @@
+import sys
+
+from bayesrate.cli import main
+
+sys.exit(main())

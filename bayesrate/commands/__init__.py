@@ -1,0 +1,1 @@
+"""Subcommands of the ``bayesrate`` CLI: one module each, light to import."""

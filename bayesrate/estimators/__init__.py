@@ -1,0 +1,1 @@
+"""Classical, online and conjugate change-rate estimators (numpy/scipy only, no PyMC)."""
