@@ -1,0 +1,32 @@
+"""Shared fixtures. Seeds come from fixed strings so runs are reproducible."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("BAYESRATE_SHARED", REPO.parent / "shared"))
+
+
+def seed_of(text: str) -> int:
+    """A 32-bit seed from a string (stable across runs and platforms)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+@pytest.fixture
+def rng(request) -> np.random.Generator:
+    """A generator seeded from the test's name."""
+    return np.random.default_rng(seed_of(request.node.nodeid))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = SHARED / "data"
+    if not path.is_dir():
+        pytest.fail(f"shared data not found at {path} (set BAYESRATE_SHARED)")
+    return path
