@@ -181,11 +181,42 @@ def _interval_arrays(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndar
     return obs.page_of_visit[not_first], tau, obs.changed[not_first].astype(np.int64)
 
 
+def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Like ``np.unique(values, return_inverse=True)`` but by hashing (O(n))."""
+    codes, uniques = pd.factorize(values, sort=False)
+    order = np.argsort(uniques)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return np.asarray(uniques)[order], rank[codes]
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (after rounding to PATTERN_RESOLUTION_HOURS) and each row's code.
+
+    Rows are hashed to one 64-bit key each and grouped by key; a collision (rows with the
+    same key that differ) is detected and falls back to an exact sort-based unique.
+    """
+    n_cols = rows.shape[1] if rows.ndim == 2 else 0
+    if len(rows) == 0:
+        return np.zeros((0, n_cols)), np.zeros(0, dtype=np.int64)
+    ticks = np.round(rows / PATTERN_RESOLUTION_HOURS).astype(np.int64)
+    weights = np.random.default_rng(20261130).integers(1, 2**62, size=n_cols) | 1
+    with np.errstate(over="ignore"):
+        keys = (ticks.astype(np.uint64) * weights.astype(np.uint64)).sum(axis=1)
+    codes, uniques = pd.factorize(keys, sort=False)
+    first = np.full(len(uniques), len(rows), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(rows)))
+    if not np.array_equal(ticks, ticks[first[codes]]):  # hash collision: exact fallback
+        distinct, codes = np.unique(ticks, axis=0, return_inverse=True)
+        return distinct * PATTERN_RESOLUTION_HOURS, codes.reshape(-1).astype(np.int64)
+    return ticks[first] * PATTERN_RESOLUTION_HOURS, codes.astype(np.int64)
+
+
 def interval_stats(obs: Observations) -> IntervalStats:
     """Group every page's intervals by length; see :class:`IntervalStats`."""
     page, tau, changed = _interval_arrays(obs)
     n_pages = obs.n_pages
-    tau_values, tau_code = np.unique(tau, return_inverse=True)
+    tau_values, tau_code = _factorize_sorted(tau)
     n_tau = len(tau_values)
     if n_pages * max(n_tau, 1) <= 20_000_000:
         key = page * n_tau + tau_code
@@ -235,13 +266,7 @@ def hour_of_week_stats(obs: Observations, timezone: str = "UTC") -> HourOfWeekSt
     np.subtract.at(span, owner, overlaps)
     np.maximum(span, 0.0, out=span)
 
-    rounded = np.round(overlaps / PATTERN_RESOLUTION_HOURS) * PATTERN_RESOLUTION_HOURS
-    if len(rounded):
-        patterns, pattern_code = np.unique(rounded, axis=0, return_inverse=True)
-        pattern_code = pattern_code.reshape(-1)
-    else:
-        patterns = np.zeros((0, overlaps.shape[1]))
-        pattern_code = np.zeros(0, dtype=np.int64)
+    patterns, pattern_code = _unique_rows(overlaps)
     n_patterns = max(len(patterns), 1)
     key = owner * n_patterns + pattern_code
     groups, counts = np.unique(key, return_counts=True)

@@ -1,0 +1,279 @@
+"""Open Terms Archive change logs → observations on a nominal visit grid.
+
+Open Terms Archive (OTA) fetches each tracked document on a schedule and records a new
+version **only when the extracted text changed**; unchanged visits leave no trace. So the
+visit grid is an explicit input: a list of :class:`GridEra` (period, time of day, time
+zone) per collection. The defaults in :data:`DEFAULT_GRIDS` are read off the commit times
+(``shared/data/open-terms-archive/SOURCE.md``); gaps between runs (outages, runs with no
+change anywhere) cannot be told apart from unchanged runs, so the nominal grid is taken as
+the visit times.
+
+Rules (each exclusion is counted in ``Observations.notes``):
+
+- A document's baseline visit is the last grid time at or before its first
+  ``first_record`` event. Documents without one (template files) are excluded.
+- Each ``change`` event is a detection at the last grid time at or before it (the run that
+  committed it). Several events in one grid slot are one detection.
+- ``technical`` events (re-extraction after a selector/filter change by maintainers),
+  ``other`` events (template commits) and repeated ``first_record`` events are not content
+  changes and are excluded.
+- Observation ends at the collection's last run for documents still present at HEAD, and
+  at the document's last event for documents removed from the repository.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bayesrate.constants import DOMAIN, PAGE
+from bayesrate.errors import ObservationError
+from bayesrate.observations import Observations, _ranges, timestamps_to_hours
+
+
+@dataclass(frozen=True)
+class GridEra:
+    """A stretch of time visited every ``every_hours`` at a fixed local time of day.
+
+    Parameters
+    ----------
+    start, end
+        ISO dates/timestamps (UTC unless they carry an offset); ``end=None`` means open.
+    every_hours
+        Period between visits; must divide 24 or be a multiple of 24.
+    anchor
+        Local time of day (``"HH:MM"``) of one visit per day.
+    timezone
+        The clock the schedule runs on (e.g. ``"Europe/Paris"`` for a cron in Paris time).
+    """
+
+    start: str
+    end: str | None
+    every_hours: float
+    anchor: str = "00:00"
+    timezone: str = "UTC"
+
+    def times(self, last: pd.Timestamp) -> np.ndarray:
+        """Grid times (hours since the epoch) from ``start`` to ``min(end, last)``."""
+        start = _utc(self.start)
+        end = min(_utc(self.end), last) if self.end else last
+        hh, mm = (int(x) for x in self.anchor.split(":"))
+        local_start = start.tz_convert(self.timezone).tz_localize(None).normalize()
+        local_end = end.tz_convert(self.timezone).tz_localize(None).normalize() + pd.Timedelta(
+            days=1
+        )
+        if self.every_hours <= 24:
+            per_day = round(24 / self.every_hours)
+            days = pd.date_range(local_start, local_end, freq="D")
+            offsets = pd.to_timedelta(hh * 60 + mm, unit="min") + pd.to_timedelta(
+                np.arange(per_day) * self.every_hours, unit="h"
+            )
+            naive = (days.to_numpy()[:, None] + offsets.to_numpy()[None, :]).ravel()
+        else:
+            naive = pd.date_range(
+                local_start + pd.Timedelta(hours=hh, minutes=mm),
+                local_end,
+                freq=pd.Timedelta(hours=self.every_hours),
+            ).to_numpy()
+        local = pd.DatetimeIndex(naive).tz_localize(
+            self.timezone, ambiguous=True, nonexistent="shift_forward"
+        )
+        utc = local.tz_convert("UTC")
+        keep = (utc >= start) & (utc < end) if self.end else (utc >= start) & (utc <= end)
+        return timestamps_to_hours(utc[keep])
+
+
+#: Nominal visit grids per collection (see module docstring and SOURCE.md).
+DEFAULT_GRIDS: dict[str, tuple[GridEra, ...]] = {
+    "contrib": (
+        GridEra("2012-01-01", "2021-01-01", 24.0),
+        GridEra("2021-01-01", None, 6.0),
+    ),
+    "pga": (
+        GridEra("2022-01-01", "2025-01-01", 6.0),
+        GridEra("2025-01-01", None, 12.0),
+    ),
+    "genai-eu": (GridEra("2025-01-01", None, 12.0, anchor="00:30", timezone="Europe/Paris"),),
+}
+
+CHANGELOG_COLUMNS = ("time_utc", "event", "service", "terms_type", "path")
+DOCUMENT_COLUMNS = ("path", "service", "terms_type", "present_in_head")
+EVENTS = ("first_record", "change", "technical", "other")
+
+
+def _utc(value: str | pd.Timestamp) -> pd.Timestamp:
+    ts = pd.Timestamp(value)
+    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+
+
+def visit_grid(eras: tuple[GridEra, ...], last: pd.Timestamp) -> np.ndarray:
+    """Sorted union of the eras' grid times up to ``last``."""
+    if not eras:
+        raise ObservationError("the visit grid needs at least one era", field="grid")
+    return np.unique(np.concatenate([era.times(last) for era in eras]))
+
+
+def from_changelog(
+    changelog: pd.DataFrame,
+    documents: pd.DataFrame,
+    *,
+    grid: tuple[GridEra, ...] | str,
+    source: str = "open-terms-archive",
+) -> Observations:
+    """Build observations from an OTA changelog and documents table.
+
+    Parameters
+    ----------
+    changelog
+        Rows of ``*-versions-changelog.csv`` (at least ``time_utc``, ``event``,
+        ``service``, ``terms_type``, ``path``).
+    documents
+        Rows of ``*-versions-documents.csv`` (at least ``path``, ``service``,
+        ``terms_type``, ``present_in_head``).
+    grid
+        The nominal visit grid: eras, or a collection name from :data:`DEFAULT_GRIDS`.
+
+    Returns
+    -------
+    Observations
+        Pages are document paths (without ``.md``), domains are services, and
+        ``terms_type`` and ``collection`` are kept as page attributes.
+    """
+    if isinstance(grid, str):
+        if grid not in DEFAULT_GRIDS:
+            raise ObservationError(
+                f"no default grid for collection {grid!r}; have {sorted(DEFAULT_GRIDS)}",
+                field="grid",
+            )
+        collection, eras = grid, DEFAULT_GRIDS[grid]
+    else:
+        collection, eras = "custom", tuple(grid)
+    for table, cols, name in (
+        (changelog, CHANGELOG_COLUMNS, "changelog"),
+        (documents, DOCUMENT_COLUMNS, "documents"),
+    ):
+        missing = [c for c in cols if c not in table.columns]
+        if missing:
+            raise ObservationError(f"{name} lacks column(s) {missing}", field=missing[0])
+    if len(changelog) == 0:
+        raise ObservationError("no observations: the changelog is empty")
+    log = changelog.reset_index(drop=True)
+    unknown = ~log["event"].isin(EVENTS).to_numpy()
+    if unknown.any():
+        raise ObservationError(
+            f"unknown event kinds (expected {EVENTS})", field="event", rows=np.flatnonzero(unknown)
+        )
+    times = pd.to_datetime(log["time_utc"], utc=True, errors="coerce")
+    bad_time = times.isna().to_numpy()
+    if bad_time.any():
+        raise ObservationError(
+            "unparseable time_utc", field="time_utc", rows=np.flatnonzero(bad_time)
+        )
+    hours = timestamps_to_hours(times)
+    last_run = times.max()
+    grid_times = visit_grid(eras, last_run)
+    notes: list[str] = []
+
+    docs = documents.drop_duplicates("path").set_index("path")
+    event = log["event"].to_numpy()
+    path = log["path"].to_numpy()
+
+    first_mask = event == "first_record"
+    first_rows = pd.Series(hours[first_mask], index=path[first_mask])
+    first_record = first_rows.groupby(level=0).min()
+    repeat_first = int(first_mask.sum() - len(first_record))
+    tracked = [p for p in docs.index if p in first_record.index]
+    untracked = [p for p in docs.index if p not in first_record.index]
+    if untracked:
+        notes.append(
+            f"excluded {len(untracked)} document(s) with no first_record event (template or "
+            f"untracked files)"
+        )
+    for kind, why in (
+        ("technical", "re-extraction by maintainers, not a content change"),
+        ("other", "template/initial commits"),
+    ):
+        count = int((event == kind).sum())
+        if count:
+            notes.append(f"excluded {count} '{kind}' event(s): {why}")
+    if repeat_first:
+        notes.append(f"excluded {repeat_first} repeated first_record event(s) (re-tracking)")
+
+    in_docs = np.isin(path, docs.index.to_numpy())
+    orphan = int((~in_docs).sum())
+    if orphan:
+        notes.append(f"excluded {orphan} event(s) of paths missing from the documents table")
+
+    doc_pos = pd.Index(tracked)
+    slot_of_first = np.searchsorted(grid_times, first_record.loc[tracked].to_numpy(), "right") - 1
+    if (slot_of_first < 0).any():
+        early = [tracked[i] for i in np.flatnonzero(slot_of_first < 0)]
+        raise ObservationError(
+            "first_record before the visit grid starts; extend the grid's first era",
+            field="grid",
+            pages=early,
+        )
+
+    change = (event == "change") & in_docs
+    change_doc = doc_pos.get_indexer(path[change])
+    not_tracked = change_doc < 0
+    if not_tracked.any():
+        notes.append(f"excluded {int(not_tracked.sum())} change event(s) of untracked documents")
+    change_doc = change_doc[~not_tracked]
+    change_slot = np.searchsorted(grid_times, hours[change][~not_tracked], "right") - 1
+
+    last_event_hours = (
+        pd.Series(hours[in_docs], index=path[in_docs]).groupby(level=0).max().loc[tracked]
+    )
+    present = docs.loc[tracked, "present_in_head"].astype(int).to_numpy() == 1
+    end_slot = np.where(
+        present,
+        len(grid_times) - 1,
+        np.searchsorted(grid_times, last_event_hours.to_numpy(), "right") - 1,
+    )
+    end_slot = np.maximum(end_slot, slot_of_first)
+
+    at_baseline = change_slot <= slot_of_first[change_doc]
+    if at_baseline.any():
+        notes.append(
+            f"excluded {int(at_baseline.sum())} change event(s) in the same grid slot as the "
+            f"document's first record (no earlier visit to compare with)"
+        )
+    change_doc, change_slot = change_doc[~at_baseline], change_slot[~at_baseline]
+    key = np.unique(change_doc.astype(np.int64) * len(grid_times) + change_slot)
+    merged = len(change_doc) - len(key)
+    if merged:
+        notes.append(
+            f"merged {merged} change event(s) into an earlier event of the same grid slot "
+            f"(one detection per visit)"
+        )
+    det_doc, det_slot = np.divmod(key, len(grid_times))
+
+    counts = (end_slot - slot_of_first + 1).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    visit_slot = _ranges(slot_of_first.astype(np.int64), counts)
+    changed = np.zeros(offsets[-1], dtype=np.int8)
+    changed[offsets[det_doc] + det_slot - slot_of_first[det_doc]] = 1
+
+    labels = [p[:-3] if p.endswith(".md") else p for p in tracked]
+    pages = pd.DataFrame(index=pd.Index(labels, name=PAGE))
+    pages[DOMAIN] = docs.loc[tracked, "service"].astype(str).to_numpy()
+    pages["terms_type"] = docs.loc[tracked, "terms_type"].astype(str).to_numpy()
+    pages["collection"] = collection
+    era_text = "; ".join(
+        f"{e.start}..{e.end or 'end'} every {e.every_hours:g} h at {e.anchor} {e.timezone}"
+        for e in eras
+    )
+    notes.insert(0, f"visit grid ({collection}): {era_text}")
+    return Observations(
+        pages=pages,
+        offsets=offsets,
+        time=grid_times[visit_slot],
+        changed=changed,
+        time_kind="datetime",
+        notes=tuple(notes),
+        source=source,
+        meta={"collection": collection, "grid": [e.__dict__ for e in eras]},
+    )
