@@ -1,0 +1,176 @@
+"""Decisions over a :class:`~bayesrate.scheduler.state.SchedulerState` (``docs/science.md`` §5).
+
+- :func:`decision_rates`: the λ each URL is scheduled with — posterior mean (or a Thompson
+  draw), floored at ``rate_floor``; URLs that changed at every visit are raised to at least
+  ``1 / min_interval`` (no information above the sampling frequency: cap, do not extrapolate).
+- :func:`next_check`: ``t_next = t_last + factor / λ`` (with hour-of-week multipliers: the
+  time at which the integrated rate reaches ``factor``), clipped to
+  ``[min_interval, max_interval]`` (the upper clip is the exploration floor).
+- :func:`priority`: ``w · Λ(t_last, now)``, or with a plan (:func:`plan`) the number of
+  planned intervals elapsed ``p · (now − t_last)``. Never-fetched URLs and URLs past
+  ``max_interval`` come first; URLs fetched less than ``min_interval`` ago are not eligible.
+- :func:`due`: the ``k`` most valuable URLs with at most ``politeness_limit − recent`` per
+  host (recent = fetches observed in the politeness window).
+- :func:`plan`: fetch rates optimal for freshness (Azar) or harmonic staleness (Kolobov)
+  under a budget, from the decision rates, with an exploration floor and per-host caps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bayesrate.errors import ObservationError
+from bayesrate.scheduler.optimal import optimal_rates
+from bayesrate.scheduler.state import SchedulerState
+
+#: priority of never-fetched URLs and URLs past the revisit floor (above any finite score)
+URGENT = np.inf
+
+
+def decision_rates(
+    state: SchedulerState, *, thompson: bool | None = None, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """λ per hour used for decisions (see module docstring)."""
+    cfg = state.config
+    use_draw = cfg.thompson if thompson is None else thompson
+    if use_draw:
+        rng = rng if rng is not None else np.random.default_rng()
+        lam = rng.gamma(state.alpha, 1.0 / state.beta)
+    else:
+        lam = state.posterior_mean()
+    lam = np.maximum(lam, cfg.rate_floor)
+    capped = state.changed_every_visit
+    if capped.any():
+        lam = np.where(capped, np.maximum(lam, 1.0 / cfg.min_interval), lam)
+    return lam
+
+
+def next_check(
+    state: SchedulerState, *, factor: float | None = None, rates: np.ndarray | None = None
+) -> np.ndarray:
+    """Next check time per URL (hours since the epoch; NaN for never-fetched URLs)."""
+    cfg = state.config
+    factor = cfg.factor if factor is None else float(factor)
+    if not (np.isfinite(factor) and factor > 0):
+        raise ObservationError(f"factor must be > 0, got {factor!r}", field="factor")
+    lam = decision_rates(state) if rates is None else np.asarray(rates, dtype=np.float64)
+    last = state.last_fetch
+    t = state.modulation.advance(last, factor / lam)
+    t = np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
+    return np.where(state.changed_every_visit, last + cfg.min_interval, t)
+
+
+def priority(
+    state: SchedulerState, now: float, *, rates: np.ndarray | None = None, use_plan: bool = True
+) -> np.ndarray:
+    """Value of fetching each URL at ``now`` (higher first; ``-inf`` = not eligible)."""
+    cfg = state.config
+    last = state.last_fetch
+    never = np.isnan(last)
+    if (last[~never] > now).any():
+        bad = np.flatnonzero(~never & (last > now))
+        raise ObservationError(
+            "now is before the last fetch of some URLs (time going backwards)",
+            field="now", pages=[state.urls[i] for i in bad[:10]],
+        )
+    elapsed_from = np.where(never, now, last)
+    if use_plan and state.target.any():
+        score = state.target * (now - elapsed_from)
+    else:
+        lam = decision_rates(state) if rates is None else rates
+        score = state.weight * lam * state.modulation.integral(elapsed_from, np.full_like(
+            elapsed_from, now))
+    elapsed = now - elapsed_from
+    score = np.where(never | (elapsed >= cfg.max_interval), URGENT, score)
+    return np.where(~never & (elapsed < cfg.min_interval), -np.inf, score)
+
+
+def due(
+    state: SchedulerState,
+    now: float,
+    k: int,
+    *,
+    rates: np.ndarray | None = None,
+    use_plan: bool = True,
+) -> np.ndarray:
+    """Row indices of the ``k`` most valuable eligible URLs, best first, polite per host.
+
+    Does not change the state: the fetches count against politeness once observed.
+    """
+    if not isinstance(k, (int, np.integer)) or k < 0:
+        raise ObservationError(f"k must be an integer >= 0, got {k!r}", field="k")
+    score = priority(state, now, rates=rates, use_plan=use_plan)
+    eligible = np.flatnonzero(score > -np.inf)
+    if k == 0 or len(eligible) == 0:
+        return np.zeros(0, dtype=np.int64)
+    limit = state.config.politeness_limit
+    quota = None
+    if limit is not None:
+        quota = np.maximum(int(limit) - state.recent_fetches(now), 0)
+    m = min(len(eligible), 4 * k)
+    while True:
+        cand = eligible
+        if m < len(eligible):
+            part = np.argpartition(-score[eligible], m - 1)[:m]
+            cand = eligible[part]
+        cand = cand[np.lexsort((cand, -score[cand]))]  # best first, ties by row
+        if quota is not None:
+            h = state.host[cand]
+            order = np.argsort(h, kind="stable")
+            hs = h[order]
+            first = np.r_[True, hs[1:] != hs[:-1]]
+            start = np.maximum.accumulate(np.where(first, np.arange(len(hs)), 0))
+            rank = np.empty(len(cand), dtype=np.int64)
+            rank[order] = np.arange(len(hs)) - start
+            cand = cand[rank < quota[h]]
+        if len(cand) >= k or m >= len(eligible):
+            return cand[:k].astype(np.int64)
+        m = min(len(eligible), 4 * m)
+
+
+def plan(
+    state: SchedulerState,
+    budget: float,
+    *,
+    objective: str = "freshness",
+    floor: float | None = None,
+    rates: np.ndarray | None = None,
+    host_cap: float | None = None,
+) -> np.ndarray:
+    """Set ``state.target`` to optimal fetch rates per hour for a budget (fetches per hour).
+
+    Parameters
+    ----------
+    budget
+        Total fetches per hour.
+    objective
+        ``"freshness"`` or ``"harmonic"``.
+    floor
+        Exploration floor per URL (fetches per hour); default ``1 / max_interval``, reduced
+        so that the floors use at most half the budget.
+    rates
+        Rates to plan with (default :func:`decision_rates`).
+    host_cap
+        Fetches per hour per host (default: the politeness limit over its window).
+    """
+    cfg = state.config
+    n = state.n
+    if n == 0:
+        return np.zeros(0)
+    lam = decision_rates(state) if rates is None else np.asarray(rates, dtype=np.float64)
+    if floor is None:
+        floor = min(1.0 / cfg.max_interval, 0.5 * float(budget) / n) if budget > 0 else 0.0
+    if host_cap is None and cfg.politeness_limit is not None:
+        host_cap = cfg.politeness_limit / cfg.politeness_window
+    p = optimal_rates(
+        state.weight,
+        lam,
+        budget,
+        objective=objective,
+        lower=floor,
+        upper=1.0 / cfg.min_interval,
+        hosts=state.host if host_cap is not None else None,
+        host_caps=host_cap,
+    )
+    state.target[:] = p
+    return p

@@ -1,0 +1,143 @@
+"""Optimal fetch rates: closed forms against brute-force optimisation (scipy as oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from bayesrate.errors import ObservationError
+from bayesrate.scheduler.optimal import (
+    azar_rates,
+    expected_freshness,
+    expected_harmonic_staleness,
+    harmonic_rates,
+    optimal_rates,
+)
+
+
+def _brute(objective, w, lam, budget, lower=0.0, upper=None, hosts=None, caps=None, seed=0):
+    """Best of several SLSQP starts on the original (non-Lagrangian) problem."""
+    n = len(w)
+    lo = np.broadcast_to(lower, (n,)).astype(float)
+    hi = np.full(n, budget) if upper is None else np.broadcast_to(upper, (n,)).astype(float)
+
+    def f(p):
+        p = np.maximum(p, 1e-12)
+        if objective == "freshness":
+            return -np.sum(w * p / (p + lam))
+        return np.sum(w * np.log1p(lam / p))
+
+    cons = [{"type": "ineq", "fun": lambda p: budget - p.sum()}]
+    if hosts is not None:
+        for h, cap in enumerate(caps):
+            members = hosts == h
+            cons.append({"type": "ineq", "fun": lambda p, m=members, c=cap: c - p[m].sum()})
+    gen = np.random.default_rng(seed)
+    best = None
+    for _ in range(8):
+        x0 = np.clip(gen.dirichlet(np.ones(n)) * budget, lo, hi)
+        r = minimize(f, x0, method="SLSQP", bounds=list(zip(lo, hi, strict=True)),
+                     constraints=cons, options={"ftol": 1e-13, "maxiter": 500})
+        if best is None or r.fun < best.fun:
+            best = r
+    return best.x, best.fun
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_azar_matches_brute_force(rng, trial):
+    n = int(rng.integers(2, 7))
+    w = rng.pareto(1.5, n) + 0.1
+    lam = rng.gamma(0.7, 1.0, n)
+    budget = float(rng.uniform(0.1, 3.0))
+    p = azar_rates(w, lam, budget)
+    assert p.sum() <= budget * (1 + 1e-12)
+    assert p.sum() == pytest.approx(budget, rel=1e-9)
+    _, fun = _brute("freshness", w, lam, budget, seed=trial)
+    ours = np.sum(w * p / (p + lam))
+    assert ours >= -fun - 1e-7  # at least as good as the best the optimiser found
+    # and the bisection solver agrees with the closed form
+    p2 = optimal_rates(w, lam, budget, objective="freshness", lower=0.0, upper=1e9)
+    np.testing.assert_allclose(p2, p, atol=1e-8)
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_harmonic_matches_brute_force(rng, trial):
+    n = int(rng.integers(2, 7))
+    w = rng.pareto(1.5, n) + 0.1
+    lam = rng.gamma(0.7, 1.0, n) + 0.01
+    budget = float(rng.uniform(0.1, 3.0))
+    rho = harmonic_rates(w, lam, budget)
+    assert (rho > 0).all()  # never starves a page
+    assert rho.sum() <= budget * (1 + 1e-12)
+    x, fun = _brute("harmonic", w, lam, budget, seed=trial)
+    ours = np.sum(w * np.log1p(lam / rho))
+    assert ours <= fun + 1e-7
+    np.testing.assert_allclose(rho, x, rtol=2e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("objective", ["freshness", "harmonic"])
+def test_bounds_and_host_caps_match_brute_force(rng, objective):
+    n = 6
+    w = rng.pareto(1.5, n) + 0.1
+    lam = rng.gamma(0.7, 1.0, n) + 0.01
+    hosts = np.array([0, 0, 0, 1, 1, 2])
+    caps = np.array([0.3, 5.0, 0.2])
+    budget = 1.5
+    p = optimal_rates(w, lam, budget, objective=objective, lower=0.02, upper=0.8,
+                      hosts=hosts, host_caps=caps)
+    assert p.sum() <= budget * (1 + 1e-12)
+    assert (np.bincount(hosts, weights=p) <= caps * (1 + 1e-12)).all()
+    assert (p >= 0.02 - 1e-12).all() and (p <= 0.8 + 1e-12).all()
+    _, fun = _brute(objective, w, lam, budget, lower=0.02, upper=0.8, hosts=hosts, caps=caps)
+    if objective == "freshness":
+        assert np.sum(w * p / (p + lam)) >= -fun - 1e-6
+    else:
+        assert np.sum(w * np.log1p(lam / p)) <= fun + 1e-6
+
+
+def test_azar_textbook_two_pages():
+    # equal weights and rates: split the budget evenly
+    p = azar_rates([1.0, 1.0], [1.0, 1.0], 2.0)
+    np.testing.assert_allclose(p, [1.0, 1.0])
+    # a page changing much faster than the budget allows is abandoned (w/λ below μ)
+    p = azar_rates([1.0, 1.0], [100.0, 0.1], 0.2)
+    assert p[0] == 0 and p[1] == pytest.approx(0.2)
+
+
+def test_budget_never_exceeded_large(rng):
+    n = 50_000
+    w = rng.pareto(1.2, n) + 0.01
+    lam = rng.gamma(0.5, 2.0, n)
+    for budget in (1e-3, 1.0, 1e3, 1e6):
+        for obj in ("freshness", "harmonic"):
+            p = optimal_rates(w, lam, budget, objective=obj, lower=0.0,
+                              upper=np.inf if obj == "freshness" else 1e12)
+            assert p.sum() <= budget
+            assert (p >= 0).all()
+    hosts = rng.integers(0, 100, n)
+    p = optimal_rates(w, lam, 100.0, hosts=hosts, host_caps=0.5)
+    assert p.sum() <= 100.0
+    assert np.bincount(hosts, weights=p).max() <= 0.5
+
+
+def test_expected_metrics_closed_form():
+    assert expected_freshness([1, 3], [1.0, 0.0], [1.0, 0.0]) == pytest.approx((0.5 + 3) / 4)
+    assert expected_harmonic_staleness([1], [2.0], [1.0]) == pytest.approx(np.log(3.0))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"budget": -1.0}, "budget"),
+        ({"budget": float("nan")}, "budget"),
+        ({"weights": [1.0, float("nan")]}, "weight"),
+        ({"rates": [-1.0, 1.0]}, "rate"),
+        ({"lower": 2.0}, "budget"),
+    ],
+)
+def test_bad_input(kwargs, field):
+    args = {"weights": [1.0, 1.0], "rates": [1.0, 1.0], "budget": 1.0} | kwargs
+    with pytest.raises(ObservationError) as err:
+        optimal_rates(**args)
+    assert err.value.field == field
