@@ -93,9 +93,7 @@ def _split_at_transitions(
     return piece_start, piece_end, piece_offset, owner
 
 
-def hour_of_week_overlap(
-    start: np.ndarray, end: np.ndarray, timezone: str = "UTC"
-) -> np.ndarray:
+def hour_of_week_overlap(start: np.ndarray, end: np.ndarray, timezone: str = "UTC") -> np.ndarray:
     """Hours of each interval ``(start, end]`` that fall in each hour-of-week bucket.
 
     Parameters

@@ -174,7 +174,9 @@ def from_visit_grid(
     bad_n = ~np.isfinite(n_raw) | (n_raw < 0) | (n_raw != np.round(n_raw))
     if bad_n.any():
         raise ObservationError(
-            "numVisits must be a non-negative integer", field="numVisits", rows=np.flatnonzero(bad_n)
+            "numVisits must be a non-negative integer",
+            field="numVisits",
+            rows=np.flatnonzero(bad_n),
         )
     n_revisits = n_raw.astype(np.int64)
     labels = (
@@ -212,9 +214,7 @@ def from_visit_grid(
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
     pages = pd.DataFrame(index=pd.Index(labels, name=PAGE))
-    pages[DOMAIN] = (
-        frame[DOMAIN].astype(str).to_numpy() if DOMAIN in frame.columns else "(none)"
-    )
+    pages[DOMAIN] = frame[DOMAIN].astype(str).to_numpy() if DOMAIN in frame.columns else "(none)"
     if pages.index.duplicated().any():
         dup = pages.index[pages.index.duplicated()].tolist()
         raise ObservationError("page ids repeat", field=page or "row", pages=dup)

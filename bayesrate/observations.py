@@ -519,8 +519,7 @@ def _build_from_frame(
     back = step < 0
     if back.any():
         raise ObservationError(
-            "times out of order within a page (negative interval); sort each page's "
-            "visits by time",
+            "times out of order within a page (negative interval); sort each page's visits by time",
             field=TIME,
             rows=_rows(back, order),
             pages=list(pd.unique(page_labels[codes_sorted[back]])),

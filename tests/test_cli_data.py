@@ -1,0 +1,64 @@
+"""``bayesrate data`` and the light-import promise of the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+
+from bayesrate.cli import main
+
+HEAVY = ("pymc", "pytensor", "arviz", "nutpie")
+
+
+def test_help_does_not_import_pymc():
+    code = (
+        "import sys\n"
+        "from bayesrate.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "usage: bayesrate" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_summary_json_on_input_file(tmp_path, capsys):
+    path = tmp_path / "obs.csv"
+    pd.DataFrame(
+        {
+            "page": ["a", "a", "a", "b", "b"],
+            "time": [0, 1, 2, 0, 3],
+            "changed": [None, 1, 1, None, 0],
+        }
+    ).to_csv(path, index=False)
+    assert main(["data", "summary", "--input", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["pages"], out["visits"], out["changes"]) == (2, 5, 2)
+    assert out["pages_changed_every_visit"] == 1 and out["pages_never_changed"] == 1
+
+
+def test_summary_dataset_text(capsys):
+    assert main(["data", "summary", "--dataset", "ota-genai-eu"]) == 0
+    out = capsys.readouterr().out
+    assert "pages" in out and "ODC" not in out
+    assert "excluded" in out  # loader notes are shown
+
+
+def test_bad_input_gives_clear_error_and_exit_code(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    pd.DataFrame({"page": ["a", "a"], "time": [1, 0], "changed": [None, 1]}).to_csv(
+        path, index=False
+    )
+    assert main(["data", "summary", "--input", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "out of order" in err and "rows: 1" in err
+
+
+def test_data_list(capsys):
+    assert main(["data", "list", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["default"] == "ota-contrib"
+    assert all(v["licence"] == "ODC-BY-1.0" for v in out["datasets"].values())
