@@ -58,7 +58,7 @@ def adf_update(
     changed = np.asarray(changed).astype(bool)
     alpha_b, beta_b, tau_b, changed_b = np.broadcast_arrays(alpha, beta, tau, changed)
     new_alpha = np.array(alpha_b, dtype=np.float64, copy=True)
-    new_beta = beta_b + tau_b * ~changed_b
+    new_beta = np.array(beta_b + tau_b * ~changed_b, dtype=np.float64)
     if changed_b.any():
         a, b, t = alpha_b[changed_b], beta_b[changed_b], tau_b[changed_b]
         mean, var = changed_moments(a, b, t)

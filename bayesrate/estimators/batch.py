@@ -1,0 +1,235 @@
+"""Batch point estimators over the sufficient statistics of many pages at once.
+
+Every function takes an :class:`~bayesrate.sufficient.IntervalStats` (intervals grouped
+by page and length) and returns a :class:`RateEstimate` with one rate per page, **per
+hour**, computed with whole-array operations (no per-page Python loop). Formulas:
+``docs/science.md`` §2. Notation per page: ``n`` intervals, ``c`` of them with a detected
+change, ``T`` observed hours (sum of interval lengths), ``τ̄ = T / n``.
+
+==========  =====================================================  =====================
+method      estimate                                               interval
+==========  =====================================================  =====================
+naive       ``c / T``                                              —
+moment      ``−log(1 − c/n) / τ̄``                                  —
+cho         ``−log((n − c + 0.5) / (n + 0.5)) / τ̄``                —
+mle         root of ``Σ_changed τ/(e^{λτ} − 1) = Σ_unchanged τ``   profile likelihood
+                                                                   (or Fisher, log scale)
+mm          root of ``Σ e^{−λτ} = n − c`` (Upadhyay et al.)         —
+==========  =====================================================  =====================
+
+Unequal intervals: ``moment`` and ``cho`` use the mean interval ``τ̄`` (they are exact
+only for a regular grid; use ``mle`` for irregular visits). The case study's "adjusted"
+estimator ``−log(1 − (n/(n + 0.5))·c/n)`` is algebraically the same as ``cho``.
+
+Boundaries, all finite:
+
+- no interval (one visit): rate ``0``; for ``mle`` the interval is ``[0, inf)``.
+- ``c = 0``: every estimator gives ``0``.
+- ``c = n``: ``moment`` (undefined there) is capped at ``log(2n + 1)/τ̄`` — the ``cho``
+  value at ``c = n`` — and never extrapolated; ``mle`` and ``mm`` (no finite root) are
+  capped at ``log(2n + 1)/τ_min``. ``RateEstimate.clipped`` marks capped pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bayesrate.constants import HOURS_PER_DAY
+from bayesrate.estimators import mle as _mle
+
+if TYPE_CHECKING:
+    from bayesrate.sufficient import IntervalStats
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """Per-page rate estimates (per hour), with an interval where the method has one.
+
+    Attributes
+    ----------
+    method
+        Estimator name.
+    rate
+        Point estimate per page, per hour.
+    lower, upper
+        Interval bounds per hour (``None`` if the method has no interval).
+    level
+        Coverage of the interval (nominal).
+    clipped
+        Pages whose estimate was capped (``c = n`` or a root above the cap), or ``None``.
+    """
+
+    method: str
+    rate: np.ndarray
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    level: float | None = None
+    clipped: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    def to_frame(self, stats: IntervalStats, *, per_day: bool = True) -> pd.DataFrame:
+        """One row per page: ``page, n_visits, n_changes, rate_per_day[, lower/upper]``."""
+        scale = HOURS_PER_DAY if per_day else 1.0
+        unit = "per_day" if per_day else "per_hour"
+        frame = pd.DataFrame(
+            {
+                "page": stats.pages.to_numpy(),
+                "n_visits": stats.n_visits,
+                "n_changes": stats.n_changes,
+                f"rate_{unit}": self.rate * scale,
+            }
+        )
+        if self.has_interval:
+            frame[f"lower_{unit}"] = self.lower * scale
+            frame[f"upper_{unit}"] = self.upper * scale
+        return frame
+
+
+def _totals(stats: IntervalStats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = stats.n_intervals.astype(np.float64)
+    c = stats.n_changes.astype(np.float64)
+    exposure = stats.exposure.astype(np.float64)
+    return n, c, exposure
+
+
+def mean_interval(stats: IntervalStats) -> np.ndarray:
+    """``τ̄ = T / n`` per page (hours; 0 for pages without intervals)."""
+    n, _, exposure = _totals(stats)
+    return np.divide(exposure, n, out=np.zeros_like(exposure), where=n > 0)
+
+
+def naive(stats: IntervalStats) -> RateEstimate:
+    """Detected changes per observed hour, ``c / T`` (biased low under censoring)."""
+    _, c, exposure = _totals(stats)
+    rate = np.divide(c, exposure, out=np.zeros_like(c), where=exposure > 0)
+    return RateEstimate("naive", rate)
+
+
+def moment(stats: IntervalStats) -> RateEstimate:
+    """Corrected method of moments ``−log(1 − c/n)/τ̄``, capped at ``c = n``."""
+    n, c, _ = _totals(stats)
+    tau = mean_interval(stats)
+    ok = (n > 0) & (tau > 0)
+    cap = _mle.rate_cap(n, np.where(ok, tau, np.inf))
+    frac = np.divide(c, n, out=np.zeros_like(c), where=ok)
+    all_changed = ok & (c >= n) & (c > 0)
+    with np.errstate(divide="ignore"):
+        raw = -np.log1p(-np.where(all_changed, 0.0, frac))
+    rate = np.divide(raw, tau, out=np.zeros_like(c), where=ok)
+    rate = np.where(all_changed, cap, np.minimum(rate, np.where(ok, cap, 0.0)))
+    return RateEstimate("moment", rate, clipped=all_changed)
+
+
+def cho(stats: IntervalStats) -> RateEstimate:
+    """Cho & Garcia-Molina bias-reduced ``−log((n − c + 0.5)/(n + 0.5))/τ̄``."""
+    n, c, _ = _totals(stats)
+    tau = mean_interval(stats)
+    ok = (n > 0) & (tau > 0)
+    raw = -np.log((n - c + 0.5) / (n + 0.5))
+    rate = np.divide(raw, tau, out=np.zeros_like(c), where=ok)
+    return RateEstimate("cho", rate)
+
+
+def _groups(stats: IntervalStats) -> tuple:
+    return (stats.group_page, stats.group_tau, stats.group_n, stats.group_changed, stats.n_pages)
+
+
+def mle(
+    stats: IntervalStats,
+    *,
+    interval: str | None = "profile",
+    level: float = 0.95,
+    tol: float = _mle.TOL,
+) -> RateEstimate:
+    """Maximum likelihood for unequal intervals (see :mod:`bayesrate.estimators.mle`).
+
+    Parameters
+    ----------
+    interval
+        ``"profile"`` (profile likelihood, default), ``"fisher"`` (Wald interval on
+        ``log λ`` from the observed information; pages at ``c = 0`` or ``c = n``, where
+        it is undefined, get the profile interval) or ``None``.
+    level
+        Interval coverage.
+    tol
+        Relative Newton tolerance.
+    """
+    groups = _groups(stats)
+    res = _mle.solve_mle(*groups, tol=tol)
+    lower = upper = None
+    if interval is not None:
+        if interval not in ("profile", "fisher"):
+            raise ValueError(f"interval must be 'profile', 'fisher' or None, not {interval!r}")
+        lower, upper = _mle.profile_interval(res.rate, res.cap, *groups, level=level)
+        if interval == "fisher":
+            lo_f, hi_f, ok = fisher_interval(res.rate, *groups, level=level)
+            ok &= ~res.clipped
+            lower = np.where(ok, lo_f, lower)
+            upper = np.where(ok, hi_f, upper)
+    return RateEstimate(
+        "mle",
+        res.rate,
+        lower,
+        upper,
+        level if interval else None,
+        res.clipped,
+        {"iterations": res.iterations, "cap": res.cap},
+    )
+
+
+def fisher_interval(
+    rate: np.ndarray,
+    group_page: np.ndarray,
+    group_tau: np.ndarray,
+    group_n: np.ndarray,
+    group_changed: np.ndarray,
+    n_pages: int,
+    *,
+    level: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wald interval on ``log λ``: ``λ̂ exp(± z / (λ̂ √I(λ̂)))``; returns (lower, upper, ok).
+
+    ``I(λ) = Σ_changed c τ² e^{λτ}/(e^{λτ} − 1)²`` is the observed information; ``ok`` is
+    False where ``λ̂ = 0`` (undefined).
+    """
+    from scipy.stats import norm
+
+    z = norm.ppf(0.5 + level / 2)
+    rate = np.asarray(rate, dtype=np.float64)
+    x = rate[group_page] * group_tau
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = group_tau / np.expm1(x)
+        terms = np.where(group_changed > 0, group_changed * q * (q + group_tau), 0.0)
+    info = np.bincount(group_page, weights=terms, minlength=n_pages)
+    ok = (rate > 0) & (info > 0) & np.isfinite(info)
+    se_log = np.divide(1.0, rate * np.sqrt(np.where(ok, info, 1.0)), out=np.zeros_like(rate))
+    return rate * np.exp(-z * se_log), rate * np.exp(z * se_log), ok
+
+
+def mm(stats: IntervalStats, *, tol: float = _mle.TOL) -> RateEstimate:
+    """Moment matching (Upadhyay et al.): solve ``Σ e^{−λτ} = n − c`` per page."""
+    res = _mle.solve_mm(*_groups(stats), tol=tol)
+    return RateEstimate("mm", res.rate, clipped=res.clipped, extra={"cap": res.cap})
+
+
+def gamma_exposure(stats: IntervalStats, alpha: float, beta: float, *, level: float = 0.95):
+    """Exposure-based Gamma posterior ``Gamma(α + c, β + T)`` (order-free; biased low)."""
+    from scipy.stats import gamma
+
+    n, c, exposure = _totals(stats)
+    a = alpha + c
+    b = beta + exposure
+    lo = gamma.ppf(0.5 - level / 2, a, scale=1.0 / b)
+    hi = gamma.ppf(0.5 + level / 2, a, scale=1.0 / b)
+    return RateEstimate("gamma-exposure", a / b, lo, hi, level, extra={"alpha": a, "beta": b})
+
+
+BATCH = {"naive": naive, "moment": moment, "cho": cho, "mle": mle, "mm": mm}
