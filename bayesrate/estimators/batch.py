@@ -224,7 +224,7 @@ def gamma_exposure(stats: IntervalStats, alpha: float, beta: float, *, level: fl
     """Exposure-based Gamma posterior ``Gamma(α + c, β + T)`` (order-free; biased low)."""
     from scipy.stats import gamma
 
-    n, c, exposure = _totals(stats)
+    _n, c, exposure = _totals(stats)
     a = alpha + c
     b = beta + exposure
     lo = gamma.ppf(0.5 - level / 2, a, scale=1.0 / b)

@@ -15,6 +15,7 @@ the reference used to check the online Gamma updates; it is exact up to grid res
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -144,7 +145,7 @@ def grid_posterior(
     per_page = np.maximum(lens_all, 1) * max(n_grid, N_COARSE)
     bounds = np.searchsorted(np.cumsum(per_page), np.arange(0, per_page.sum(), CHUNK_CELLS))
     bounds = np.unique(np.concatenate([[0], bounds[1:], [n]]))
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+    for a, b in itertools.pairwise(bounds):
         pg = pages[a:b]
         lens = lens_all[a:b]
         take = np.concatenate(

@@ -338,9 +338,7 @@ def profile_interval(
     def ll(lam: np.ndarray, pages: np.ndarray) -> np.ndarray:
         full = np.zeros(n_pages)
         full[pages] = lam
-        return loglik_groups(full, group_page, group_tau, group_n, group_changed, n_pages)[
-            pages
-        ]
+        return loglik_groups(full, group_page, group_tau, group_n, group_changed, n_pages)[pages]
 
     def bisect(pages: np.ndarray, a: np.ndarray, b: np.ndarray, target: np.ndarray):
         # F(a) < target <= F(b) or the reverse: track the sign at a

@@ -126,9 +126,7 @@ class SA:
     eta: float = SA_ETA
 
     @classmethod
-    def start(
-        cls, n_pages: int, p: float | np.ndarray, eta: float = SA_ETA, y0: float = 0.0
-    ) -> SA:
+    def start(cls, n_pages: int, p: float | np.ndarray, eta: float = SA_ETA, y0: float = 0.0) -> SA:
         if not 0 < eta <= 1:
             raise ValueError("eta must be in (0, 1]")
         return cls(_as_pages(p, n_pages), np.zeros(n_pages, np.int64), np.full(n_pages, y0), eta)
@@ -222,9 +220,7 @@ class GammaState:
             raise ValueError("Gamma prior needs alpha > 0 and beta > 0")
         return cls(a, b, kind)
 
-    def update(
-        self, changed: np.ndarray, tau: np.ndarray, mask: np.ndarray | None = None
-    ) -> None:
+    def update(self, changed: np.ndarray, tau: np.ndarray, mask: np.ndarray | None = None) -> None:
         if mask is None:
             self.alpha, self.beta = self._fn(self.alpha, self.beta, tau, changed)
             return
