@@ -201,7 +201,7 @@ def from_changelog(
     if repeat_first:
         notes.append(f"excluded {repeat_first} repeated first_record event(s) (re-tracking)")
 
-    in_docs = np.isin(path, docs.index.to_numpy())
+    in_docs = docs.index.get_indexer(path) >= 0
     orphan = int((~in_docs).sum())
     if orphan:
         notes.append(f"excluded {orphan} event(s) of paths missing from the documents table")
