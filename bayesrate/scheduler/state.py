@@ -60,6 +60,9 @@ class SchedulerConfig:
         Window of the politeness limit, hours.
     thompson
         Draw λ from the posterior in decisions instead of using its mean.
+    cap_after
+        A URL counts as "changed at every visit" (and is scheduled at ``min_interval``)
+        once it has at least this many intervals, all changed.
     """
 
     update: str = "adf"
@@ -70,6 +73,7 @@ class SchedulerConfig:
     politeness_limit: int | None = None
     politeness_window: float = 1.0
     thompson: bool = False
+    cap_after: int = 3
 
     def __post_init__(self) -> None:
         if self.update not in UPDATES:
@@ -502,9 +506,9 @@ class SchedulerState:
 
     @property
     def changed_every_visit(self) -> np.ndarray:
-        """URLs with at least one interval, all of which showed a change."""
+        """URLs with at least ``config.cap_after`` intervals, all of which showed a change."""
         n_int = self.n_fetch - 1
-        return (n_int >= 1) & (self.n_changed == n_int)
+        return (n_int >= max(int(self.config.cap_after), 1)) & (self.n_changed == n_int)
 
     def posterior_mean(self) -> np.ndarray:
         """Posterior mean rate per hour (``α / β``)."""
