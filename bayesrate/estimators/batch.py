@@ -210,7 +210,9 @@ def fisher_interval(
         terms = np.where(group_changed > 0, group_changed * q * (q + group_tau), 0.0)
     info = np.bincount(group_page, weights=terms, minlength=n_pages)
     ok = (rate > 0) & (info > 0) & np.isfinite(info)
-    se_log = np.divide(1.0, rate * np.sqrt(np.where(ok, info, 1.0)), out=np.zeros_like(rate))
+    se_log = np.divide(
+        1.0, rate * np.sqrt(np.where(ok, info, 1.0)), out=np.zeros_like(rate), where=ok
+    )
     return rate * np.exp(-z * se_log), rate * np.exp(z * se_log), ok
 
 
