@@ -71,15 +71,19 @@ def priority(
         bad = np.flatnonzero(~never & (last > now))
         raise ObservationError(
             "now is before the last fetch of some URLs (time going backwards)",
-            field="now", pages=[state.urls[i] for i in bad[:10]],
+            field="now",
+            pages=[state.urls[i] for i in bad[:10]],
         )
     elapsed_from = np.where(never, now, last)
     if use_plan and state.target.any():
         score = state.target * (now - elapsed_from)
     else:
         lam = decision_rates(state) if rates is None else rates
-        score = state.weight * lam * state.modulation.integral(elapsed_from, np.full_like(
-            elapsed_from, now))
+        score = (
+            state.weight
+            * lam
+            * state.modulation.integral(elapsed_from, np.full_like(elapsed_from, now))
+        )
     elapsed = now - elapsed_from
     score = np.where(never | (elapsed >= cfg.max_interval), URGENT, score)
     return np.where(~never & (elapsed < cfg.min_interval), -np.inf, score)
@@ -100,22 +104,33 @@ def due(
     if not isinstance(k, (int, np.integer)) or k < 0:
         raise ObservationError(f"k must be an integer >= 0, got {k!r}", field="k")
     score = priority(state, now, rates=rates, use_plan=use_plan)
-    eligible = np.flatnonzero(score > -np.inf)
-    if k == 0 or len(eligible) == 0:
-        return np.zeros(0, dtype=np.int64)
     limit = state.config.politeness_limit
     quota = None
     if limit is not None:
         quota = np.maximum(int(limit) - state.recent_fetches(now), 0)
+    return select_polite(score, k, state.host, quota)
+
+
+def select_polite(
+    score: np.ndarray, k: int, host: np.ndarray, quota: np.ndarray | None
+) -> np.ndarray:
+    """Indices of the ``k`` highest finite scores with at most ``quota[h]`` per host ``h``.
+
+    Best first (ties by index). Partial selection (``argpartition``) of ``4k`` candidates,
+    widened only when politeness rejects too many: O(N) typical.
+    """
+    eligible = np.flatnonzero(score > -np.inf)
+    if k == 0 or len(eligible) == 0:
+        return np.zeros(0, dtype=np.int64)
     m = min(len(eligible), 4 * k)
     while True:
         cand = eligible
         if m < len(eligible):
             part = np.argpartition(-score[eligible], m - 1)[:m]
             cand = eligible[part]
-        cand = cand[np.lexsort((cand, -score[cand]))]  # best first, ties by row
+        cand = cand[np.lexsort((cand, -score[cand]))]  # best first, ties by index
         if quota is not None:
-            h = state.host[cand]
+            h = host[cand]
             order = np.argsort(h, kind="stable")
             hs = h[order]
             first = np.r_[True, hs[1:] != hs[:-1]]

@@ -254,9 +254,7 @@ def expected_freshness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray
     return float((w * f).sum() / w.sum())
 
 
-def expected_harmonic_staleness(
-    weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray
-) -> float:
+def expected_harmonic_staleness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray) -> float:
     """Weighted mean of ``ln((ρ + λ) / ρ)`` (Kolobov's objective per unit weight)."""
     w, lam, _ = _check_inputs(weights, rates, 0.0)
     rho = np.asarray(fetch, dtype=np.float64)

@@ -353,8 +353,9 @@ class SchedulerState:
             weight, a host mismatch. Validation happens before any change: a rejected batch
             changes nothing.
         """
-        idx, t, c, w, new_urls, new_hosts, new_w = self._validate(urls, times, changed, hosts,
-                                                                  weights)
+        idx, t, c, w, new_urls, new_hosts, new_w = self._validate(
+            urls, times, changed, hosts, weights
+        )
         # ---- all checks passed: mutate
         if new_urls:
             added = self._append(new_urls, new_hosts, new_w)
@@ -373,8 +374,9 @@ class SchedulerState:
             raise ObservationError(f"expected {n} times, got shape {t.shape}", field="time")
         bad = np.flatnonzero(~np.isfinite(t))
         if len(bad):
-            raise ObservationError("times must be finite", field="time", rows=bad,
-                                   pages=[urls[i] for i in bad])
+            raise ObservationError(
+                "times must be finite", field="time", rows=bad, pages=[urls[i] for i in bad]
+            )
         c_raw = np.asarray(changed)
         if c_raw.shape != (n,):
             raise ObservationError(f"expected {n} change flags", field="changed")
@@ -384,8 +386,12 @@ class SchedulerState:
             raise ObservationError("change flags must be 0 or 1", field="changed") from exc
         bad = np.flatnonzero((c_num != 0) & (c_num != 1))
         if len(bad):
-            raise ObservationError("change flags must be 0 or 1", field="changed", rows=bad,
-                                   pages=[urls[i] for i in bad])
+            raise ObservationError(
+                "change flags must be 0 or 1",
+                field="changed",
+                rows=bad,
+                pages=[urls[i] for i in bad],
+            )
         c = c_num.astype(np.int8)
         w = None if weights is None else self._check_weights(weights, n)
         if hosts is not None and len(hosts) != n:
@@ -419,12 +425,16 @@ class SchedulerState:
             idx[i] = -k - 1
         if unknown:
             raise ObservationError(
-                "unknown URLs (give their host to add them)", field="url", rows=unknown,
+                "unknown URLs (give their host to add them)",
+                field="url",
+                rows=unknown,
                 pages=[urls[i] for i in unknown],
             )
         if mismatch:
             raise ObservationError(
-                "host differs from the URL's stored host", field="host", rows=mismatch,
+                "host differs from the URL's stored host",
+                field="host",
+                rows=mismatch,
                 pages=[urls[i] for i in mismatch],
             )
         # times must increase per URL, starting after the stored last fetch
@@ -440,7 +450,9 @@ class SchedulerState:
             raise ObservationError(
                 "time goes backwards: each fetch must come after the URL's previous fetch "
                 "(in the state and earlier in the batch)",
-                field="time", rows=back, pages=[urls[i] for i in back],
+                field="time",
+                rows=back,
+                pages=[urls[i] for i in back],
             )
         new_w = np.ones(len(new_urls)) if w is None else w[first_row]
         return idx, t, c, w, new_urls, new_hosts, new_w
@@ -500,8 +512,9 @@ class SchedulerState:
             else:
                 out[i] = j
         if unknown:
-            raise ObservationError("unknown URLs", field="url", rows=unknown,
-                                   pages=[urls[i] for i in unknown])
+            raise ObservationError(
+                "unknown URLs", field="url", rows=unknown, pages=[urls[i] for i in unknown]
+            )
         return out
 
     @property

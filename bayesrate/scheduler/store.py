@@ -43,8 +43,17 @@ CREATE TABLE IF NOT EXISTS urls (
 );
 CREATE TABLE IF NOT EXISTS fetch_log (host INTEGER NOT NULL, time REAL NOT NULL);
 """
-_COLUMNS = ("host", "weight", "alpha", "beta", "last_fetch", "last_change", "n_fetch",
-            "n_changed", "target")
+_COLUMNS = (
+    "host",
+    "weight",
+    "alpha",
+    "beta",
+    "last_fetch",
+    "last_change",
+    "n_fetch",
+    "n_changed",
+    "target",
+)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -167,8 +176,11 @@ class Store:
                 strict=True,
             )
             con.executemany(
-                "INSERT INTO urls (id, url, " + ", ".join(_COLUMNS) + ") VALUES ("
-                + ", ".join("?" * (len(_COLUMNS) + 2)) + ") ON CONFLICT(id) DO UPDATE SET "
+                "INSERT INTO urls (id, url, "
+                + ", ".join(_COLUMNS)
+                + ") VALUES ("
+                + ", ".join("?" * (len(_COLUMNS) + 2))
+                + ") ON CONFLICT(id) DO UPDATE SET "
                 + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS),
                 records,
             )
@@ -181,8 +193,10 @@ class Store:
                 )
             con.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [("version", str(st.version)),
-                 ("baseline_flags_ignored", str(st.baseline_flags_ignored))],
+                [
+                    ("version", str(st.version)),
+                    ("baseline_flags_ignored", str(st.baseline_flags_ignored)),
+                ],
             )
             con.execute("COMMIT")
         except BaseException:
