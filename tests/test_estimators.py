@@ -343,7 +343,7 @@ def test_online_estimators_converge_under_poisson_crawling():
 
 
 def test_run_sequences_matches_per_page_replay(irregular):
-    est = online.run_sequences(irregular, "gamma-adf", alpha=1.0, beta=2.0)
+    est = online.run_sequences(irregular, "gamma-adf", prior_alpha=1.0, prior_beta=2.0)
     sa = online.run_sequences(irregular, "sa", p=0.7)
     for i in range(0, irregular.n_pages, 7):
         taus, flags = page_data(irregular, i)
@@ -360,7 +360,7 @@ def test_run_sequences_matches_per_page_replay(irregular):
 
 
 def test_exposure_update_is_the_closed_form_gamma(irregular):
-    est = online.run_sequences(irregular, "gamma-exposure", alpha=0.5, beta=3.0)
+    est = online.run_sequences(irregular, "gamma-exposure", prior_alpha=0.5, prior_beta=3.0)
     st = irregular.interval_stats
     a = 0.5 + st.n_changes
     b = 3.0 + st.exposure
@@ -402,8 +402,8 @@ def test_adf_tracks_exact_posterior_and_exposure_is_biased_low():
     alpha, beta = 1.0, 0.5
     post = grid.grid_posterior(st, alpha, beta)
     exact, sd = post.mean(), np.sqrt(post.var())
-    adf = online.run_sequences(obs, "gamma-adf", alpha=alpha, beta=beta).rate
-    expo = online.run_sequences(obs, "gamma-exposure", alpha=alpha, beta=beta).rate
+    adf = online.run_sequences(obs, "gamma-adf", prior_alpha=alpha, prior_beta=beta).rate
+    expo = online.run_sequences(obs, "gamma-exposure", prior_alpha=alpha, prior_beta=beta).rate
     # ADF is an approximation: within half a posterior SD of the exact mean
     assert np.max(np.abs(adf - exact) / sd) < 0.5
     fast = truth > 1.0

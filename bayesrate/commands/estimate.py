@@ -99,7 +99,7 @@ def estimate(
     elif method == "gamma-exposure":
         est = batch.gamma_exposure(stats, a, b_hours, level=level)
     elif method == "gamma-adf":
-        est = online.run_sequences(obs, "gamma-adf", alpha=a, beta=b_hours, level=level)
+        est = online.run_sequences(obs, "gamma-adf", prior_alpha=a, prior_beta=b_hours, level=level)
     elif method == "posterior-grid":
         post = grid.grid_posterior(stats, a, b_hours)
         est = batch.RateEstimate(

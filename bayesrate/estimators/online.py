@@ -255,8 +255,12 @@ def crawl_rate(obs: Observations) -> np.ndarray:
     return np.divide(n, stats.exposure, out=np.zeros_like(n), where=stats.exposure > 0)
 
 
-def make_state(method: str, n_pages: int, *, p=None, alpha=None, beta=None, **params):
-    """A fresh state for ``method`` (one of :data:`ONLINE_METHODS`)."""
+def make_state(method: str, n_pages: int, *, p=None, prior_alpha=None, prior_beta=None, **params):
+    """A fresh state for ``method`` (one of :data:`ONLINE_METHODS`).
+
+    ``p`` is the crawl rate for the paper's estimators, ``prior_alpha``/``prior_beta`` the
+    Gamma prior (per hour) for the Gamma methods; ``params`` go to the state's ``start``.
+    """
     if method == "naive-online":
         return Naive.start(n_pages, p)
     if method == "lln":
@@ -266,7 +270,8 @@ def make_state(method: str, n_pages: int, *, p=None, alpha=None, beta=None, **pa
     if method == "sam":
         return SAM.start(n_pages, p, **params)
     if method in ("gamma-exposure", "gamma-adf"):
-        return GammaState.start(n_pages, alpha, beta, kind=method.removeprefix("gamma-"))
+        kind = method.removeprefix("gamma-")
+        return GammaState.start(n_pages, prior_alpha, prior_beta, kind=kind)
     raise ValueError(f"unknown online method {method!r}; choose from {ONLINE_METHODS}")
 
 
@@ -275,8 +280,8 @@ def run_sequences(
     method: str,
     *,
     p: float | np.ndarray | None = None,
-    alpha: float | np.ndarray | None = None,
-    beta: float | np.ndarray | None = None,
+    prior_alpha: float | np.ndarray | None = None,
+    prior_beta: float | np.ndarray | None = None,
     level: float = 0.95,
     **params,
 ) -> RateEstimate:
@@ -284,7 +289,8 @@ def run_sequences(
 
     One vectorized step per visit index (a Python loop over the longest page's number of
     intervals, not over pages). ``p`` (visits per hour) defaults to each page's observed
-    crawl rate; ``alpha``/``beta`` (per hour) are the Gamma prior for the Gamma methods.
+    crawl rate; ``prior_alpha``/``prior_beta`` (per hour) are the Gamma prior for the Gamma
+    methods; ``params`` are the estimator's step-size options (e.g. ``eta``, ``beta``).
     Returns per-hour rates; the Gamma methods also give equal-tailed credible intervals.
     """
     from bayesrate.estimators.batch import RateEstimate
@@ -292,7 +298,9 @@ def run_sequences(
     n_pages = obs.n_pages
     if p is None:
         p = crawl_rate(obs)
-    state = make_state(method, n_pages, p=p, alpha=alpha, beta=beta, **params)
+    state = make_state(
+        method, n_pages, p=p, prior_alpha=prior_alpha, prior_beta=prior_beta, **params
+    )
     n_int = np.maximum(obs.visits_per_page - 1, 0)
     starts = obs.offsets[:-1]
     changed = obs.changed

@@ -1,0 +1,230 @@
+"""Online estimators (seed 002, Avrachenkov, Patil & Thoppe): RMSE vs k and 95 % bands.
+
+Synthetic experiments of the paper: a page changes as a Poisson process of rate λ and is
+crawled as an independent Poisson process of rate ``p`` (both per hour here; the paper
+is unitless). Each of 100 runs draws fresh crawl intervals ``τ_k ~ Exp(p)`` and flags
+``I_k ~ Bernoulli(1 − e^{−λτ_k})`` (exact for a Poisson change process). Estimators, all
+vectorized across runs:
+
+- Naive ``p Î_k / k``, LLN (``α_k ≡ 1``), SA, SAM (the paper's step sizes),
+- MLE and MM on the first ``k`` intervals (the package's Newton solver, at checkpoints),
+- our Gamma updates: exposure-based and censoring-exact ADF, prior ``Gamma(α, β)`` with
+  ``β`` given in mean crawl intervals (``--prior-beta-intervals``; default weak:
+  α = 1, β = 0.1 interval, so the prior mean is 10 p).
+
+Experiments: ``lam5_p3`` (λ = 5, p = 3; SA/SAM η = 0.75, SAM β = 0.6), ``lam500_p3`` and
+``lam500_p50`` (η = 0.8 as in the paper's λ = 500 runs; SAM β = 0.6), and the step-size
+sensitivity at λ = 500, p = 10 (LLN α_k ∈ {1, log(k+1), √k}; SA η ∈ {0.5, 0.75, 1};
+SAM β ∈ {0.4, 0.5, 0.6, 0.7} at η = 0.8; SAM η ∈ {0.5, 0.6, 0.7, 0.8} at β = 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+DESCRIPTION = "online estimators (LLN, SA, SAM) vs Naive/MLE/MM and Gamma updates: RMSE vs k"
+
+RUNS = 100
+SAMPLES = 2000
+
+EXPERIMENTS = {
+    "lam5_p3": {"lam": 5.0, "p": 3.0, "eta": 0.75, "beta": 0.6},
+    "lam500_p3": {"lam": 500.0, "p": 3.0, "eta": 0.8, "beta": 0.6},
+    "lam500_p50": {"lam": 500.0, "p": 50.0, "eta": 0.8, "beta": 0.6},
+}
+SENSITIVITY = {"lam": 500.0, "p": 10.0}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, help=f"runs per experiment (default {RUNS})")
+    parser.add_argument("--samples", type=int, help=f"crawls per run (default {SAMPLES})")
+    parser.add_argument("--prior-alpha", type=float, default=1.0, help="Gamma prior α")
+    parser.add_argument(
+        "--prior-beta-intervals",
+        type=float,
+        default=0.1,
+        help="Gamma prior β in mean crawl intervals 1/p (default 0.1)",
+    )
+
+
+def checkpoints(samples: int, n: int = 40):
+    import numpy as np
+
+    return np.unique(np.geomspace(1, samples, n).round().astype(int))
+
+
+def simulate(rng, lam: float, p: float, runs: int, samples: int):
+    """Crawl intervals ``(runs, samples)`` and detected-change flags."""
+    import numpy as np
+
+    tau = rng.exponential(1.0 / p, size=(runs, samples))
+    flags = (rng.random((runs, samples)) < -np.expm1(-lam * tau)).astype(np.int8)
+    return tau, flags
+
+
+def trajectories(tau, flags, p: float, estimators: dict, *, offline: bool = True, ks=None):
+    """Estimates at checkpoints: {name: (len(ks), runs)}.
+
+    ``estimators`` maps a name to ``(method, params)`` for :func:`online.make_state`.
+    """
+    import numpy as np
+
+    from bayesrate.estimators import mle as solver
+    from bayesrate.estimators import online
+
+    runs, samples = flags.shape
+    ks = checkpoints(samples) if ks is None else ks
+    want = set(ks.tolist())
+    out = {name: np.zeros((len(ks), runs)) for name in estimators}
+    states = {
+        name: online.make_state(method, runs, p=p, **params)
+        for name, (method, params) in estimators.items()
+    }
+    row = 0
+    for k in range(samples):
+        for state in states.values():
+            if isinstance(state, online.GammaState):
+                state.update(flags[:, k], tau[:, k])
+            else:
+                state.update(flags[:, k])
+        if k + 1 in want:
+            for name, state in states.items():
+                out[name][row] = state.estimate
+            row += 1
+    if offline:
+        out["MLE"] = np.zeros((len(ks), runs))
+        out["MM"] = np.zeros((len(ks), runs))
+        page = np.repeat(np.arange(runs), samples).reshape(runs, samples)
+        for i, k in enumerate(ks):
+            args = (page[:, :k].ravel(), tau[:, :k].ravel(), np.ones(runs * k))
+            args = (*args, flags[:, :k].ravel().astype(np.float64), runs)
+            out["MLE"][i] = solver.solve_mle(*args).rate
+            out["MM"][i] = solver.solve_mm(*args).rate
+    return ks, out
+
+
+def summarise(name: str, lam: float, ks, est: dict):
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for estimator, values in est.items():
+        err = values - lam
+        rmse = np.sqrt(np.mean(err**2, axis=1))
+        lo, hi = np.percentile(values, [2.5, 97.5], axis=1)
+        for i, k in enumerate(ks):
+            rows.append(
+                {
+                    "experiment": name,
+                    "estimator": estimator,
+                    "k": int(k),
+                    "mean": float(values[i].mean()),
+                    "rmse": float(rmse[i]),
+                    "band_lo": float(lo[i]),
+                    "band_hi": float(hi[i]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _plot(out: Path, name: str, lam: float, table) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for estimator, part in table.groupby("estimator", sort=False):
+        (line,) = a1.plot(part.k, part["mean"], label=estimator)
+        a1.fill_between(part.k, part.band_lo, part.band_hi, color=line.get_color(), alpha=0.12)
+        a2.plot(part.k, part.rmse, label=estimator)
+    a1.axhline(lam, color="k", ls="--", lw=1)
+    a1.set_xscale("log")
+    a1.set_ylim(0, 2.5 * lam)
+    a1.set_title(f"{name}: mean and 95% band")
+    a1.set_xlabel("k (crawls)")
+    a2.set_xscale("log")
+    a2.set_yscale("log")
+    a2.set_title("RMSE")
+    a2.set_xlabel("k (crawls)")
+    a2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=110)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from bayesrate.commands.common import progress
+    from bayesrate.simulate import rng_from
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = args.runs or (20 if args.fast else RUNS)
+    samples = args.samples or (200 if args.fast else SAMPLES)
+    rng = rng_from(args.seed)
+    a0 = args.prior_alpha
+    tables = []
+    for name, cfg in EXPERIMENTS.items():
+        lam, p = cfg["lam"], cfg["p"]
+        progress(f"online: {name} ({runs} runs x {samples} crawls)")
+        tau, flags = simulate(rng, lam, p, runs, samples)
+        b0 = args.prior_beta_intervals / p
+        estimators = {
+            "Naive": ("naive-online", {}),
+            "LLN": ("lln", {"alpha": "one"}),
+            "SA": ("sa", {"eta": cfg["eta"]}),
+            "SAM": ("sam", {"eta": cfg["eta"], "beta": cfg["beta"]}),
+            "Gamma-exposure": ("gamma-exposure", {"prior_alpha": a0, "prior_beta": b0}),
+            "Gamma-ADF": ("gamma-adf", {"prior_alpha": a0, "prior_beta": b0}),
+        }
+        ks, est = trajectories(tau, flags, p, estimators)
+        table = summarise(name, lam, ks, est)
+        _plot(out, name, lam, table)
+        tables.append(table)
+
+    lam, p = SENSITIVITY["lam"], SENSITIVITY["p"]
+    progress(f"online: step-size sensitivity at λ={lam}, p={p}")
+    tau, flags = simulate(rng, lam, p, runs, samples)
+    groups = {
+        "sens_lln": {f"LLN alpha={a}": ("lln", {"alpha": a}) for a in ("one", "log", "sqrt")},
+        "sens_sa": {f"SA eta={e}": ("sa", {"eta": e}) for e in (0.5, 0.75, 1.0)},
+        "sens_sam_beta": {
+            f"SAM beta={b}": ("sam", {"eta": 0.8, "beta": b}) for b in (0.4, 0.5, 0.6, 0.7)
+        },
+        "sens_sam_eta": {
+            f"SAM eta={e}": ("sam", {"eta": e, "beta": 0.5}) for e in (0.5, 0.6, 0.7, 0.8)
+        },
+    }
+    for name, estimators in groups.items():
+        ks, est = trajectories(tau, flags, p, estimators, offline=False)
+        table = summarise(name, lam, ks, est)
+        _plot(out, name, lam, table)
+        tables.append(table)
+
+    full = pd.concat(tables, ignore_index=True)
+    full.to_csv(out / "rmse.csv", index=False)
+    last = full[full.k == full.k.max()]
+    final = {
+        exp: {
+            row.estimator: {"rmse": round(row.rmse, 4), "mean": round(row["mean"], 4)}
+            for _, row in part.iterrows()
+        }
+        for exp, part in last.groupby("experiment", sort=False)
+    }
+    summary = {
+        "runs": runs,
+        "samples": samples,
+        "seed": str(args.seed),
+        "prior": {"alpha": a0, "beta_intervals": args.prior_beta_intervals},
+        "final_k": int(full.k.max()),
+        "final": final,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    cols = ["experiment", "estimator", "mean", "rmse", "band_lo", "band_hi"]
+    print(last[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    progress(f"online: wrote {out}")
+    return 0
