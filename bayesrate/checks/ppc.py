@@ -1,0 +1,317 @@
+"""Posterior predictive checks that replicate the *censored observation process*.
+
+Latent changes are never compared with anything: from each posterior draw of the page
+rates (and hour-of-week multipliers, for modulated models) we simulate what the crawler
+would have *detected* on the same visit times, and compare summaries of the replicates
+with the observed detections:
+
+- ``mean_changes`` / ``sd_changes`` — detected changes per page (the SD catches
+  over-dispersion between pages that the rates do not explain);
+- ``frac_never_changed`` / ``frac_changed_every_visit``;
+- ``hour_of_day_chi2`` / ``day_of_week_chi2`` — detections by local hour of day and day of
+  week of the detecting visit, as a chi-square discrepancy against the replicates' mean;
+- ``gap_cv`` — the coefficient of variation of the gaps between detected changes (pages
+  with at least a few detections), the numeric form of the case study's censored
+  exponential Q-Q check: periodic pages give too regular gaps (low CV), bursty pages too
+  irregular ones (high CV).
+
+Bayesian p-value: ``p = P(T(y_rep) >= T(y))`` (ties count half). A check *fails* when
+``p < alpha/2`` or ``p > 1 - alpha/2``.
+
+Replication uses sufficient statistics: intervals are grouped by (page, *pattern*), a
+pattern being the interval length and its start within the local week, which fixes its
+overlap with the hour-of-week buckets (exact in a fixed-offset zone; intervals crossing a
+DST change use the pattern of their start). Counts per group are Binomial. Only the gap
+check simulates visit sequences, on a subsample of pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayesrate.clock import hour_of_week_overlap, local_hours
+from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK, N_HOUR_OF_WEEK
+from bayesrate.observations import Observations
+from bayesrate.sufficient import _factorize_sorted
+
+MIN_DETECTIONS_FOR_GAPS = 5
+
+
+@dataclass(frozen=True)
+class PPCStatistic:
+    """One test statistic: observed value, replicated values, Bayesian p-value."""
+
+    name: str
+    observed: float
+    replicated: np.ndarray
+    description: str = ""
+
+    @property
+    def p_value(self) -> float:
+        rep = self.replicated[np.isfinite(self.replicated)]
+        if len(rep) == 0 or not np.isfinite(self.observed):
+            return float("nan")
+        return float(np.mean(rep > self.observed) + 0.5 * np.mean(rep == self.observed))
+
+    def extreme(self, alpha: float = 0.05) -> bool:
+        p = self.p_value
+        return bool(np.isfinite(p) and (p < alpha / 2 or p > 1 - alpha / 2))
+
+
+@dataclass
+class PPCResult:
+    """Statistics and the arrays behind the plots."""
+
+    statistics: list[PPCStatistic]
+    timezone: str
+    changes_observed: np.ndarray
+    changes_replicated: np.ndarray  # (draws, pages)
+    hour_observed: np.ndarray  # (24,)
+    hour_replicated: np.ndarray  # (draws, 24)
+    dow_observed: np.ndarray  # (7,)
+    dow_replicated: np.ndarray  # (draws, 7)
+    gaps_observed: np.ndarray  # normalised gaps, pooled
+    gaps_replicated: list[np.ndarray] = field(default_factory=list)
+
+    def table(self, alpha: float = 0.05) -> pd.DataFrame:
+        rows = [
+            {
+                "statistic": s.name,
+                "observed": s.observed,
+                "replicated_mean": float(np.nanmean(s.replicated)),
+                "replicated_q05": float(np.nanquantile(s.replicated, 0.05)),
+                "replicated_q95": float(np.nanquantile(s.replicated, 0.95)),
+                "p_value": s.p_value,
+                "extreme": s.extreme(alpha),
+                "description": s.description,
+            }
+            for s in self.statistics
+        ]
+        return pd.DataFrame(rows)
+
+    def p_values(self) -> dict[str, float]:
+        return {s.name: s.p_value for s in self.statistics}
+
+    def failures(self, alpha: float = 0.05, only: tuple[str, ...] | None = None) -> list[str]:
+        """Names of the statistics whose p-value is extreme."""
+        return [
+            s.name for s in self.statistics if (only is None or s.name in only) and s.extreme(alpha)
+        ]
+
+    def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
+        """Write the PPC panels as PNG files; returns their paths."""
+        from bayesrate.checks.plots import plot_ppc
+
+        return plot_ppc(self, Path(directory), prefix)
+
+
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PatternGroups:
+    """Intervals grouped by (page, pattern); patterns fix the hour-of-week overlap."""
+
+    group_page: np.ndarray
+    group_pattern: np.ndarray
+    group_n: np.ndarray
+    group_changed: np.ndarray
+    pattern_tau: np.ndarray
+    pattern_overlap: np.ndarray  # (n_patterns, 168)
+    pattern_end_bucket: np.ndarray
+    interval_pattern: np.ndarray  # pattern code of every interval (for sequences)
+
+
+def _pattern_groups(obs: Observations, timezone: str) -> _PatternGroups:
+    not_first = ~obs.is_baseline
+    end = obs.time[not_first]
+    start = obs.time[np.flatnonzero(not_first) - 1]
+    tau = end - start
+    local_start = local_hours(start, timezone)
+    week_pos = np.mod(local_start + EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK)
+    # exact float keys: (tau, week position), rounded to a microsecond-ish resolution
+    tau_key = np.round(tau * 3.6e6).astype(np.int64)
+    pos_key = np.round(week_pos * 3.6e6).astype(np.int64)
+    combined = tau_key * (int(HOURS_PER_WEEK * 3.6e6) + 1) + pos_key
+    pattern_values, pattern_code = _factorize_sorted(combined)
+    first_of = np.full(len(pattern_values), len(tau), dtype=np.int64)
+    np.minimum.at(first_of, pattern_code, np.arange(len(tau)))
+    rep_start, rep_end = start[first_of], end[first_of]
+    overlap = hour_of_week_overlap(rep_start, rep_end, timezone)
+    end_local = local_hours(rep_end, timezone)
+    # the detecting visit's bucket: the bucket containing the end (an end exactly on the
+    # hour belongs to the hour it opens, as for any timestamp)
+    end_bucket = (np.floor(end_local).astype(np.int64) + EPOCH_HOUR_OF_WEEK) % N_HOUR_OF_WEEK
+
+    page = obs.page_of_visit[not_first]
+    n_patterns = len(pattern_values)
+    key = page * n_patterns + pattern_code
+    groups, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    changed = np.bincount(inverse, weights=obs.changed[not_first], minlength=len(groups))
+    gp, gpat = np.divmod(groups, n_patterns)
+    return _PatternGroups(
+        group_page=gp,
+        group_pattern=gpat,
+        group_n=counts,
+        group_changed=np.rint(changed).astype(np.int64),
+        pattern_tau=tau[first_of],
+        pattern_overlap=overlap,
+        pattern_end_bucket=end_bucket,
+        interval_pattern=pattern_code,
+    )
+
+
+def _chi2(observed: np.ndarray, replicated: np.ndarray) -> tuple[float, np.ndarray]:
+    expected = np.maximum(replicated.mean(axis=0), 1e-9)
+    t_obs = float(np.sum((observed - expected) ** 2 / expected))
+    t_rep = np.sum((replicated - expected) ** 2 / expected, axis=1)
+    return t_obs, t_rep
+
+
+def _gap_cv(flags: np.ndarray, times: np.ndarray, offsets: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean over pages of the CV of gaps between detections; pooled normalised gaps."""
+    cvs, pooled = [], []
+    for i in range(len(offsets) - 1):
+        f = flags[offsets[i] : offsets[i + 1]]
+        t = times[offsets[i] : offsets[i + 1]]
+        det = t[f.astype(bool)]
+        if len(det) < MIN_DETECTIONS_FOR_GAPS:
+            continue
+        gaps = np.diff(det)
+        mean = gaps.mean()
+        cvs.append(gaps.std() / mean)
+        pooled.append(gaps / mean)
+    if not cvs:
+        return float("nan"), np.zeros(0)
+    return float(np.mean(cvs)), np.concatenate(pooled)
+
+
+def posterior_predictive_checks(
+    obs: Observations,
+    rate_draws: np.ndarray,
+    multipliers: np.ndarray | None = None,
+    *,
+    timezone: str = "UTC",
+    n_draws: int = 200,
+    n_gap_pages: int = 150,
+    n_gap_draws: int = 40,
+    seed: int | str = "ppc",
+) -> PPCResult:
+    """Replicate detections from posterior draws and compare with the observations.
+
+    Parameters
+    ----------
+    obs
+        The observations the model was fitted to.
+    rate_draws
+        ``(draws, pages)`` posterior draws of each page's rate, per hour.
+    multipliers
+        ``(draws, 168)`` hour-of-week multipliers (modulated models), or ``None``.
+    timezone
+        Clock of the hour-of-week buckets (the model's).
+    n_draws, n_gap_pages, n_gap_draws
+        How many draws to replicate with, and the subsample for the gap check.
+    seed
+        Seed (int or string).
+    """
+    from bayesrate.simulate import rng_from
+
+    rng = rng_from(seed)
+    rate_draws = np.asarray(rate_draws, dtype=np.float64)
+    if rate_draws.ndim != 2 or rate_draws.shape[1] != obs.n_pages:
+        raise ValueError(f"rate_draws must be (draws, {obs.n_pages}); got {rate_draws.shape}")
+    pick = rng.choice(len(rate_draws), size=min(n_draws, len(rate_draws)), replace=False)
+    rates = rate_draws[pick]
+    mult = None if multipliers is None else np.asarray(multipliers, dtype=np.float64)[pick]
+
+    groups = _pattern_groups(obs, timezone)
+    if mult is None:
+        exposure = np.broadcast_to(groups.pattern_tau, (len(rates), len(groups.pattern_tau)))
+    else:
+        exposure = mult @ groups.pattern_overlap.T  # (draws, patterns)
+    lam = rates[:, groups.group_page] * exposure[:, groups.group_pattern]
+    p_detect = -np.expm1(-lam)
+    rep_counts = rng.binomial(groups.group_n, p_detect)  # (draws, groups)
+
+    n_pages = obs.n_pages
+    changes_obs = obs.changes_per_page.astype(np.float64)
+    changes_rep = np.stack(
+        [np.bincount(groups.group_page, weights=r, minlength=n_pages) for r in rep_counts]
+    )
+    intervals = np.maximum(obs.visits_per_page - 1, 0)
+    has_intervals = intervals > 0
+
+    def frac_never(c):
+        return np.mean(c[..., has_intervals] == 0, axis=-1)
+
+    def frac_every(c):
+        return np.mean(c[..., has_intervals] == intervals[has_intervals], axis=-1)
+
+    bucket = groups.pattern_end_bucket[groups.group_pattern]
+    hour_of_group, dow_of_group = bucket % 24, bucket // 24
+    hour_obs = np.bincount(hour_of_group, weights=groups.group_changed, minlength=24)
+    dow_obs = np.bincount(dow_of_group, weights=groups.group_changed, minlength=7)
+    hour_rep = np.stack([np.bincount(hour_of_group, weights=r, minlength=24) for r in rep_counts])
+    dow_rep = np.stack([np.bincount(dow_of_group, weights=r, minlength=7) for r in rep_counts])
+    hour_t, hour_t_rep = _chi2(hour_obs, hour_rep)
+    dow_t, dow_t_rep = _chi2(dow_obs, dow_rep)
+
+    # gap check: sequences for a subsample of pages with enough detections
+    eligible = np.flatnonzero(obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS)
+    gap_pages = np.sort(rng.choice(eligible, size=min(n_gap_pages, len(eligible)), replace=False))
+    gap_obs_cv, gap_obs_pooled = float("nan"), np.zeros(0)
+    gap_rep_cv = np.full(min(n_gap_draws, len(rates)), np.nan)
+    gap_rep_pooled: list[np.ndarray] = []
+    if len(gap_pages):
+        sub = obs.subset(gap_pages)
+        gap_obs_cv, gap_obs_pooled = _gap_cv(sub.changed, sub.time, sub.offsets)
+        interval_index = np.flatnonzero(~obs.is_baseline)
+        position_of_interval = np.full(obs.n_visits, -1, dtype=np.int64)
+        position_of_interval[interval_index] = np.arange(len(interval_index))
+        sub_visit = np.concatenate(
+            [np.arange(obs.offsets[p], obs.offsets[p + 1]) for p in gap_pages]
+        )
+        sub_pattern = np.where(
+            obs.is_baseline[sub_visit],
+            -1,
+            groups.interval_pattern[np.maximum(position_of_interval[sub_visit], 0)],
+        )
+        sub_page = np.repeat(np.arange(len(gap_pages)), sub.visits_per_page)
+        for d in range(len(gap_rep_cv)):
+            lam_v = rates[d, gap_pages][sub_page] * exposure[d][np.maximum(sub_pattern, 0)]
+            flags = (rng.random(len(sub_visit)) < -np.expm1(-lam_v)) & (sub_pattern >= 0)
+            gap_rep_cv[d], pooled = _gap_cv(flags.astype(np.int8), sub.time, sub.offsets)
+            gap_rep_pooled.append(pooled)
+
+    stats = [
+        PPCStatistic("mean_changes", changes_obs.mean(), changes_rep.mean(axis=1),
+                     "mean detected changes per page"),
+        PPCStatistic("sd_changes", changes_obs.std(), changes_rep.std(axis=1),
+                     "SD of detected changes per page (over-dispersion)"),
+        PPCStatistic("frac_never_changed", frac_never(changes_obs), frac_never(changes_rep),
+                     "fraction of pages with no detected change"),
+        PPCStatistic("frac_changed_every_visit", frac_every(changes_obs), frac_every(changes_rep),
+                     "fraction of pages changed at every visit"),
+        PPCStatistic("hour_of_day_chi2", hour_t, hour_t_rep,
+                     f"chi-square of detections by hour of day ({timezone})"),
+        PPCStatistic("day_of_week_chi2", dow_t, dow_t_rep,
+                     f"chi-square of detections by day of week ({timezone})"),
+        PPCStatistic("gap_cv", gap_obs_cv, gap_rep_cv,
+                     "mean CV of gaps between detections (censored exponential Q-Q)"),
+    ]  # fmt: skip
+    return PPCResult(
+        statistics=stats,
+        timezone=timezone,
+        changes_observed=changes_obs,
+        changes_replicated=changes_rep,
+        hour_observed=hour_obs,
+        hour_replicated=hour_rep,
+        dow_observed=dow_obs,
+        dow_replicated=dow_rep,
+        gaps_observed=gap_obs_pooled,
+        gaps_replicated=gap_rep_pooled,
+    )
