@@ -94,47 +94,53 @@ class RateEstimate:
 
 
 def _totals(stats: IntervalStats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n = stats.n_intervals.astype(np.float64)
-    c = stats.n_changes.astype(np.float64)
-    exposure = stats.exposure.astype(np.float64)
-    return n, c, exposure
+    return stats.n_intervals, stats.n_changes, stats.exposure
 
 
 def mean_interval(stats: IntervalStats) -> np.ndarray:
     """``τ̄ = T / n`` per page (hours; 0 for pages without intervals)."""
     n, _, exposure = _totals(stats)
-    return np.divide(exposure, n, out=np.zeros_like(exposure), where=n > 0)
+    return np.divide(exposure, n, out=np.zeros(len(n)), where=n > 0)
 
 
 def naive(stats: IntervalStats) -> RateEstimate:
     """Detected changes per observed hour, ``c / T`` (biased low under censoring)."""
     _, c, exposure = _totals(stats)
-    rate = np.divide(c, exposure, out=np.zeros_like(c), where=exposure > 0)
+    rate = np.divide(c, exposure, out=np.zeros(len(c)), where=exposure > 0)
     return RateEstimate("naive", rate)
 
 
 def moment(stats: IntervalStats) -> RateEstimate:
     """Corrected method of moments ``−log(1 − c/n)/τ̄``, capped at ``c = n``."""
-    n, c, _ = _totals(stats)
-    tau = mean_interval(stats)
-    ok = (n > 0) & (tau > 0)
-    cap = _mle.rate_cap(n, np.where(ok, tau, np.inf))
-    frac = np.divide(c, n, out=np.zeros_like(c), where=ok)
-    all_changed = ok & (c >= n) & (c > 0)
-    with np.errstate(divide="ignore"):
-        raw = -np.log1p(-np.where(all_changed, 0.0, frac))
-    rate = np.divide(raw, tau, out=np.zeros_like(c), where=ok)
-    rate = np.where(all_changed, cap, np.minimum(rate, np.where(ok, cap, 0.0)))
+    n, c, exposure = _totals(stats)
+    # one pass per operation, no masks on the common path: −log1p(−c/n) · n / T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.divide(c, n)
+        np.negative(rate, out=rate)
+        np.log1p(rate, out=rate)
+        rate *= n
+        rate /= exposure
+        np.negative(rate, out=rate)
+    all_changed = (c >= n) & (c > 0)
+    if all_changed.any():
+        idx = np.flatnonzero(all_changed)
+        rate[idx] = np.log(2.0 * n[idx] + 1.0) * n[idx] / exposure[idx]
+    empty = ~(exposure > 0)
+    if empty.any():
+        rate[empty] = 0.0
     return RateEstimate("moment", rate, clipped=all_changed)
 
 
 def cho(stats: IntervalStats) -> RateEstimate:
     """Cho & Garcia-Molina bias-reduced ``−log((n − c + 0.5)/(n + 0.5))/τ̄``."""
-    n, c, _ = _totals(stats)
-    tau = mean_interval(stats)
-    ok = (n > 0) & (tau > 0)
-    raw = -np.log((n - c + 0.5) / (n + 0.5))
-    rate = np.divide(raw, tau, out=np.zeros_like(c), where=ok)
+    n, c, exposure = _totals(stats)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.log((n + 0.5) / (n - c + 0.5))
+        rate *= n
+        rate /= exposure
+    empty = ~(exposure > 0)
+    if empty.any():
+        rate[empty] = 0.0
     return RateEstimate("cho", rate)
 
 

@@ -190,6 +190,9 @@ def _solve(
     group_tau = np.asarray(group_tau, dtype=np.float64)
     group_n = np.asarray(group_n, dtype=np.float64)
     group_changed = np.asarray(group_changed, dtype=np.float64)
+    if len(group_tau) and not np.all(group_tau > 0):
+        bad = np.flatnonzero(~(group_tau > 0))[:10].tolist()
+        raise ValueError(f"interval lengths must be positive (groups {bad})")
     if len(group_page) and np.any(np.diff(group_page) < 0):
         order = np.argsort(group_page, kind="stable")
         group_page, group_tau = group_page[order], group_tau[order]
