@@ -149,6 +149,39 @@ def test_process_argument_checks():
         sim.Periodic(0.0)
 
 
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin", "America/St_Johns", "Asia/Kathmandu"])
+def test_cumulative_multiplier_matches_clock_overlap(tz):
+    from bayesrate.clock import hour_of_week_overlap
+
+    gen = sim.rng_from(f"cum-{tz}")
+    mult = gen.random((3, 168)) * 3
+    start = MONDAY + gen.uniform(-2000.0, 9000.0, 400)
+    # lengths from minutes to over a year, so some intervals contain both DST switches
+    length = np.exp(gen.uniform(np.log(0.01), np.log(9000.0), 400))
+    which = gen.integers(0, 3, 400)
+    f = sim.cumulative_multiplier(np.r_[start, start + length], mult, np.r_[which, which], tz)
+    got = f[400:] - f[:400]
+    want = np.einsum("ij,ij->i", hour_of_week_overlap(start, start + length, tz), mult[which])
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-7)
+
+
+def test_modulated_fast_path_in_dst_zone_matches_brute_force():
+    m = np.where(np.arange(168) % 24 == 9, 20.0, 0.05)  # 09:00-10:00 local is busy
+    proc = sim.HourOfWeekModulated(0.1, m, timezone="Europe/Berlin")
+    start = MONDAY + 24 * 80.0  # 2024-03-21; the switch to CEST is on 2024-03-31
+    visits = start + np.arange(0.0, 24 * 20.0 + 0.1, 1.0)
+    fine = start + (np.arange(int((visits[-1] - start) * 60)) + 0.5) / 60
+    cum = np.r_[0.0, np.cumsum(0.1 * m[_bucket_brute(fine, "Europe/Berlin")] / 60)]
+    lam = np.diff(np.interp(visits - start, np.arange(len(cum)) / 60, cum))
+    np.testing.assert_allclose(proc.integrated_rate(visits[:-1], visits[1:]), lam, atol=1e-9)
+    n_pages = 400
+    flags = sim.simulate_pages([proc] * n_pages, visits, rng="dst").observations.changed
+    rate = flags.reshape(n_pages, -1)[:, 1:].mean(axis=0)
+    busy = lam > 1
+    assert busy.sum() == 20  # one busy local hour per day, through the DST switch
+    assert rate[busy].min() > 0.8 and rate[~busy].max() < 0.05
+
+
 # ---------------------------------------------------------------------------- many pages
 
 
@@ -283,11 +316,23 @@ def test_pages_like_changes_match_published_summary(case_study):
     got = _summary(case_study.observations.changes_per_page)
     pub = sim.CASE_STUDY_CHANGES
     assert got["min"] == 0 and got["max"] == 719
-    # tolerances: median and mean within 15%; quartiles within 25% (the page-level
-    # lognormal rates are calibrated, not fitted to the unknown data; see docs/simulate.md
-    # for the spread over seeds)
-    for key, tol in (("median", 0.15), ("mean", 0.15), ("q1", 0.25), ("q3", 0.25)):
+    # single-seed tolerances cover the seed-to-seed spread: over 40 seeds the 5-95% ranges
+    # were Q1 15.9-24.0, median 82-112, mean 175-202, Q3 275-338 (docs/simulate.md)
+    for key, tol in (("q1", 0.30), ("median", 0.20), ("mean", 0.12), ("q3", 0.20)):
         assert abs(got[key] / pub[key] - 1) < tol, (key, got[key], pub[key])
+
+
+def test_pages_like_calibration_over_seeds():
+    rows = [_summary(sim.pages_like(seed=f"calibration-{i}").observations.changes_per_page)
+            for i in range(10)]
+    pub = sim.CASE_STUDY_CHANGES
+    # the average of 10 seeds has ~1/3 of the single-seed spread; tolerance = measured
+    # calibration bias (< 7%) + about 3 standard errors of the 10-seed average
+    for key, tol in (("q1", 0.15), ("median", 0.08), ("mean", 0.06), ("q3", 0.08)):
+        avg = np.mean([r[key] for r in rows])
+        assert abs(avg / pub[key] - 1) < tol, (key, avg, pub[key])
+    # pages that change on every visit exist in every seed (the published peak at the max)
+    assert all(r["max"] == 719 for r in rows)
 
 
 def test_pages_like_domains_and_truth(case_study):
@@ -311,7 +356,6 @@ def test_pages_like_domains_and_truth(case_study):
          * np.exp(-truth["rate_per_hour"].to_numpy())).sum())
     assert abs(z) < 4
     assert obs.time_kind == "datetime"
-    assert obs.hour_of_week_stats().unchanged_exposure.shape == (1000, 168)
 
 
 def test_pages_like_is_reproducible(case_study):
