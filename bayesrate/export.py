@@ -109,9 +109,7 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     page_domain = np.asarray(const["domain"]).astype(str)
     labels, counts = np.unique(page_domain, return_counts=True)
     n_pages = dict(zip(labels.tolist(), counts.tolist(), strict=True))
-    domains = {
-        d: GammaPrior.from_moments(*pair) for d, pair in moments.items() if d != NEW_DOMAIN
-    }
+    domains = {d: GammaPrior.from_moments(*pair) for d, pair in moments.items() if d != NEW_DOMAIN}
     how = None
     timezone = "UTC"
     if "hour_of_week_multiplier" in post:

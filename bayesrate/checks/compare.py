@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-LOGLIK_VAR = "loglik"
+LOGLIK_VAR = "loglik_marginal"
+MAX_LOO_DRAWS = 1000
 #: Pareto k thresholds (ArviZ 1 uses a sample-size dependent "good" bound, ~0.7 at most)
 K_VERY_BAD = 1.0
 
@@ -55,17 +56,111 @@ def _plain(value: Any) -> Any:
 
 
 def _idata(fit: Any):
-    return getattr(fit, "idata_", fit)
+    """A DataTree with the integrated per-page log-likelihood (fitted models are converted)."""
+    if hasattr(fit, "idata_"):
+        return marginal_idata(fit)
+    return fit
+
+
+def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
+    """Posterior (thinned to ``max_draws``) plus ``log_likelihood["loglik_marginal"]``.
+
+    See :mod:`bayesrate.checks.marginal`: each page's own rate is integrated out given
+    each draw's population parameters, so that leaving a page out is well posed.
+    """
+    import math
+
+    import xarray as xr
+
+    from bayesrate.checks import marginal
+    from bayesrate.constants import DIM_DOMAIN, DIM_PAGE, HOURS_PER_DAY
+
+    model._require_fit()
+    data = data if data is not None else model.data_
+    if data is None:
+        raise ValueError("the model's data are needed (fit it, or load it with data=...)")
+    post = model.idata_["posterior"].to_dataset()
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    step = max(1, math.ceil(n_chain * n_draw / max_draws))
+    post = post.isel(draw=slice(None, None, step))
+    n_draw = post.sizes["draw"]
+    cfg = model.model_config
+
+    def flat(name, *dims):
+        v = np.asarray(post[name].transpose("chain", "draw", *dims))
+        return v.reshape(n_chain * n_draw, *v.shape[2:])
+
+    if model.model_type == "censored":
+        if cfg["prior"] == "gamma":
+            prior = marginal.gamma_log_prior_on_log_rate(
+                cfg["alpha"], cfg["beta_days"] * HOURS_PER_DAY
+            )
+        else:
+            prior = marginal.normal_log_prior(
+                cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY), cfg["log_sd"]
+            )
+        per_page = marginal.integrated_loglik_fixed_prior(data.interval_stats, prior)
+        ll = np.broadcast_to(per_page, (n_chain * n_draw, len(per_page)))
+    else:
+        mu = flat("mu_domain", DIM_DOMAIN)[:, data.domain_codes]
+        sigma = flat("sigma_page")
+        if "log_multiplier" in post:
+            stats = data.hour_of_week_stats(cfg.get("timezone", "UTC"))
+            mult = np.exp(flat("log_multiplier", "hour_of_week"))
+            ll = marginal.integrated_loglik_normal(stats, mu, sigma, mult)
+        else:
+            ll = marginal.integrated_loglik_normal(data.interval_stats, mu, sigma)
+    pages = post[DIM_PAGE].values if DIM_PAGE in post.coords else np.arange(ll.shape[1])
+    loglik = xr.Dataset(
+        {LOGLIK_VAR: (("chain", "draw", DIM_PAGE), ll.reshape(n_chain, n_draw, -1))},
+        coords={"chain": post["chain"].values, "draw": post["draw"].values, DIM_PAGE: pages},
+    )
+    keep = [v for v in ("mu_global", "sigma_page", "sigma_domain") if v in post]
+    return xr.DataTree.from_dict(
+        {"posterior": post[keep] if keep else post[["log_rate"]], "log_likelihood": loglik}
+    )
 
 
 def loo(fit: Any):
-    """PSIS-LOO of one fit (a fitted model or its DataTree); warnings are returned, not raised."""
+    """PSIS-LOO of one fit (a fitted model or a DataTree); warnings are returned, not raised.
+
+    A ``censored`` model has a fixed prior, so leaving a page out is exact: its ELPD terms
+    are the pages' marginal likelihoods, with no importance sampling (Pareto k = 0).
+    """
     import arviz as az
 
+    if getattr(fit, "model_type", None) == "censored":
+        return _exact_loo(fit), []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = az.loo(_idata(fit), var_name=LOGLIK_VAR, pointwise=True)
     return result, [str(w.message) for w in caught]
+
+
+def _exact_loo(model):
+    import xarray as xr
+    from arviz_stats.utils import ELPDDataLOO
+    from scipy.special import logsumexp
+
+    tree = marginal_idata(model)
+    elpd_i = tree["log_likelihood"][LOGLIK_VAR].isel(chain=0, draw=0, drop=True)
+    conditional = np.asarray(model.idata_["log_likelihood"]["loglik"].transpose(..., "page"))
+    conditional = conditional.reshape(-1, conditional.shape[-1])
+    lppd = logsumexp(conditional, axis=0) - np.log(len(conditional))
+    n = elpd_i.size
+    values = elpd_i.values
+    return ELPDDataLOO(
+        elpd=float(values.sum()),
+        se=float(np.sqrt(n * values.var())),
+        p=float(lppd.sum() - values.sum()),
+        n_samples=len(conditional),
+        n_data_points=n,
+        scale="log",
+        warning=False,
+        good_k=0.7,
+        elpd_i=elpd_i,
+        pareto_k=xr.zeros_like(elpd_i),
+    )
 
 
 def pareto_k_counts(result) -> dict[str, int]:
@@ -110,7 +205,7 @@ def compare(fits: Mapping[str, Any]) -> Comparison:
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            table = az.compare(loos)
+            table = az.compare(loos, round_to="none")
         caught_all += [str(w.message) for w in caught]
     return Comparison(table=table, pareto_k=pareto, verdict=_verdict(table, pareto),
                       warnings=sorted(set(caught_all)))  # fmt: skip
@@ -122,7 +217,7 @@ def _verdict(table: pd.DataFrame, pareto: Mapping[str, Mapping[str, int]]) -> st
     if len(table) == 1:
         lines.append(f"only {best} was fitted; ELPD-LOO {table['elpd'].iloc[0]:.1f}")
     for name, row in table.iloc[1:].iterrows():
-        diff, dse = float(row["elpd_diff"]), float(row["dse"])
+        diff, dse = abs(float(row["elpd_diff"])), float(row["dse"])
         if diff > 2 * max(dse, 1e-9):
             lines.append(f"{best} predicts held-out pages better than {name} "
                          f"(ΔELPD = {diff:.1f} ± {dse:.1f})")  # fmt: skip
