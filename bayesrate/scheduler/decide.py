@@ -28,18 +28,33 @@ URGENT = np.inf
 
 
 def decision_rates(
-    state: SchedulerState, *, thompson: bool | None = None, rng: np.random.Generator | None = None
+    state: SchedulerState,
+    *,
+    thompson: bool | None = None,
+    rng: np.random.Generator | None = None,
+    cap: bool = True,
+    quantile: float | None = None,
 ) -> np.ndarray:
-    """λ per hour used for decisions (see module docstring)."""
+    """λ per hour used for decisions (see module docstring).
+
+    ``thompson`` (default: the config's) draws λ from each posterior; otherwise ``quantile``
+    (e.g. 0.3) takes that posterior quantile, and ``None`` the posterior mean. ``cap=False``
+    skips raising changed-at-every-visit URLs to ``1 / min_interval`` (the planner bounds
+    fetch rates by ``1 / min_interval`` itself and uses the posterior as is).
+    """
     cfg = state.config
     use_draw = cfg.thompson if thompson is None else thompson
     if use_draw:
         rng = rng if rng is not None else np.random.default_rng()
         lam = rng.gamma(state.alpha, 1.0 / state.beta)
+    elif quantile is not None:
+        from scipy.special import gammaincinv
+
+        lam = gammaincinv(state.alpha, float(quantile)) / state.beta
     else:
         lam = state.posterior_mean()
     lam = np.maximum(lam, cfg.rate_floor)
-    capped = state.changed_every_visit
+    capped = state.changed_every_visit if cap else np.zeros(0, dtype=bool)
     if capped.any():
         lam = np.where(capped, np.maximum(lam, 1.0 / cfg.min_interval), lam)
     return lam
@@ -151,6 +166,7 @@ def plan(
     floor: float | None = None,
     rates: np.ndarray | None = None,
     host_cap: float | None = None,
+    rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """Set ``state.target`` to optimal fetch rates per hour for a budget (fetches per hour).
 
@@ -164,7 +180,8 @@ def plan(
         Exploration floor per URL (fetches per hour); default ``1 / max_interval``, reduced
         so that the floors use at most half the budget.
     rates
-        Rates to plan with (default :func:`decision_rates`).
+        Rates to plan with (default :func:`decision_rates` with ``cap=False`` and the
+        config's ``plan_quantile``, or Thompson draws when the config says so).
     host_cap
         Fetches per hour per host (default: the politeness limit over its window).
     """
@@ -172,7 +189,10 @@ def plan(
     n = state.n
     if n == 0:
         return np.zeros(0)
-    lam = decision_rates(state) if rates is None else np.asarray(rates, dtype=np.float64)
+    if rates is None:
+        lam = decision_rates(state, rng=rng, cap=False, quantile=cfg.plan_quantile)
+    else:
+        lam = np.asarray(rates, dtype=np.float64)
     if floor is None:
         floor = min(1.0 / cfg.max_interval, 0.5 * float(budget) / n) if budget > 0 else 0.0
     if host_cap is None and cfg.politeness_limit is not None:

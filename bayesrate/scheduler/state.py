@@ -60,6 +60,12 @@ class SchedulerConfig:
         Window of the politeness limit, hours.
     thompson
         Draw λ from the posterior in decisions instead of using its mean.
+    plan_quantile
+        The planner (:func:`~bayesrate.scheduler.decide.plan`) uses this quantile of each
+        URL's posterior instead of its mean: a lower confidence bound on the rate, i.e.
+        optimism about how long a fetch stays fresh, so that URLs whose rate is uncertain
+        (and that a plug-in plan would abandon) get fetched until the data say otherwise.
+        ``None`` plans with the posterior mean. Default 0.3 (``docs/scheduler.md``).
     cap_after
         A URL counts as "changed at every visit" (and is scheduled at ``min_interval``)
         once it has at least this many intervals, all changed.
@@ -73,6 +79,7 @@ class SchedulerConfig:
     politeness_limit: int | None = None
     politeness_window: float = 1.0
     thompson: bool = False
+    plan_quantile: float | None = 0.3
     cap_after: int = 3
 
     def __post_init__(self) -> None:
@@ -84,6 +91,9 @@ class SchedulerConfig:
                 raise ObservationError(f"{name} must be a positive number, got {v!r}", field=name)
         if self.max_interval < self.min_interval:
             raise ObservationError("max_interval must be >= min_interval", field="max_interval")
+        q = self.plan_quantile
+        if q is not None and not (isinstance(q, (int, float)) and 0 < q < 1):
+            raise ObservationError("plan_quantile must be in (0, 1) or None", field="plan_quantile")
         if self.politeness_limit is not None and int(self.politeness_limit) < 1:
             raise ObservationError("politeness_limit must be >= 1", field="politeness_limit")
 
