@@ -541,7 +541,7 @@ def compare(
             "hosts": len(world.host_names),
             "host_limit_per_tick": world.host_limit,
             "changes": len(world.ev_page),
-            "kinds": {k: int((world.kind == k).sum()) for k in np.unique(world.kind)},
+            "kinds": {str(k): int((world.kind == k).sum()) for k in np.unique(world.kind)},
             "priors": dict(world.priors.metadata).get("model", "artifact"),
             "seed": seed,
             "seconds": round(_time.perf_counter() - t_start, 1),

@@ -1,0 +1,278 @@
+"""``bayesrate schedule``: operate a revisit scheduler over an SQLite state file.
+
+Subcommands: ``init``, ``observe``, ``due``, ``plan``, ``stats``, ``simulate``.
+
+Times: a plain number is **hours since the Unix epoch** (UTC); an ISO 8601 timestamp
+(``2025-01-06T09:30:00Z``) is converted (a timestamp without offset is read as UTC). In
+``observe`` CSV files the ``time`` column follows the same rule (``--time-unit`` rescales
+numeric times). Rates are printed per day.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from bayesrate.commands.common import print_json, progress
+from bayesrate.constants import DEFAULT_TIME_UNIT, HOURS_PER_DAY, TIME_UNITS
+from bayesrate.errors import ObservationError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "schedule",
+        help="revisit scheduler: init/observe/due/plan/stats over a state file; simulate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ops = parser.add_subparsers(dest="op", metavar="OP")
+
+    p = ops.add_parser("init", help="create a state file")
+    p.add_argument("state", help="SQLite state file to create")
+    p.add_argument("--priors", metavar="PATH",
+                   help="priors.json (or its directory); default: newest under ./models, "
+                        "else the documented default Gamma(1, 1 day)")
+    p.add_argument("--update", choices=("adf", "exposure"), default="adf",
+                   help="rate update: censoring-exact (adf, default) or exposure (seed)")
+    p.add_argument("--min-interval", type=float, default=1.0, help="hours (default 1)")
+    p.add_argument("--max-interval", type=float, default=30 * HOURS_PER_DAY,
+                   help="revisit floor in hours (default 720)")
+    p.add_argument("--factor", type=float, default=1.0, help="t_next = t + factor/λ")
+    p.add_argument("--politeness-limit", type=int, default=None,
+                   help="max fetches per host per window (default: none)")
+    p.add_argument("--politeness-window", type=float, default=1.0, help="hours (default 1)")
+    p.add_argument("--thompson", action="store_true", help="decide with posterior draws")
+    p.add_argument("--plan-quantile", type=float, default=0.3,
+                   help="posterior quantile the planner uses (default 0.3)")
+    p.set_defaults(func=_init)
+
+    p = ops.add_parser("observe", help="apply fetch results from a CSV")
+    p.add_argument("state")
+    p.add_argument("csv", help="columns url,time,changed[,host,weight]; host needed for new URLs")
+    p.add_argument("--time-unit", default=DEFAULT_TIME_UNIT, choices=sorted(TIME_UNITS),
+                   help="unit of numeric times (default: hours since the epoch)")
+    p.set_defaults(func=_observe)
+
+    p = ops.add_parser("due", help="the K most valuable URLs to fetch now")
+    p.add_argument("state")
+    p.add_argument("--now", help="hours since the epoch or ISO time (default: current time)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_due)
+
+    p = ops.add_parser("plan", help="store budget-optimal fetch rates (used by 'due')")
+    p.add_argument("state")
+    p.add_argument("--budget", type=float, required=True, help="total fetches per day")
+    p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_plan)
+
+    p = ops.add_parser("stats", help="summary of a state file")
+    p.add_argument("state")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_stats)
+
+    p = ops.add_parser("simulate", help="compare policies on a synthetic web at equal budget")
+    p.add_argument("--pages", type=int, default=10_000)
+    p.add_argument("--days", type=float, default=60.0)
+    p.add_argument("--budget", type=float, default=0.2, help="fetches per URL per day")
+    p.add_argument("--seed", default="bayesrate-schedule-simulate")
+    p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
+    p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours")
+    p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
+    p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_simulate)
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+# ---------------------------------------------------------------------- helpers
+def parse_time(value: Any) -> float:
+    """Hours since the epoch from a number or an ISO timestamp (naive = UTC)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    import pandas as pd
+
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError) as exc:
+        raise ObservationError(f"cannot read time {value!r}", field="time") from exc
+    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    return (ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)
+
+
+def _times(column: Any, unit: str) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(column):
+        return column.to_numpy(dtype=np.float64) * TIME_UNITS[unit]
+    parsed = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
+    bad = np.flatnonzero(parsed.isna().to_numpy())
+    if len(bad):
+        raise ObservationError("unreadable times", field="time", rows=bad)
+    # resolution-independent (pandas may store seconds, micro- or nanoseconds)
+    return ((parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)).to_numpy(dtype=float)
+
+
+def _load_priors(path: str | None):
+    from bayesrate.priors import PriorSet, find_artifact
+
+    if path:
+        return PriorSet.load(path), str(path)
+    found = find_artifact()
+    if found is not None:
+        return PriorSet.load(found), str(found)
+    return PriorSet.default(), "default Gamma(1, 1 day) (no artifact found)"
+
+
+def _iso(hours: float) -> str:
+    import math
+
+    import pandas as pd
+
+    if hours is None or math.isnan(hours):
+        return "-"
+    return pd.Timestamp(round(hours * 3.6e12), tz="UTC").isoformat()
+
+
+# ---------------------------------------------------------------------- handlers
+def _init(args: argparse.Namespace) -> int:
+    from bayesrate.scheduler.state import SchedulerConfig
+    from bayesrate.scheduler.store import Store
+
+    priors, where = _load_priors(args.priors)
+    config = SchedulerConfig(
+        update=args.update, min_interval=args.min_interval, max_interval=args.max_interval,
+        factor=args.factor, politeness_limit=args.politeness_limit,
+        politeness_window=args.politeness_window, thompson=args.thompson,
+        plan_quantile=args.plan_quantile,
+    )
+    Store.create(args.state, priors, config).close()
+    print(f"created {args.state} (priors: {where}; {len(priors.domains)} domains; "
+          f"hour-of-week: {'yes' if priors.hour_of_week is not None else 'no'})")
+    return 0
+
+
+def _observe(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from bayesrate.scheduler.store import Store
+
+    df = pd.read_csv(args.csv, dtype={"url": str, "host": str})
+    missing = [c for c in ("url", "time", "changed") if c not in df.columns]
+    if missing:
+        raise ObservationError(f"{args.csv} lacks columns {missing}", field=",".join(missing))
+    bad = df.index[df["url"].isna() | df["changed"].isna()].tolist()
+    if bad:
+        raise ObservationError("empty url or changed", field="url/changed", rows=bad)
+    times = _times(df["time"], args.time_unit)
+    hosts = df["host"].astype(str).tolist() if "host" in df.columns else None
+    weights = df["weight"].to_numpy(dtype=float) if "weight" in df.columns else None
+    with Store.open(args.state) as store:
+        n_before = store.state.n
+        store.observe(df["url"].tolist(), times, df["changed"].to_numpy(), hosts, weights)
+        print(f"observed {len(df)} fetches ({store.state.n - n_before} new URLs; "
+              f"{store.state.n} URLs in {args.state})")
+    return 0
+
+
+def _due(args: argparse.Namespace) -> int:
+    import time
+
+    from bayesrate.scheduler import decide
+    from bayesrate.scheduler.store import Store
+
+    now = parse_time(args.now) if args.now is not None else time.time() / 3600.0
+    with Store.open(args.state) as store:
+        st = store.state
+        rows = decide.due(st, now, args.k)
+        score = decide.priority(st, now)
+        lam = decide.decision_rates(st) * HOURS_PER_DAY
+        items = [
+            {"url": st.urls[i], "host": st.hosts[st.host[i]], "priority": float(score[i]),
+             "rate_per_day": float(lam[i]), "last_fetch": _iso(float(st.last_fetch[i])),
+             "weight": float(st.weight[i])}
+            for i in rows
+        ]
+    if args.json:
+        print_json({"now": now, "now_iso": _iso(now), "due": items})
+    else:
+        print(f"# now {_iso(now)} ({now:.3f} h); {len(items)} URLs")
+        for it in items:
+            print(f"{it['url']}\t{it['host']}\tpriority={it['priority']:.4g}\t"
+                  f"rate/day={it['rate_per_day']:.3g}\tlast={it['last_fetch']}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from bayesrate.scheduler import decide
+    from bayesrate.scheduler.store import Store
+
+    if not (args.budget >= 0):
+        raise ObservationError(f"budget must be >= 0, got {args.budget}", field="budget")
+    with Store.open(args.state) as store:
+        p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=args.objective)
+        store.save_targets()
+        out = {"urls": int(store.state.n), "fetches_per_day": float(p.sum() * HOURS_PER_DAY),
+               "never_fetched_except_floor": int((p <= p.min() * (1 + 1e-9)).sum()) if len(p)
+               else 0}
+    if args.json:
+        print_json(out)
+    else:
+        print(f"planned {out['fetches_per_day']:.4g} fetches/day over {out['urls']} URLs")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from bayesrate.scheduler.store import Store
+
+    with Store.open(args.state) as store:
+        summary = store.state.summary()
+        summary["state_file"] = str(args.state)
+        summary["config"] = store.state.config.to_dict()
+    if args.json:
+        print_json(summary)
+    else:
+        for key, value in summary.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from bayesrate.scheduler.simulate import compare, plot
+
+    priors, where = _load_priors(args.priors)
+    progress(f"priors: {where}")
+    result = compare(args.pages, args.days, args.budget, args.seed, priors, dt=args.tick,
+                     thompson=args.thompson, progress=progress)
+    if args.plot:
+        plot(result, args.plot)
+        progress(f"plot written to {args.plot}")
+    if args.json:
+        slim = {
+            "policies": {
+                name: {k: r[k] for k in ("freshness", "harmonic_staleness", "fetches")}
+                for name, r in result["policies"].items()
+            },
+            "setup": result["setup"],
+            "summary": result["summary"],
+        }
+        print_json(slim)
+        return 0
+    s = result["setup"]
+    print(f"{s['pages']} URLs x {s['days']:g} days, budget {s['budget_per_url_per_day']} "
+          f"fetches/URL/day, {s['hosts']} hosts ({s['seconds']} s)")
+    print(f"{'policy':24s} {'freshness':>10s} {'harmonic':>10s} {'fetches':>9s} {'vs budget':>9s}")
+    for name, r in result["policies"].items():
+        print(f"{name:24s} {r['freshness']:10.4f} {r['harmonic_staleness']:10.4f} "
+              f"{r['fetches']:9d} {r['fetches_vs_budget']:9.3f}")
+    m = result["summary"]
+    print(f"bayesrate / oracle freshness: {m['ours_vs_oracle_freshness']:.3f}; bayesrate / "
+          f"best production ({m['best_production_baseline']}): "
+          f"{m['ours_vs_best_production_freshness']:.3f}")
+    sys.stdout.flush()
+    return 0
