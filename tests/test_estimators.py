@@ -408,3 +408,30 @@ def test_adf_tracks_exact_posterior_and_exposure_is_biased_low():
     assert np.max(np.abs(adf - exact) / sd) < 0.5
     fast = truth > 1.0
     assert np.all(expo[fast] < 0.8 * exact[fast])
+
+
+# ------------------------------------------------------------------ project simulator
+
+
+def test_known_truth_with_project_simulator():
+    """Irregular Poisson crawls from bayesrate.simulate: MLE interval coverage and the
+    exact-posterior mean's calibration (truth drawn from the prior)."""
+    from bayesrate import simulate as sim
+
+    rng = sim.rng_from("estimators-known-truth")
+    n_pages = 300
+    alpha, beta = 2.0, 4.0  # prior per hour: mean 0.5/h
+    truth = rng.gamma(alpha, 1 / beta, n_pages)
+    visits = [sim.poisson_crawl(0.0, 100.0, 0.5, rng) for _ in range(n_pages)]
+    data = sim.simulate_pages(truth, visits, rng=rng)
+    st = data.observations.interval_stats
+    truth = data.truth["rate_per_hour"].to_numpy()
+    est = batch.mle(st)
+    covered = np.mean((est.lower <= truth) & (truth <= est.upper))
+    assert 0.90 < covered < 0.99  # binomial(300, 0.95): sd 1.3 points
+    # Bayesian calibration: with truth drawn from the prior, E[truth - posterior mean] = 0
+    post = grid.grid_posterior(st, alpha, beta)
+    resid = truth - post.mean()
+    assert abs(resid.mean()) < 3 * resid.std() / np.sqrt(n_pages)
+    central = (post.quantile(0.05) <= truth) & (truth <= post.quantile(0.95))
+    assert 0.84 < central.mean() < 0.96  # 90% credible intervals
