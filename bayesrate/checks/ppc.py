@@ -15,8 +15,10 @@ with the observed detections:
   exponential Q-Q check: periodic pages give too regular gaps (low CV), bursty pages too
   irregular ones (high CV).
 
-Bayesian p-value: ``p = P(T(y_rep) >= T(y))`` (ties count half). A check *fails* when
-``p < alpha/2`` or ``p > 1 - alpha/2``.
+Bayesian p-value: ``p = P(T(y_rep) >= T(y))`` (ties count half). A two-sided check
+*fails* when ``p < alpha/2`` or ``p > 1 - alpha/2``; the chi-square discrepancies are
+realized discrepancies (each draw's own expected counts) and fail only when too large,
+``p < alpha``.
 
 Replication uses sufficient statistics: intervals are grouped by (page, *pattern*), a
 pattern being the interval length and its start within the local week, which fixes its
@@ -46,20 +48,34 @@ class PPCStatistic:
     """One test statistic: observed value, replicated values, Bayesian p-value."""
 
     name: str
-    observed: float
+    observed: float | np.ndarray
     replicated: np.ndarray
     description: str = ""
+    #: "two-sided" (too low or too high is a misfit) or "upper" (only too high is)
+    sides: str = "two-sided"
 
     @property
     def p_value(self) -> float:
-        rep = self.replicated[np.isfinite(self.replicated)]
-        if len(rep) == 0 or not np.isfinite(self.observed):
+        """``P(T(y_rep) >= T(y))``; a discrepancy's observed value may vary by draw."""
+        obs = np.broadcast_to(np.asarray(self.observed, dtype=float), self.replicated.shape)
+        ok = np.isfinite(self.replicated) & np.isfinite(obs)
+        if not ok.any():
             return float("nan")
-        return float(np.mean(rep > self.observed) + 0.5 * np.mean(rep == self.observed))
+        rep, obs = self.replicated[ok], obs[ok]
+        return float(np.mean(rep > obs) + 0.5 * np.mean(rep == obs))
+
+    @property
+    def observed_value(self) -> float:
+        """The observed statistic (averaged over draws for a realized discrepancy)."""
+        return float(np.nanmean(self.observed))
 
     def extreme(self, alpha: float = 0.05) -> bool:
         p = self.p_value
-        return bool(np.isfinite(p) and (p < alpha / 2 or p > 1 - alpha / 2))
+        if not np.isfinite(p):
+            return False
+        if self.sides == "upper":
+            return bool(p < alpha)
+        return bool(p < alpha / 2 or p > 1 - alpha / 2)
 
 
 @dataclass
@@ -81,7 +97,7 @@ class PPCResult:
         rows = [
             {
                 "statistic": s.name,
-                "observed": s.observed,
+                "observed": s.observed_value,
                 "replicated_mean": float(np.nanmean(s.replicated)),
                 "replicated_q05": float(np.nanquantile(s.replicated, 0.05)),
                 "replicated_q95": float(np.nanquantile(s.replicated, 0.95)),
@@ -165,9 +181,16 @@ def _pattern_groups(obs: Observations, timezone: str) -> _PatternGroups:
     )
 
 
-def _chi2(observed: np.ndarray, replicated: np.ndarray) -> tuple[float, np.ndarray]:
-    expected = np.maximum(replicated.mean(axis=0), 1e-9)
-    t_obs = float(np.sum((observed - expected) ** 2 / expected))
+def _chi2(
+    observed: np.ndarray, replicated: np.ndarray, expected: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Realized chi-square discrepancies ``T(y, θ_s)`` and ``T(y_rep_s, θ_s)`` per draw.
+
+    ``expected`` is each draw's expected count per bin, so posterior uncertainty in the
+    parameters does not inflate the replicated discrepancy (Gelman, Meng & Stern 1996).
+    """
+    expected = np.maximum(expected, 1e-9)
+    t_obs = np.sum((observed[None, :] - expected) ** 2 / expected, axis=1)
     t_rep = np.sum((replicated - expected) ** 2 / expected, axis=1)
     return t_obs, t_rep
 
@@ -257,8 +280,13 @@ def posterior_predictive_checks(
     dow_obs = np.bincount(dow_of_group, weights=groups.group_changed, minlength=7)
     hour_rep = np.stack([np.bincount(hour_of_group, weights=r, minlength=24) for r in rep_counts])
     dow_rep = np.stack([np.bincount(dow_of_group, weights=r, minlength=7) for r in rep_counts])
-    hour_t, hour_t_rep = _chi2(hour_obs, hour_rep)
-    dow_t, dow_t_rep = _chi2(dow_obs, dow_rep)
+    expected_counts = groups.group_n * p_detect  # (draws, groups)
+    hour_exp = np.stack([np.bincount(hour_of_group, weights=e, minlength=24)
+                         for e in expected_counts])  # fmt: skip
+    dow_exp = np.stack([np.bincount(dow_of_group, weights=e, minlength=7)
+                        for e in expected_counts])  # fmt: skip
+    hour_t, hour_t_rep = _chi2(hour_obs, hour_rep, hour_exp)
+    dow_t, dow_t_rep = _chi2(dow_obs, dow_rep, dow_exp)
 
     # gap check: sequences for a subsample of pages with enough detections
     eligible = np.flatnonzero(obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS)
@@ -297,9 +325,9 @@ def posterior_predictive_checks(
         PPCStatistic("frac_changed_every_visit", frac_every(changes_obs), frac_every(changes_rep),
                      "fraction of pages changed at every visit"),
         PPCStatistic("hour_of_day_chi2", hour_t, hour_t_rep,
-                     f"chi-square of detections by hour of day ({timezone})"),
+                     f"chi-square of detections by hour of day ({timezone})", "upper"),
         PPCStatistic("day_of_week_chi2", dow_t, dow_t_rep,
-                     f"chi-square of detections by day of week ({timezone})"),
+                     f"chi-square of detections by day of week ({timezone})", "upper"),
         PPCStatistic("gap_cv", gap_obs_cv, gap_rep_cv,
                      "mean CV of gaps between detections (censored exponential Q-Q)"),
     ]  # fmt: skip

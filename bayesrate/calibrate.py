@@ -1,0 +1,190 @@
+"""The main job: data → models → checks → priors, with a report.
+
+:func:`calibrate` fits each requested model, runs the posterior predictive checks on the
+censored observation process, compares the models by leave-one-page-out ELPD, exports a
+prior artifact for every exportable model whose gates pass (or all, when forced), marks
+the best exported one as recommended, and writes a Markdown report with PNG figures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE
+from bayesrate.errors import ArtifactError
+from bayesrate.observations import Observations
+
+DEFAULT_MODELS = ("censored", "hierarchical", "modulated")
+RECOMMENDED_FILE = "recommended.json"
+
+
+@dataclass
+class CalibrationResult:
+    """What :func:`calibrate` produced."""
+
+    dataset: str
+    observations: Observations
+    fits: dict[str, Any]
+    ppc: dict[str, Any]
+    comparison: Any
+    artifacts: dict[str, Path]
+    refused: dict[str, str]
+    recommended: str | None
+    report: Path
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _flat(da, *dims):
+    values = np.asarray(da.transpose("chain", "draw", *dims))
+    return values.reshape(-1, *values.shape[2:])
+
+
+def ppc_for(model, obs: Observations, seed: int | str):
+    """Posterior predictive checks of a fitted model (rates, and multipliers if any)."""
+    from bayesrate.checks.ppc import posterior_predictive_checks
+
+    post = model.idata_["posterior"]
+    rates = _flat(post["rate"], DIM_PAGE)
+    mult = None
+    if "hour_of_week_multiplier" in post:
+        mult = _flat(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
+    timezone = model.model_config.get("timezone", "UTC")
+    return posterior_predictive_checks(obs, rates, mult, timezone=timezone, seed=seed)
+
+
+def calibrate(
+    obs: Observations,
+    *,
+    dataset: str,
+    models: Sequence[str] = DEFAULT_MODELS,
+    out: str | Path | None = None,
+    models_root: str | Path = "models",
+    method: str = "nuts",
+    sampler: Mapping[str, Any] | None = None,
+    model_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    force: bool = False,
+    seed: int | str = "bayesrate-calibrate",
+    command: str = "",
+    progress: Callable[[str], None] = lambda message: None,
+) -> CalibrationResult:
+    """Fit, check, compare and export; see the module docstring.
+
+    Parameters
+    ----------
+    obs
+        Observations to calibrate on.
+    dataset
+        Name used for the artifact directory ``<models_root>/<dataset>/<model>/``.
+    models
+        Model names (``censored``, ``hierarchical``, ``modulated``).
+    out
+        Report directory (default ``reports/<dataset>``).
+    method, sampler, model_configs
+        Fitting method, sampler overrides (draws, tune, chains, seed), per-model config.
+    force
+        Export even when gates fail; the artifacts then say they were forced.
+    """
+    from bayesrate.checks.compare import compare
+    from bayesrate.export import EXPORTABLE, write_artifact
+    from bayesrate.models import get_model
+    from bayesrate.models.base import seed_int
+
+    start = time.perf_counter()
+    out = Path(out) if out is not None else Path("reports") / dataset
+    out.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    fits: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    sampler = dict(sampler or {})
+    sampler.setdefault("seed", seed_int(seed))
+    for name in models:
+        progress(f"fitting {name} ({method}) on {obs.n_pages:,} pages ...")
+        t0 = time.perf_counter()
+        model = get_model(name)(dict((model_configs or {}).get(name, {})), sampler)
+        with warnings.catch_warnings():
+            # a failed gate is reported in the diagnostics and the report, not as a warning
+            warnings.simplefilter("ignore")
+            model.fit(obs, method=method)
+        fits[name] = model
+        seconds[f"fit_{name}"] = time.perf_counter() - t0
+        d = model.diagnostics_
+        progress(
+            f"  {name}: {seconds[f'fit_{name}']:.0f} s, r_hat_max {d.r_hat_max:.3f}, "
+            f"ess_bulk_min {d.ess_bulk_min:.0f}, divergences {d.divergences} — "
+            + ("converged" if model.converged_ else "FAILED convergence gates")
+        )
+        t0 = time.perf_counter()
+        checks[name] = ppc_for(model, obs, seed=f"{seed}-ppc-{name}")
+        seconds[f"ppc_{name}"] = time.perf_counter() - t0
+        failed = checks[name].failures()
+        progress(f"  {name}: PPC extreme statistics: {', '.join(failed) if failed else 'none'}")
+
+    progress("comparing models by leave-one-page-out ELPD ...")
+    t0 = time.perf_counter()
+    comparison = compare(fits)
+    seconds["loo"] = time.perf_counter() - t0
+    progress(f"  {comparison.verdict}")
+
+    artifacts: dict[str, Path] = {}
+    refused: dict[str, str] = {}
+    for name, model in fits.items():
+        if name not in EXPORTABLE:
+            continue
+        try:
+            artifacts[name] = write_artifact(
+                model,
+                dataset=dataset,
+                root=models_root,
+                ppc=checks[name],
+                comparison=comparison,
+                force=force,
+                command=command,
+                notes=obs.notes,
+            )
+            progress(f"  exported {artifacts[name]}")
+        except ArtifactError as exc:
+            refused[name] = str(exc)
+            progress(f"  not exported: {exc}")
+    recommended = next((n for n in comparison.table.index if n in artifacts), None)
+    if recommended is not None:
+        path = Path(models_root) / dataset / RECOMMENDED_FILE
+        path.write_text(json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2))
+    seconds["total_before_report"] = time.perf_counter() - start
+
+    from bayesrate.report import write_report
+
+    progress(f"writing report to {out} ...")
+    report = write_report(
+        out,
+        dataset=dataset,
+        obs=obs,
+        fits=fits,
+        ppc=checks,
+        comparison=comparison,
+        artifacts=artifacts,
+        refused=refused,
+        recommended=recommended,
+        seconds=seconds,
+        command=command,
+    )
+    seconds["total"] = time.perf_counter() - start
+    return CalibrationResult(
+        dataset=dataset,
+        observations=obs,
+        fits=fits,
+        ppc=checks,
+        comparison=comparison,
+        artifacts=artifacts,
+        refused=refused,
+        recommended=recommended,
+        report=report,
+        seconds=seconds,
+    )

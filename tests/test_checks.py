@@ -1,0 +1,174 @@
+"""Posterior predictive checks, leave-one-page-out comparison, prior export, artifacts."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from bayesrate import simulate as sim
+from bayesrate.calibrate import ppc_for
+from bayesrate.checks import marginal
+from bayesrate.checks.compare import compare
+from bayesrate.errors import ArtifactError
+from bayesrate.export import NEW_DOMAIN, domain_priors, predictive_moments, write_artifact
+from bayesrate.models import get_model
+from bayesrate.priors import PriorSet
+
+MONDAY = 473_352.0  # 2024-01-01T00:00Z in hours since the epoch
+FAST = {"draws": 500, "tune": 500, "chains": 2, "seed": 7}
+WEAK = {"prior": "gamma", "alpha": 1.0, "beta_days": 0.01}
+
+
+def fit(name, obs, config=None, **sampler):
+    model = get_model(name)(config or {}, {**FAST, **sampler})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence warnings are checked explicitly
+        model.fit(obs)
+    return model
+
+
+@pytest.fixture(scope="module")
+def poisson_world():
+    """Pages whose changes are homogeneous Poisson with rates from a weak Gamma prior."""
+    rng = sim.rng_from("checks-poisson-world")
+    rates = rng.gamma(1.0, 0.05, 80)  # per hour
+    visits = sim.regular_grid(MONDAY, MONDAY + 24 * 21, 2.0)
+    return sim.simulate_pages(rates, visits, rng=rng).observations
+
+
+@pytest.fixture(scope="module")
+def periodic_world():
+    """Pages that change once a week at a fixed time: a planted misfit for a Poisson model."""
+    rng = sim.rng_from("checks-periodic-world")
+    procs = [sim.Periodic(168.0, phase=float(rng.uniform(0, 168)), jitter=0.5) for _ in range(60)]
+    visits = sim.regular_grid(MONDAY, MONDAY + 24 * 7 * 12, 2.0)
+    return sim.simulate_pages(procs, visits, rng=rng).observations
+
+
+@pytest.fixture(scope="module")
+def censored_fit(poisson_world):
+    return fit("censored", poisson_world, WEAK)
+
+
+@pytest.fixture(scope="module")
+def hierarchical_fit():
+    data = sim.pages_like(n_pages=120, seed="checks-hier", history="short").observations
+    return fit("hierarchical", data, draws=400, chains=2)
+
+
+def test_ppc_on_data_from_the_model_is_not_extreme(censored_fit, poisson_world):
+    result = ppc_for(censored_fit, poisson_world, seed="null")
+    table = result.table(alpha=0.01)
+    assert not table["extreme"].any(), table[["statistic", "p_value"]]
+    assert np.isfinite(table["p_value"]).all()
+
+
+def test_ppc_flags_planted_weekly_periodicity(periodic_world):
+    model = fit("censored", periodic_world, WEAK)
+    result = ppc_for(model, periodic_world, seed="misfit")
+    pv = result.p_values()
+    # weekly updates at one time: detections crowd into one day/hour, gaps too regular
+    assert pv["day_of_week_chi2"] < 0.01
+    assert pv["gap_cv"] > 0.99
+    assert {"day_of_week_chi2", "gap_cv"} <= set(result.failures())
+
+
+def test_ppc_plot_writes_png(censored_fit, poisson_world, tmp_path):
+    paths = ppc_for(censored_fit, poisson_world, seed="plot").plot(tmp_path)
+    assert paths and paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_integrated_loglik_matches_quadrature(poisson_world):
+    st = poisson_world.interval_stats
+    mu = np.full((1, poisson_world.n_pages), np.log(0.03))
+    ours = marginal.integrated_loglik_normal(st, mu, np.array([1.3]))[0]
+    for page in (0, 5, 17):
+
+        def integrand(u, page=page):
+            rates = np.full(poisson_world.n_pages, np.exp(u))
+            return np.exp(st.loglik(rates)[page]) * stats.norm.pdf(u, np.log(0.03), 1.3)
+
+        exact = integrate.quad(integrand, -25, 8, limit=400, epsabs=0, epsrel=1e-10)[0]
+        assert ours[page] == pytest.approx(np.log(exact), abs=2e-3)
+
+
+def test_exact_loo_of_fixed_prior_model(censored_fit, poisson_world):
+    result = compare({"censored": censored_fit})
+    st = poisson_world.interval_stats
+    beta = WEAK["beta_days"] * 24
+
+    def integrand(lam, page):
+        rates = np.full(poisson_world.n_pages, lam)
+        return np.exp(st.loglik(rates)[page]) * stats.gamma.pdf(lam, 1.0, scale=1 / beta)
+
+    brute = sum(
+        np.log(integrate.quad(integrand, 0, 50, args=(p,), limit=400, points=[0.01, 0.1, 1])[0])
+        for p in range(poisson_world.n_pages)
+    )
+    assert result.table.loc["censored", "elpd"] == pytest.approx(brute, rel=1e-3)
+    assert result.pareto_k["censored"]["very_bad"] == 0
+
+
+def test_loo_prefers_pooling_and_has_reliable_k(hierarchical_fit):
+    data = hierarchical_fit.data_
+    weak = fit("censored", data, WEAK)
+    result = compare({"hierarchical": hierarchical_fit, "censored": weak})
+    assert result.best == "hierarchical"
+    k = result.pareto_k["hierarchical"]
+    assert k["very_bad"] == 0 and k["bad"] <= 0.05 * data.n_pages
+    assert "hierarchical" in result.verdict
+
+
+def test_exported_gamma_reproduces_predictive_moments(hierarchical_fit):
+    post = hierarchical_fit.idata_["posterior"]
+    priors = domain_priors(hierarchical_fit)
+    moments = predictive_moments(post)
+    for d, prior in list(priors.domains.items())[:5] + [(NEW_DOMAIN, priors.global_prior)]:
+        mean, var = moments[d]
+        assert prior.mean == pytest.approx(mean, rel=1e-9)
+        assert prior.variance == pytest.approx(var, rel=1e-9)
+    # independently: Monte Carlo of a new page's rate from the hyperparameter draws
+    rng = np.random.default_rng(11)
+    d0 = next(iter(priors.domains))
+    m = post["domain_log_rate_mean"].sel(domain=d0).values.ravel()
+    s = post["page_log_rate_sd"].values.ravel()
+    idx = rng.integers(0, len(m), 400_000)
+    lam = np.exp(m[idx] + s[idx] * rng.standard_normal(len(idx))) * 24
+    n = len(lam)
+    assert abs(lam.mean() - priors.domains[d0].mean) < 5 * lam.std() / np.sqrt(n)
+    second = priors.domains[d0].variance + priors.domains[d0].mean ** 2
+    assert abs((lam**2).mean() - second) < 5 * (lam**2).std() / np.sqrt(n)
+
+
+def test_artifact_refused_unless_forced_and_round_trips(hierarchical_fit, tmp_path):
+    data = hierarchical_fit.data_
+    result = ppc_for(hierarchical_fit, data, seed="export")
+    if hierarchical_fit.converged_ and not result.failures():
+        pytest.fail("expected the 400-draw fit to miss the ESS gate; test needs a failing fit")
+    with pytest.raises(ArtifactError, match="refusing to export"):
+        write_artifact(hierarchical_fit, dataset="sim", root=tmp_path, ppc=result)
+    assert not (tmp_path / "sim").exists()  # nothing written when refused
+    path = write_artifact(hierarchical_fit, dataset="sim", root=tmp_path, ppc=result, force=True)
+    loaded = PriorSet.load(path)
+    direct = domain_priors(hierarchical_fit)
+    assert loaded.forced and json.loads((path / "priors.json").read_text())["forced"] is True
+    assert "FORCED EXPORT" in (path / "README.md").read_text()
+    assert loaded.global_prior.alpha == pytest.approx(direct.global_prior.alpha)
+    for d, p in direct.domains.items():
+        assert loaded.domains[d].alpha == pytest.approx(p.alpha)
+        assert loaded.domains[d].beta == pytest.approx(p.beta)
+    # the saved fit loads back against the same data
+    from bayesrate.models.base import RateModel
+
+    again = RateModel.load(path / "fit.nc", data=data)
+    assert again.config_hash == hierarchical_fit.config_hash
+
+
+def test_censored_model_is_not_exportable(censored_fit, poisson_world, tmp_path):
+    result = ppc_for(censored_fit, poisson_world, seed="x")
+    with pytest.raises(ArtifactError, match="no domain structure"):
+        write_artifact(censored_fit, dataset="sim", root=tmp_path, ppc=result, force=False)
