@@ -258,15 +258,12 @@ class SchedulerState:
         return a.astype(float), b_day.astype(float) * HOURS_PER_DAY
 
     def _host_codes(self, hosts: Sequence[str]) -> np.ndarray:
-        out = np.empty(len(hosts), dtype=np.int32)
-        for i, h in enumerate(hosts):
-            code = self.host_index.get(h)
-            if code is None:
-                code = len(self.hosts)
-                self.host_index[h] = code
-                self.hosts.append(h)
-            out[i] = code
-        return out
+        index = self.host_index
+        for h in set(hosts) - index.keys():
+            index[h] = len(self.hosts)
+            self.hosts.append(h)
+        get = index.__getitem__
+        return np.fromiter(map(get, hosts), dtype=np.int32, count=len(hosts))
 
     # ------------------------------------------------------------------ adding URLs
     def add(
@@ -300,18 +297,19 @@ class SchedulerState:
         start = self.n
         self._grow(start + k)
         idx = np.arange(start, start + k)
-        alpha, beta = self.prior_per_hour(hosts)
-        self._alpha[idx] = alpha
-        self._beta[idx] = beta
+        codes = self._host_codes(hosts)
+        # priors per host, looked up once per host
+        alpha, beta = self.prior_per_hour(self.hosts)
+        self._alpha[idx] = alpha[codes]
+        self._beta[idx] = beta[codes]
         self._weight[idx] = w
-        self._host[idx] = self._host_codes(hosts)
+        self._host[idx] = codes
         self._last_fetch[idx] = np.nan
         self._last_change[idx] = np.nan
         self._n_fetch[idx] = 0
         self._n_changed[idx] = 0
         self._target[idx] = 0.0
-        for i, u in enumerate(urls):
-            self.index[u] = start + i
+        self.index.update(zip(urls, range(start, start + k), strict=True))
         self.urls.extend(urls)
         self.n += k
         return idx
@@ -372,12 +370,13 @@ class SchedulerState:
             idx = np.where(idx < 0, added[np.maximum(-idx - 1, 0)], idx)
         if w is not None:
             self._weight[idx] = w
-        self._apply(idx, t, c)
+        self._apply(idx, t, c, repeated=self._repeated)
         self.version += 1
-        return np.unique(idx)
+        return np.unique(idx) if self._repeated else idx
 
     def _validate(self, urls, times, changed, hosts, weights):
-        urls = [str(u) for u in urls]
+        urls = urls if isinstance(urls, list) and all(type(u) is str for u in urls) else [
+            str(u) for u in urls]
         n = len(urls)
         t = np.asarray(times, dtype=np.float64)
         if t.shape != (n,):
@@ -406,23 +405,26 @@ class SchedulerState:
         w = None if weights is None else self._check_weights(weights, n)
         if hosts is not None and len(hosts) != n:
             raise ObservationError(f"expected {n} hosts", field="host")
-        # map URLs; new ones get negative placeholders -(k+1)
-        idx = np.empty(n, dtype=np.int64)
+        # map URLs (C-speed dict lookups); new ones get negative placeholders -(k+1)
+        get = self.index.get
+        idx = np.fromiter((get(u, -1) for u in urls), dtype=np.int64, count=n)
         new_pos: dict[str, int] = {}
         new_urls: list[str] = []
         new_hosts: list[str] = []
         first_row: list[int] = []
-        unknown, mismatch = [], []
-        for i, u in enumerate(urls):
-            j = self.index.get(u)
-            if j is not None:
-                idx[i] = j
-                if hosts is not None and self.hosts[self._host[j]] != str(hosts[i]):
-                    mismatch.append(i)
-                continue
+        unknown: list[int] = []
+        mismatch: list[int] = []
+        if hosts is not None:
+            host_of = self.host_index.get
+            codes = np.fromiter((host_of(str(h), -1) for h in hosts), dtype=np.int64, count=n)
+            known = idx >= 0
+            mismatch = np.flatnonzero(known & (codes != self._host[np.where(known, idx, 0)]))
+            mismatch = mismatch.tolist()
+        for i in np.flatnonzero(idx < 0).tolist():
             if hosts is None:
                 unknown.append(i)
                 continue
+            u = urls[i]
             k = new_pos.get(u)
             if k is None:
                 k = len(new_urls)
@@ -448,14 +450,17 @@ class SchedulerState:
                 pages=[urls[i] for i in mismatch],
             )
         # times must increase per URL, starting after the stored last fetch
-        order = np.lexsort((np.arange(n), idx))
-        si, st = idx[order], t[order]
-        same = si[1:] == si[:-1]
-        back = order[1:][same & (st[1:] <= st[:-1])]
         known = idx >= 0
+        slot = np.where(known, idx, self.n - idx - 1)  # new URLs after the known ones
+        repeated = n > 0 and np.bincount(slot).max() > 1
         prev = np.full(n, -np.inf)
         prev[known] = self._last_fetch[idx[known]]
-        back = np.union1d(back, np.flatnonzero(t <= np.nan_to_num(prev, nan=-np.inf)))
+        back_mask = t <= np.nan_to_num(prev, nan=-np.inf)
+        if repeated:
+            order = np.lexsort((np.arange(n), slot))
+            si, st = slot[order], t[order]
+            back_mask[order[1:][(si[1:] == si[:-1]) & (st[1:] <= st[:-1])]] = True
+        back = np.flatnonzero(back_mask)
         if len(back):
             raise ObservationError(
                 "time goes backwards: each fetch must come after the URL's previous fetch "
@@ -465,15 +470,21 @@ class SchedulerState:
                 pages=[urls[i] for i in back],
             )
         new_w = np.ones(len(new_urls)) if w is None else w[first_row]
+        self._repeated = bool(repeated)
         return idx, t, c, w, new_urls, new_hosts, new_w
 
-    def _apply(self, idx: np.ndarray, t: np.ndarray, c: np.ndarray) -> None:
+    def _apply(
+        self, idx: np.ndarray, t: np.ndarray, c: np.ndarray, repeated: bool = True
+    ) -> None:
         """Sequential per-URL updates, vectorized over URLs by occurrence rank."""
-        order = np.lexsort((t, idx))
-        idx, t, c = idx[order], t[order], c[order]
-        starts = np.r_[True, idx[1:] != idx[:-1]]
-        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(idx)), 0))
-        rank = np.arange(len(idx)) - group_start
+        if repeated:
+            order = np.lexsort((t, idx))
+            idx, t, c = idx[order], t[order], c[order]
+            starts = np.r_[True, idx[1:] != idx[:-1]]
+            group_start = np.maximum.accumulate(np.where(starts, np.arange(len(idx)), 0))
+            rank = np.arange(len(idx)) - group_start
+        else:
+            rank = np.zeros(len(idx), dtype=np.int64)
         update = adf_update if self.config.update == "adf" else exposure_update
         for r in range(int(rank.max()) + 1 if len(rank) else 0):
             sel = rank == r
