@@ -198,11 +198,8 @@ def write_report(
             p = priors.domains[d]
             lines.append(f"| {d} | {extra.get(d, {}).get('n_pages', '')} | {p.alpha:.3g} "
                          f"| {p.beta:.3g} | {p.mean:.3g} |")  # fmt: skip
-        lines += [
-            "",
-            f"![rates {name}]({plot_domain_rates(fits[name], priors, out / f'rates-{name}.png').name})",
-            "",
-        ]
+        figure = plot_domain_rates(fits[name], priors, out / f"rates-{name}.png")
+        lines += ["", f"![rates {name}]({figure.name})", ""]
         if priors.hour_of_week is not None:
             fig = plot_hour_of_week(fits[name], out / f"hour-of-week-{name}.png")
             lines += [f"![hour of week]({fig.name})", ""]

@@ -127,7 +127,7 @@ def test_exported_gamma_reproduces_predictive_moments(hierarchical_fit):
     post = hierarchical_fit.idata_["posterior"]
     priors = domain_priors(hierarchical_fit)
     moments = predictive_moments(post)
-    for d, prior in list(priors.domains.items())[:5] + [(NEW_DOMAIN, priors.global_prior)]:
+    for d, prior in [*list(priors.domains.items())[:5], (NEW_DOMAIN, priors.global_prior)]:
         mean, var = moments[d]
         assert prior.mean == pytest.approx(mean, rel=1e-9)
         assert prior.variance == pytest.approx(var, rel=1e-9)
