@@ -210,8 +210,29 @@ def _extra(meta: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 def find_artifact(root: str | Path = "models", dataset: str | None = None) -> Path | None:
-    """The newest ``priors.json`` under ``root`` (optionally for one dataset), if any."""
+    """The ``priors.json`` to use from ``root``, if any.
+
+    For a dataset (default: the package's default dataset if it has artifacts, else any),
+    the model named in ``<root>/<dataset>/recommended.json`` (written by ``bayesrate
+    calibrate`` from the model comparison), else the newest artifact.
+    """
+    from bayesrate.constants import DEFAULT_DATASET
+
     root = Path(root)
-    pattern = f"{dataset}/*/{PRIORS_FILE}" if dataset else f"*/*/{PRIORS_FILE}"
-    found = sorted(root.glob(pattern), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+    if not root.is_dir():
+        return None
+    if dataset is None:
+        dataset = DEFAULT_DATASET if (root / DEFAULT_DATASET).is_dir() else None
+    datasets = [root / dataset] if dataset else sorted(p for p in root.iterdir() if p.is_dir())
+    for directory in datasets:
+        recommended = directory / "recommended.json"
+        if recommended.is_file():
+            try:
+                model = json.loads(recommended.read_text())["model"]
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise ArtifactError(f"{recommended} is malformed: {exc}") from exc
+            path = directory / model / PRIORS_FILE
+            if path.is_file():
+                return path
+    found = [p for d in datasets for p in d.glob(f"*/{PRIORS_FILE}")]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
