@@ -243,3 +243,25 @@ def test_summary_is_json_serialisable():
     st = SchedulerState()
     st.observe(["a", "b"], [T0, T0], [0, 0], hosts=["h", "g"])
     json.dumps(st.summary())
+
+
+def test_priority_uses_hour_of_week_multipliers(rng):
+    from bayesrate.clock import hour_of_week_overlap
+
+    m = rng.uniform(0.1, 4.0, 168)
+    m /= m.mean()
+    priors = PriorSet(GammaPrior(2.0, 3.0), hour_of_week=m, timezone="America/New_York")
+    st = SchedulerState(priors, SchedulerConfig(max_interval=1e6))
+    n = 50
+    last = T0 + rng.uniform(0, 300, n)
+    st.observe([f"u{i}" for i in range(n)], last, np.zeros(n), hosts=["h"] * n,
+               weights=rng.uniform(0.5, 2, n))
+    now = T0 + 400.0
+    expect = st.weight * st.alpha / st.beta * (
+        hour_of_week_overlap(last, np.full(n, now), "America/New_York") @ m)
+    np.testing.assert_allclose(decide.priority(st, now), expect, rtol=1e-9)
+    # and the update used the integrated modulation as exposure (unchanged: β += ∫m)
+    st.observe(["u0"], [now], [0])
+    beta_expect = 3.0 * 24 + hour_of_week_overlap(last[:1], np.array([now]),
+                                                  "America/New_York")[0] @ m
+    assert st.beta[0] == pytest.approx(beta_expect, rel=1e-9)

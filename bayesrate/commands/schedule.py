@@ -81,6 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
     p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours")
     p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
+    p.add_argument("--equal-weights", action="store_true",
+                   help="all pages weight 1 (default: Pareto(1.5) importance)")
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_simulate)
@@ -248,7 +250,8 @@ def _simulate(args: argparse.Namespace) -> int:
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
     result = compare(args.pages, args.days, args.budget, args.seed, priors, dt=args.tick,
-                     thompson=args.thompson, progress=progress)
+                     thompson=args.thompson, progress=progress,
+                     pareto_shape=None if args.equal_weights else 1.5)
     if args.plot:
         plot(result, args.plot)
         progress(f"plot written to {args.plot}")

@@ -131,7 +131,8 @@ def make_world(
     host_limit: int | None = None,
     budget: float = 0.2,
 ) -> World:
-    """Draw a synthetic web (see module docstring). ``budget`` (fetches per URL per day)
+    """Draw a synthetic web (see module docstring). ``pareto_shape=None`` gives every page
+    weight 1. ``budget`` (fetches per URL per day)
     only sets the default politeness limit: about 5× a uniform host's share per tick for
     the largest host, so politeness binds for skewed schedules only.
     """
@@ -484,6 +485,7 @@ def compare(
     floor_days: float = 60.0,
     thompson: bool = False,
     quantile: float | None = 0.3,
+    pareto_shape: float | None = 1.5,
     progress: Any = None,
 ) -> dict[str, Any]:
     """Build a world, calibrate the baselines, run all seven policies; JSON-ready result."""
@@ -493,7 +495,8 @@ def compare(
         )
     say = progress or (lambda msg: None)
     t_start = _time.perf_counter()
-    world = make_world(n_pages, days, seed, priors, dt=dt, budget=budget)
+    world = make_world(n_pages, days, seed, priors, dt=dt, budget=budget,
+                       pareto_shape=pareto_shape)
     say(
         f"world: {world.n} pages, {len(world.host_names)} hosts, {len(world.ev_page)} changes, "
         f"politeness {world.host_limit}/host/tick ({_time.perf_counter() - t_start:.1f} s)"
