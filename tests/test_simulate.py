@@ -316,9 +316,9 @@ def test_pages_like_changes_match_published_summary(case_study):
     got = _summary(case_study.observations.changes_per_page)
     pub = sim.CASE_STUDY_CHANGES
     assert got["min"] == 0 and got["max"] == 719
-    # single-seed tolerances cover the seed-to-seed spread: over 40 seeds the 5-95% ranges
-    # were Q1 15.9-24.0, median 82-112, mean 175-202, Q3 275-338 (docs/simulate.md)
-    for key, tol in (("q1", 0.30), ("median", 0.20), ("mean", 0.12), ("q3", 0.20)):
+    # single-seed tolerances cover the seed-to-seed spread: over 100 other seeds the 5-95%
+    # ranges were Q1 15-22.8, median 78.5-108, mean 175-199, Q3 278-339 (docs/simulate.md)
+    for key, tol in (("q1", 0.25), ("median", 0.25), ("mean", 0.12), ("q3", 0.20)):
         assert abs(got[key] / pub[key] - 1) < tol, (key, got[key], pub[key])
 
 
@@ -326,9 +326,9 @@ def test_pages_like_calibration_over_seeds():
     rows = [_summary(sim.pages_like(seed=f"calibration-{i}").observations.changes_per_page)
             for i in range(10)]
     pub = sim.CASE_STUDY_CHANGES
-    # the average of 10 seeds has ~1/3 of the single-seed spread; tolerance = measured
-    # calibration bias (< 7%) + about 3 standard errors of the 10-seed average
-    for key, tol in (("q1", 0.15), ("median", 0.08), ("mean", 0.06), ("q3", 0.08)):
+    # tolerance = calibration bias measured over 100 seeds (Q1 -1%, median -6%, mean +2%,
+    # Q3 +3%) + 3 standard errors of a 10-seed average (docs/simulate.md)
+    for key, tol in (("q1", 0.13), ("median", 0.15), ("mean", 0.08), ("q3", 0.10)):
         avg = np.mean([r[key] for r in rows])
         assert abs(avg / pub[key] - 1) < tol, (key, avg, pub[key])
     # pages that change on every visit exist in every seed (the published peak at the max)
