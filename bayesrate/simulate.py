@@ -638,6 +638,8 @@ def simulate_pages(
         If the numbers of pages disagree, a page has no visit, a rate is negative or not
         finite, or visit times are not finite and strictly increasing within each page.
     """
+    if time_kind not in ("numeric", "datetime"):
+        raise ValueError(f"time_kind must be 'numeric' or 'datetime', not {time_kind!r}")
     gen = rng_from(rng)
     scalar = isinstance(processes, (ChangeProcess, int, float, np.number))
     n_given: int | None = None if scalar else len(processes)  # type: ignore[arg-type]
@@ -952,7 +954,8 @@ def pages_like(
         if m.shape != (N_HOUR_OF_WEEK,) or m.mean() <= 0:
             raise ValueError("modulation must be 168 non-negative multipliers with mean > 0")
         processes = [HourOfWeekModulated(r / m.mean(), m, timezone) for r in rate]
-    seed_note = seed if isinstance(seed, (int, str)) else "generator"
+    seed_note = (int(seed) if isinstance(seed, (int, np.integer)) else seed
+                 if isinstance(seed, str) else "generator")
     return simulate_pages(
         processes,
         visits,

@@ -257,6 +257,18 @@ def test_mixed_processes_and_page_visit_lists():
     assert data.processes is not None and len(data.processes) == 3
 
 
+def test_single_rate_or_process_is_broadcast():
+    visits = [np.arange(3.0), np.arange(5.0)]
+    by_rate = sim.simulate_pages(0.2, visits, rng="b")
+    by_proc = sim.simulate_pages(sim.Periodic(1.0, 0.5), visits, rng="b")
+    assert by_rate.observations.n_pages == by_proc.observations.n_pages == 2
+    np.testing.assert_allclose(by_rate.rate_per_hour, [0.2, 0.2])
+    # one change in every unit interval (at k + 0.5): every revisit detects it
+    np.testing.assert_array_equal(by_proc.observations.changed, [0, 1, 1, 0, 1, 1, 1, 1])
+    with pytest.raises(ValueError, match="shared visit-time array"):
+        sim.simulate_pages(0.2, np.arange(3.0))
+
+
 def test_direct_construction_equals_validated_construction():
     data = sim.simulate_pages([0.5, 0.01, 3.0], [np.arange(4.0), np.arange(2.0, 9.0),
                                                  np.array([1.0])], domains=["x", "y", "x"],
