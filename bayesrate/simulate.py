@@ -20,7 +20,7 @@ Two simulation paths, equal in law:
   :class:`HourOfWeekModulated`) the numbers of changes in disjoint intervals are
   independent Poisson variables with means ``Lambda_k`` (the integrated intensity), so
   each flag is an independent ``Bernoulli(1 - exp(-Lambda_k))``. No change time is ever
-  materialised; 10 million intervals take about a second.
+  materialised; 10 million intervals take a few seconds.
 """
 
 from __future__ import annotations
