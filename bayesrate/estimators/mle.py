@@ -311,24 +311,35 @@ def profile_interval(
     n_pages: int,
     *,
     level: float = 0.95,
-    iterations: int = 48,
+    tol: float = 1e-12,
+    max_iter: int = 100,
+    block_groups: int = BLOCK_GROUPS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Profile-likelihood interval ``{λ : 2(ℓ(λ̂) − ℓ(λ)) ≤ χ²₁(level)}`` per page.
 
-    The log-likelihood is concave in ``log λ`` (complementary log-log binomial), so each
-    side has one crossing, found by vectorized bisection in ``log λ``.
+    The log-likelihood is concave in ``θ = log λ`` (complementary log-log binomial), so
+    each side has one crossing of ``ℓ(θ̂) − χ²/2``. Newton on a concave function started
+    outside the interval (where it is below the target) moves monotonically to the
+    crossing, so each side is found by plain Newton in ``θ`` from a start a few Wald
+    half-widths out (widened until it is below the target), vectorized over the pages of
+    cache-sized blocks.
 
     Boundary cases: ``c = 0`` gives ``[0, q/(2U)]`` in closed form (``ℓ = −Uλ``);
     ``c = n`` gives ``[λ_L, inf)`` (the likelihood rises to its supremum 0 as
     ``λ → ∞``); a page without intervals gives ``[0, inf)``.
     """
-    from scipy.stats import chi2
+    from scipy.stats import chi2, norm
 
     half = 0.5 * chi2.ppf(level, 1)
+    z = norm.ppf(0.5 + level / 2)
     group_page = np.asarray(group_page, dtype=np.int64)
     group_tau = np.asarray(group_tau, dtype=np.float64)
     group_n = np.asarray(group_n, dtype=np.float64)
     group_changed = np.asarray(group_changed, dtype=np.float64)
+    if len(group_page) and np.any(np.diff(group_page) < 0):
+        order = np.argsort(group_page, kind="stable")
+        group_page, group_tau = group_page[order], group_tau[order]
+        group_n, group_changed = group_n[order], group_changed[order]
     tot = page_totals(group_page, group_tau, group_n, group_changed, n_pages)
     n, c, unchanged = tot["n"], tot["c"], tot["U"]
     lower = np.zeros(n_pages)
@@ -337,33 +348,65 @@ def profile_interval(
     np.divide(half, unchanged, out=upper, where=none & (unchanged > 0))
     all_changed = (c > 0) & (c >= n)
     interior = (c > 0) & (c < n)
+    todo = interior | all_changed
 
-    def ll(lam: np.ndarray, pages: np.ndarray) -> np.ndarray:
-        full = np.zeros(n_pages)
-        full[pages] = lam
-        return loglik_groups(full, group_page, group_tau, group_n, group_changed, n_pages)[pages]
+    sel = group_changed > 0
+    g_page, g_tau, g_c = group_page[sel], group_tau[sel], group_changed[sel]
+    offsets = _csr(g_page, n_pages)
+    for p0, p1 in _blocks(offsets, block_groups):
+        pages = p0 + np.flatnonzero(todo[p0:p1])
+        if not len(pages):
+            continue
+        lo, hi = offsets[pages], offsets[pages + 1]
+        lens = hi - lo
+        starts = np.concatenate([[0], np.cumsum(lens[:-1])]).astype(np.int64)
+        take = np.repeat(lo - starts, lens) + np.arange(lens.sum())
+        tau_b, c_b, u_b = g_tau[take], g_c[take], unchanged[pages]
 
-    def bisect(pages: np.ndarray, a: np.ndarray, b: np.ndarray, target: np.ndarray):
-        # F(a) < target <= F(b) or the reverse: track the sign at a
-        fa = ll(np.exp(a), pages) - target
-        for _ in range(iterations):
-            m = 0.5 * (a + b)
-            fm = ll(np.exp(m), pages) - target
-            same = np.sign(fm) == np.sign(fa)
-            a = np.where(same, m, a)
-            fa = np.where(same, fm, fa)
-            b = np.where(same, b, m)
-        return np.exp(0.5 * (a + b))
+        def ll_slope(theta, tau_b=tau_b, c_b=c_b, u_b=u_b, lens=lens, starts=starts):
+            lam = np.exp(theta)
+            x = np.repeat(lam, lens) * tau_b
+            with np.errstate(over="ignore"):
+                ll = np.add.reduceat(c_b * np.log(-np.expm1(-x)), starts) - u_b * lam
+                slope = np.add.reduceat(c_b * x / np.expm1(x), starts) - u_b * lam
+            return ll, slope
 
-    pages = np.flatnonzero(interior)
-    if len(pages):
-        theta = np.log(rate[pages])
-        target = ll(rate[pages], pages) - half
-        lower[pages] = bisect(pages, theta - 50.0, theta, target)
-        upper[pages] = bisect(pages, theta, theta + 50.0, target)
-    pages = np.flatnonzero(all_changed)
-    if len(pages):
-        # sup ℓ = 0 at λ → ∞
-        theta = np.log(np.maximum(cap[pages], 1e-300)) + 50.0
-        lower[pages] = bisect(pages, theta - 100.0, theta, np.full(len(pages), -half))
+        inner = interior[pages]
+        theta_hat = np.where(inner, np.log(np.where(inner, rate[pages], 1.0)), 0.0)
+        theta_hat[~inner] = np.log(cap[pages][~inner])
+        ll_hat, _ = ll_slope(theta_hat)
+        target = np.where(inner, ll_hat, 0.0) - half
+        # Wald half-width on θ from the observed information at θ̂ (a starting scale)
+        lam = np.exp(theta_hat)
+        x = np.repeat(lam, lens) * tau_b
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            q = tau_b / np.expm1(x)
+            info = np.add.reduceat(np.nan_to_num(c_b * q * (q + tau_b)), starts)
+            width = np.where(info > 0, z / (lam * np.sqrt(info)), 1.0)
+        width = np.clip(np.nan_to_num(width, nan=1.0, posinf=1.0), 1e-3, 10.0)
+
+        for direction, out, use in ((-1.0, lower, np.ones(len(pages), bool)), (1.0, upper, inner)):
+            if not use.any():
+                continue
+            idx = np.flatnonzero(use)
+            theta = theta_hat.copy()
+            step = 2.0 * width
+            # widen until below the target (concavity then guarantees monotone Newton)
+            for _ in range(60):
+                trial = np.where(use, theta_hat + direction * step, theta_hat)
+                f, _ = ll_slope(trial)
+                bad = use & ~(f < target)
+                theta = np.where(use & ~bad, trial, theta)
+                if not bad.any():
+                    break
+                step = np.where(bad, 2.0 * step, step)
+            for _ in range(max_iter):
+                f, slope = ll_slope(theta)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    delta = np.where(use & (slope != 0), (f - target) / slope, 0.0)
+                delta = np.nan_to_num(delta)
+                theta = theta - delta
+                if np.all(np.abs(delta) <= tol * np.maximum(1.0, np.abs(theta))):
+                    break
+            out[pages[idx]] = np.exp(theta[idx])
     return lower, upper
