@@ -126,7 +126,7 @@ def make_world(
     dt: float = 0.5,
     frac_modulated: float = 0.25,
     frac_bursty: float = 0.15,
-    pareto_shape: float = 1.5,
+    pareto_shape: float | None = 1.5,
     n_hosts: int | None = None,
     host_limit: int | None = None,
     budget: float = 0.2,
@@ -159,8 +159,11 @@ def make_world(
         np.array([host_names[h].split("#")[0] for h in hosts], dtype=object)
     )
     rate = rng.gamma(alpha, 1.0 / beta_day) / HOURS_PER_DAY
-    weights = rng.pareto(pareto_shape, n_pages) + 1.0
-    weights /= weights.mean()
+    if pareto_shape:
+        weights = rng.pareto(pareto_shape, n_pages) + 1.0
+        weights /= weights.mean()
+    else:  # equal importance (ablation: what rate estimates alone are worth)
+        weights = np.ones(n_pages)
     u = rng.random(n_pages)
     kind = np.where(
         u < frac_modulated,
@@ -564,7 +567,7 @@ def plot(result: dict[str, Any], path: str, dt_series: float = 24.0) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     for name, r in result["policies"].items():
         days = np.arange(1, len(r["series"]) + 1) * dt_series / HOURS_PER_DAY
         ax.plot(
@@ -577,7 +580,7 @@ def plot(result: dict[str, Any], path: str, dt_series: float = 24.0) -> None:
     ax.set_xlabel("day")
     ax.set_ylabel("weighted freshness (daily mean)")
     ax.set_title(f"{s['pages']} URLs, budget {s['budget_per_url_per_day']} fetches/URL/day")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
