@@ -81,6 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
     p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours")
     p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
+    p.add_argument("--plan-quantile", default="0.3",
+                   help="posterior quantile ours plans with, or 'mean' (default 0.3)")
     p.add_argument("--equal-weights", action="store_true",
                    help="all pages weight 1 (default: Pareto(1.5) importance)")
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
@@ -249,8 +251,13 @@ def _simulate(args: argparse.Namespace) -> int:
 
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
+    try:
+        quantile = None if args.plan_quantile == "mean" else float(args.plan_quantile)
+    except ValueError as exc:
+        raise ObservationError("--plan-quantile must be a number or 'mean'",
+                               field="plan_quantile") from exc
     result = compare(args.pages, args.days, args.budget, args.seed, priors, dt=args.tick,
-                     thompson=args.thompson, progress=progress,
+                     thompson=args.thompson, progress=progress, quantile=quantile,
                      pareto_shape=None if args.equal_weights else 1.5)
     if args.plot:
         plot(result, args.plot)
