@@ -264,6 +264,12 @@ def bench_regular(args, rng, P, sub) -> None:
             loop_s / len(sub_root),
             f"{res.iterations} Newton its; max rel. diff vs brentq {err:.1e}",
         )
+    bench_interval("regular", stats, P, args.repeat)
+
+
+def bench_interval(label, stats, P, repeat) -> None:
+    secs, _ = timed(lambda: batch.mle(stats, interval="profile"), repeat)
+    row(f"{label}: mle + profile-likelihood interval", P, secs, None, "point estimate included")
 
 
 def bench_irregular(args, rng, P, sub) -> None:
@@ -284,6 +290,7 @@ def bench_irregular(args, rng, P, sub) -> None:
         f" MLE takes {secs / floor_s:.2f}× the floor; max rel. diff vs brentq {err:.1e}",
     )
     row("irregular: floor alone", P, floor_s)
+    bench_interval("irregular", make_stats(*groups, P), P, 1)
     secs, res = timed(lambda: solver.solve_mm(*groups, P), args.repeat)
     loop_s, ref = timed(lambda: loop_root(groups, offsets, sub_root, "mm"))
     err = np.max(np.abs(res.rate[sub_root] - ref) / np.maximum(ref, 1e-300))

@@ -118,7 +118,10 @@ def _blocks(offsets: np.ndarray, block_groups: int) -> list[tuple[int, int]]:
 
 
 def _csr(group_page: np.ndarray, n_pages: int) -> np.ndarray:
-    return np.searchsorted(group_page, np.arange(n_pages + 1)).astype(np.int64)
+    """Offsets of each page's groups (``group_page`` sorted)."""
+    offsets = np.zeros(n_pages + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group_page, minlength=n_pages), out=offsets[1:])
+    return offsets
 
 
 def _newton_block(
