@@ -435,3 +435,19 @@ def test_known_truth_with_project_simulator():
     assert abs(resid.mean()) < 3 * resid.std() / np.sqrt(n_pages)
     central = (post.quantile(0.05) <= truth) & (truth <= post.quantile(0.95))
     assert 0.84 < central.mean() < 0.96  # 90% credible intervals
+
+
+def test_callable_step_sizes_match_exponents():
+    rng = np.random.default_rng(12)
+    flags = (rng.random((4, 50)) < 0.5).astype(int)
+    a = online.SAM.start(4, 2.0, eta=0.8, beta=0.55)
+    b = online.SAM.start(4, 2.0, eta=lambda k: (k + 1.0) ** -0.8, beta=lambda k: (k + 1.0) ** -0.55)
+    c = online.SA.start(4, 2.0, eta=lambda k: 1.0 / (k + 1.0))
+    d = online.SA.start(4, 2.0, eta=1.0)
+    for k in range(50):
+        for s in (a, b, c, d):
+            s.update(flags[:, k])
+    np.testing.assert_allclose(a.estimate, b.estimate, rtol=1e-12)
+    np.testing.assert_allclose(c.estimate, d.estimate, rtol=1e-12)
+    with pytest.raises(ValueError, match="eta"):
+        online.SA.start(2, 1.0, eta=1.5)

@@ -48,6 +48,21 @@ LLN_ALPHAS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+Schedule = float | Callable[[np.ndarray], np.ndarray]
+
+
+def step_size(schedule: Schedule, k: np.ndarray) -> np.ndarray:
+    """``(k + 1)^{−e}`` for an exponent ``e``, or ``schedule(k)`` for a callable."""
+    if callable(schedule):
+        return np.asarray(schedule(k), dtype=np.float64)
+    return (np.asarray(k, dtype=np.float64) + 1.0) ** -schedule
+
+
+def _check_exponent(name: str, value: Schedule) -> None:
+    if not callable(value) and not 0 < value <= 1:
+        raise ValueError(f"{name} must be an exponent in (0, 1] or a callable of k")
+
+
 def _mask(mask: np.ndarray | None, n: int) -> np.ndarray:
     if mask is None:
         return np.ones(n, dtype=bool)
@@ -123,17 +138,19 @@ class SA:
     p: np.ndarray
     k: np.ndarray
     y: np.ndarray
-    eta: float = SA_ETA
+    eta: Schedule = SA_ETA
 
     @classmethod
-    def start(cls, n_pages: int, p: float | np.ndarray, eta: float = SA_ETA, y0: float = 0.0) -> SA:
-        if not 0 < eta <= 1:
-            raise ValueError("eta must be in (0, 1]")
+    def start(
+        cls, n_pages: int, p: float | np.ndarray, eta: Schedule = SA_ETA, y0: float = 0.0
+    ) -> SA:
+        """``eta``: exponent of ``η_k = (k + 1)^{−η}`` or a callable ``k -> η_k``."""
+        _check_exponent("eta", eta)
         return cls(_as_pages(p, n_pages), np.zeros(n_pages, np.int64), np.full(n_pages, y0), eta)
 
     def update(self, changed: np.ndarray, mask: np.ndarray | None = None) -> None:
         m = _mask(mask, len(self.k))
-        step = (self.k + 1.0) ** -self.eta
+        step = step_size(self.eta, self.k)
         i = np.asarray(changed, dtype=np.float64)
         self.y += m * step * (i * (self.y + self.p) - self.y)
         self.k += m
@@ -151,8 +168,8 @@ class SAM:
     k: np.ndarray
     z: np.ndarray
     z_prev: np.ndarray
-    eta: float = SAM_ETA
-    beta: float = SAM_BETA
+    eta: Schedule = SAM_ETA
+    beta: Schedule = SAM_BETA
     omega: float = SAM_OMEGA
 
     @classmethod
@@ -160,13 +177,16 @@ class SAM:
         cls,
         n_pages: int,
         p: float | np.ndarray,
-        eta: float = SAM_ETA,
-        beta: float = SAM_BETA,
+        eta: Schedule = SAM_ETA,
+        beta: Schedule = SAM_BETA,
         omega: float = SAM_OMEGA,
         z0: float = 0.0,
     ) -> SAM:
-        if not (0 < eta <= 1 and 0 < beta <= 1 and omega > 0):
-            raise ValueError("need 0 < eta <= 1, 0 < beta <= 1, omega > 0")
+        """``eta``/``beta``: exponents of ``η_k``/``β_k`` or callables of ``k``."""
+        _check_exponent("eta", eta)
+        _check_exponent("beta", beta)
+        if not omega > 0:
+            raise ValueError("omega must be > 0")
         z = np.full(n_pages, z0)
         return cls(
             _as_pages(p, n_pages), np.zeros(n_pages, np.int64), z, z.copy(), eta, beta, omega
@@ -175,9 +195,9 @@ class SAM:
     def update(self, changed: np.ndarray, mask: np.ndarray | None = None) -> None:
         m = _mask(mask, len(self.k))
         k = self.k.astype(np.float64)
-        eta_k = (k + 1.0) ** -self.eta
-        beta_k = (k + 1.0) ** -self.beta
-        beta_prev = np.where(k > 0, np.maximum(k, 1.0) ** -self.beta, 1.0)
+        eta_k = step_size(self.eta, k)
+        beta_k = step_size(self.beta, k)
+        beta_prev = np.where(k > 0, step_size(self.beta, np.maximum(k - 1.0, 0.0)), 1.0)
         zeta = np.where(k > 0, (beta_k - self.omega * eta_k) / beta_prev, 0.0)
         i = np.asarray(changed, dtype=np.float64)
         new = self.z + eta_k * (i * (self.z + self.p) - self.z) + zeta * (self.z - self.z_prev)
