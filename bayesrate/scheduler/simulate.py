@@ -278,6 +278,7 @@ class PlannedPolicy:
             min_interval=world.dt,
             max_interval=max(floor_days, world.days * 2) * HOURS_PER_DAY,
             thompson=thompson,
+            plan_quantile=quantile,
         )
         self.state = SchedulerState(world.priors, cfg, capacity=world.n)
         self.urls = [f"u{i}" for i in range(world.n)]
