@@ -550,6 +550,9 @@ def compare(
             "changes": len(world.ev_page),
             "kinds": {str(k): int((world.kind == k).sum()) for k in np.unique(world.kind)},
             "priors": dict(world.priors.metadata).get("model", "artifact"),
+            "weights": f"pareto({pareto_shape})" if pareto_shape else "equal",
+            "ours_plans_with": "thompson" if thompson else (
+                "posterior mean" if quantile is None else f"posterior quantile {quantile}"),
             "seed": seed,
             "seconds": round(_time.perf_counter() - t_start, 1),
         },
