@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 from scipy import optimize, stats
 
 from bayesrate.estimators import batch, gamma, grid, mle, online
@@ -451,3 +453,54 @@ def test_callable_step_sizes_match_exponents():
     np.testing.assert_allclose(c.estimate, d.estimate, rtol=1e-12)
     with pytest.raises(ValueError, match="eta"):
         online.SA.start(2, 1.0, eta=1.5)
+
+
+# ------------------------------------------------------------------ properties
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hst.lists(
+        hst.tuples(hst.floats(1e-4, 1e4), hst.booleans()),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_mle_properties(intervals):
+    taus = np.array([t for t, _ in intervals])
+    flags = np.array([int(f) for _, f in intervals])
+    n, c = len(taus), int(flags.sum())
+    args = (np.zeros(n, np.int64), taus, np.ones(n), flags.astype(float), 1)
+    res = mle.solve_mle(*args)
+    rate, cap = res.rate[0], res.cap[0]
+    assert np.isfinite(rate) and 0 <= rate <= cap
+    assert cap == pytest.approx(math.log(2 * n + 1) / taus.min())
+    if c == 0:
+        assert rate == 0
+    elif c == n:
+        assert rate == cap and res.clipped[0]
+    elif not res.clipped[0]:
+        # the likelihood is maximal at the estimate (independent evaluation)
+        best = loglik_page(rate, taus, flags)
+        for f in (1 - 1e-6, 1 + 1e-6):
+            assert loglik_page(rate * f, taus, flags) <= best + 1e-9 * max(1.0, abs(best))
+    lo, hi = mle.profile_interval(res.rate, res.cap, *args)
+    assert lo[0] <= rate <= hi[0]
+    # adding a changed interval never lowers the estimate; an unchanged one never raises it
+    more = mle.solve_mle(
+        np.zeros(n + 1, np.int64),
+        np.append(taus, 1.0),
+        np.ones(n + 1),
+        np.append(flags, 1).astype(float),
+        1,
+    )
+    less = mle.solve_mle(
+        np.zeros(n + 1, np.int64),
+        np.append(taus, 1.0),
+        np.ones(n + 1),
+        np.append(flags, 0).astype(float),
+        1,
+    )
+    if not (more.clipped[0] or res.clipped[0]):
+        assert more.rate[0] >= rate * (1 - 1e-9)
+    assert less.rate[0] <= max(rate, 0) * (1 + 1e-9) or res.clipped[0]
