@@ -224,3 +224,22 @@ def test_cli_simulate_json(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert set(out["policies"]["bayesrate"]) == {"freshness", "harmonic_staleness", "fetches"}
     assert png.stat().st_size > 1000
+
+
+def test_world_from_artifact_priors_with_hour_of_week(rng):
+    from bayesrate.priors import GammaPrior, PriorSet
+
+    m = rng.uniform(0.2, 3.0, 168)
+    priors = PriorSet(GammaPrior(1.0, 2.0),
+                      {"fast.org": GammaPrior(4.0, 1.0), "slow.org": GammaPrior(2.0, 40.0)},
+                      hour_of_week=m / m.mean())
+    w = make_world(400, 3.0, "test-artifact-world", priors, budget=1.0)
+    assert set(w.host_names) == {"fast.org", "slow.org"}
+    fast = np.array(w.host_names)[w.hosts] == "fast.org"
+    # prior means 4/day vs 0.05/day: the drawn true rates follow their host's prior
+    assert np.median(w.mean_rate[fast]) * 24 > 1.0 > np.median(w.mean_rate[~fast]) * 24
+    ours = PlannedPolicy(w, 1.0)
+    assert ours.state.modulation.active
+    np.testing.assert_allclose(ours.state.alpha[fast], 4.0)
+    res = run(w, [ours], 1.0)
+    assert 0 < res["bayesrate"]["freshness"] < 1
