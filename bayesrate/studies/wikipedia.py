@@ -161,10 +161,14 @@ def run(args: argparse.Namespace) -> int:
     for f in files:
         article = f.name.removesuffix(".Revisions.csv")
         traces[article], dropped = read_trace(f)
+        gaps = np.diff(traces[article])
         parse[article] = {
             "revisions": len(traces[article]),
             "dropped_lines": dropped,
             "span_days": float(traces[article][-1] / 24),
+            # burstiness: a Poisson process has gap CV 1 and few very short gaps
+            "share_gaps_under_15min": float(np.mean(gaps < 0.25)) if len(gaps) else 0.0,
+            "gap_cv": float(gaps.std() / gaps.mean()) if len(gaps) and gaps.mean() > 0 else 0.0,
         }
         progress(f"wikipedia: {article}: {len(traces[article])} edits, {dropped} lines dropped")
 
