@@ -87,13 +87,17 @@ class GridEra:
 
 #: Nominal visit grids per collection (see module docstring and SOURCE.md).
 DEFAULT_GRIDS: dict[str, tuple[GridEra, ...]] = {
+    # read off the hours of the commits per quarter (see docs/data.md)
     "contrib": (
-        GridEra("2012-01-01", "2021-01-01", 24.0),
-        GridEra("2021-01-01", None, 6.0),
+        GridEra("2012-01-01", "2020-07-01", 24.0),  # daily run, commits 04:00-07:00 UTC
+        GridEra("2020-07-01", "2024-07-01", 6.0),  # 00/06/12/18 (2020-21: commits at all hours)
+        GridEra("2024-07-01", "2025-10-01", 12.0, anchor="06:00"),  # 06/18 only
+        GridEra("2025-10-01", "2026-01-01", 6.0),  # switch-over: all four slots
+        GridEra("2026-01-01", None, 12.0),  # 00/12 only
     ),
     "pga": (
-        GridEra("2022-01-01", "2025-01-01", 6.0),
-        GridEra("2025-01-01", None, 12.0),
+        GridEra("2022-01-01", "2024-07-01", 6.0),
+        GridEra("2024-07-01", None, 12.0),
     ),
     "genai-eu": (GridEra("2025-01-01", None, 12.0, anchor="00:30", timezone="Europe/Paris"),),
 }

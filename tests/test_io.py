@@ -150,7 +150,7 @@ def test_ota_detections_match_independent_count(pga_raw):
     obs = from_changelog(log, docs, grid="pga")
     t = pd.to_datetime(log["time_utc"], utc=True)
     # independent: the grid slot of each event by flooring to the era's period
-    period = np.where(t < pd.Timestamp("2025-01-01", tz="UTC"), "6h", "12h")
+    period = np.where(t < pd.Timestamp("2024-07-01", tz="UTC"), "6h", "12h")
     slot = pd.Series([ts.floor(p) for ts, p in zip(t, period, strict=True)], index=log.index)
     for path in ["Facebook/Privacy Policy.md", "BeReal/Community Guidelines.md"]:
         rows = log["path"] == path
