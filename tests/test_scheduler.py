@@ -265,3 +265,23 @@ def test_priority_uses_hour_of_week_multipliers(rng):
     beta_expect = 3.0 * 24 + hour_of_week_overlap(last[:1], np.array([now]),
                                                   "America/New_York")[0] @ m
     assert st.beta[0] == pytest.approx(beta_expect, rel=1e-9)
+
+
+def test_default_floor_fits_small_host_caps():
+    # 300 URLs on one host, 1 fetch per 10 h allowed: floors 1/720 h each would need 0.42/h
+    cfg = SchedulerConfig(politeness_limit=1, politeness_window=10.0, max_interval=720.0)
+    st = SchedulerState(config=cfg)
+    st.observe([f"u{i}" for i in range(300)], np.full(300, T0), np.zeros(300), hosts=["h"] * 300)
+    p = decide.plan(st, 5.0)
+    assert p.sum() <= 0.1 * (1 + 1e-12)
+    assert (p > 0).all()
+
+
+def test_due_rejects_bad_now_and_k():
+    st = SchedulerState()
+    st.observe(["a"], [T0], [0], hosts=["h"])
+    with pytest.raises(ObservationError) as err:
+        decide.due(st, T0 - 1.0, 3)
+    assert err.value.field == "now" and "a" in err.value.pages
+    with pytest.raises(ObservationError):
+        decide.due(st, T0 + 5.0, -1)

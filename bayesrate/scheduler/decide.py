@@ -163,7 +163,7 @@ def plan(
     budget: float,
     *,
     objective: str = "freshness",
-    floor: float | None = None,
+    floor: float | np.ndarray | None = None,
     rates: np.ndarray | None = None,
     host_cap: float | None = None,
     rng: np.random.Generator | None = None,
@@ -178,7 +178,7 @@ def plan(
         ``"freshness"`` or ``"harmonic"``.
     floor
         Exploration floor per URL (fetches per hour); default ``1 / max_interval``, reduced
-        so that the floors use at most half the budget.
+        so that the floors use at most half the budget and half of each host's cap.
     rates
         Rates to plan with (default :func:`decision_rates` with ``cap=False`` and the
         config's ``plan_quantile``, or Thompson draws when the config says so).
@@ -193,10 +193,14 @@ def plan(
         lam = decision_rates(state, rng=rng, cap=False, quantile=cfg.plan_quantile)
     else:
         lam = np.asarray(rates, dtype=np.float64)
-    if floor is None:
-        floor = min(1.0 / cfg.max_interval, 0.5 * float(budget) / n) if budget > 0 else 0.0
     if host_cap is None and cfg.politeness_limit is not None:
         host_cap = cfg.politeness_limit / cfg.politeness_window
+    if floor is None:
+        floor = min(1.0 / cfg.max_interval, 0.5 * float(budget) / n) if budget > 0 else 0.0
+        if host_cap is not None and floor > 0:
+            # floors may use at most half of a host's cap (large hosts get a lower floor)
+            per_host = np.bincount(state.host, minlength=len(state.hosts))
+            floor = np.minimum(floor, 0.5 * float(host_cap) / per_host[state.host])
     p = optimal_rates(
         state.weight,
         lam,
