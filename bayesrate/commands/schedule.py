@@ -83,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
     p.add_argument("--plan-quantile", default="0.3",
                    help="posterior quantile ours plans with, or 'mean' (default 0.3)")
+    p.add_argument("--update", choices=("adf", "exposure"), default="adf",
+                   help="ours' rate update (default adf; exposure = seed PageState update)")
     p.add_argument("--equal-weights", action="store_true",
                    help="all pages weight 1 (default: Pareto(1.5) importance)")
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
@@ -258,7 +260,7 @@ def _simulate(args: argparse.Namespace) -> int:
                                field="plan_quantile") from exc
     result = compare(args.pages, args.days, args.budget, args.seed, priors, dt=args.tick,
                      thompson=args.thompson, progress=progress, quantile=quantile,
-                     pareto_shape=None if args.equal_weights else 1.5)
+                     pareto_shape=None if args.equal_weights else 1.5, update=args.update)
     if args.plot:
         plot(result, args.plot)
         progress(f"plot written to {args.plot}")

@@ -247,6 +247,8 @@ class PlannedPolicy:
         Plan with posterior draws (re-drawn at every re-plan).
     quantile
         Plan with this posterior quantile (optimism; ``None``: posterior mean).
+    update
+        ``"adf"`` (censoring-exact) or ``"exposure"`` (seed ``PageState`` update).
     """
 
     def __init__(
@@ -261,6 +263,7 @@ class PlannedPolicy:
         thompson: bool = False,
         name: str = "bayesrate",
         quantile: float | None = 0.3,
+        update: str = "adf",
     ) -> None:
         self.name = name
         self.world = world
@@ -279,6 +282,7 @@ class PlannedPolicy:
             max_interval=max(floor_days, world.days * 2) * HOURS_PER_DAY,
             thompson=thompson,
             plan_quantile=quantile,
+            update=update,
         )
         self.state = SchedulerState(world.priors, cfg, capacity=world.n)
         self.urls = [f"u{i}" for i in range(world.n)]
@@ -490,6 +494,7 @@ def compare(
     thompson: bool = False,
     quantile: float | None = 0.3,
     pareto_shape: float | None = 1.5,
+    update: str = "adf",
     progress: Any = None,
 ) -> dict[str, Any]:
     """Build a world, calibrate the baselines, run all seven policies; JSON-ready result."""
@@ -514,8 +519,10 @@ def compare(
             f"({_time.perf_counter() - t:.1f} s)"
         )
     policies: list[Any] = [_make_baseline(name, world.n, scales[name]) for name in BASELINES]
-    policies.append(PlannedPolicy(world, budget, floor_days=floor_days, thompson=thompson,
-                                  quantile=quantile))
+    policies.append(
+        PlannedPolicy(world, budget, floor_days=floor_days, thompson=thompson,
+                      quantile=quantile, update=update)
+    )
     policies.append(PlannedPolicy(world, budget, rates=world.mean_rate, name="oracle"))
     t = _time.perf_counter()
     results = run(world, policies, budget, seed=f"{seed}-run")
@@ -553,6 +560,7 @@ def compare(
             "weights": f"pareto({pareto_shape})" if pareto_shape else "equal",
             "ours_plans_with": "thompson" if thompson else (
                 "posterior mean" if quantile is None else f"posterior quantile {quantile}"),
+            "ours_update": update,
             "seed": seed,
             "seconds": round(_time.perf_counter() - t_start, 1),
         },
