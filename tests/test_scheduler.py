@@ -286,3 +286,12 @@ def test_due_rejects_bad_now_and_k():
     assert err.value.field == "now" and "a" in err.value.pages
     with pytest.raises(ObservationError):
         decide.due(st, T0 + 5.0, -1)
+
+
+def test_empty_batch_is_a_no_op():
+    st = SchedulerState(config=SchedulerConfig(politeness_limit=2))
+    assert len(st.observe([], [], [])) == 0
+    st.observe(["a"], [T0], [0], hosts=["h"])
+    before = _snapshot(st)
+    st.observe([], np.zeros(0), np.zeros(0))
+    _same(before, _snapshot(st))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from bayesrate.errors import ObservationError
@@ -141,3 +143,23 @@ def test_bad_input(kwargs, field):
     with pytest.raises(ObservationError) as err:
         optimal_rates(**args)
     assert err.value.field == field
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    w=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=40),
+    seed=st.integers(0, 2**31 - 1),
+    budget=st.floats(1e-3, 1e3),
+)
+def test_azar_satisfies_kkt(w, seed, budget):
+    """Optimality conditions (independent of the algorithm): the marginal value
+    w λ / (p + λ)² equals one μ on active pages and is <= μ at p = 0 (w / λ <= μ)."""
+    w = np.array(w)
+    lam = np.random.default_rng(seed).gamma(0.7, 1.0, len(w)) + 1e-3
+    p = azar_rates(w, lam, budget)
+    assert p.sum() == pytest.approx(budget, rel=1e-9)
+    active = p > 1e-9 * budget
+    marginal = w * lam / (p + lam) ** 2
+    mu = np.median(marginal[active])
+    np.testing.assert_allclose(marginal[active], mu, rtol=1e-6)
+    assert (w[~active] / lam[~active] <= mu * (1 + 1e-6)).all()

@@ -507,7 +507,7 @@ class SchedulerState:
         self._log(self._host[idx], t)
 
     def _log(self, hosts: np.ndarray, times: np.ndarray) -> None:
-        if self.config.politeness_limit is None:
+        if self.config.politeness_limit is None or len(times) == 0:
             return
         self.log_host = np.concatenate([self.log_host, hosts.astype(np.int32)])
         self.log_time = np.concatenate([self.log_time, times])
