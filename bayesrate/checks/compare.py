@@ -205,7 +205,7 @@ def compare(fits: Mapping[str, Any]) -> Comparison:
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            table = az.compare(loos, round_to="none")
+            table = az.compare(loos, method="BB-pseudo-BMA", round_to="none")
         caught_all += [str(w.message) for w in caught]
     return Comparison(table=table, pareto_k=pareto, verdict=_verdict(table, pareto),
                       warnings=sorted(set(caught_all)))  # fmt: skip

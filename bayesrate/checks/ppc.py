@@ -5,8 +5,9 @@ rates (and hour-of-week multipliers, for modulated models) we simulate what the 
 would have *detected* on the same visit times, and compare summaries of the replicates
 with the observed detections:
 
-- ``mean_changes`` / ``sd_changes`` — detected changes per page (the SD catches
-  over-dispersion between pages that the rates do not explain);
+- ``mean_changes`` / ``sd_changes`` / ``sd_log_changes`` — detected changes per page; the
+  SD on the log scale measures dispersion between pages (what a hierarchy on log-rates
+  models), the raw SD is dominated by the few busiest pages;
 - ``frac_never_changed`` / ``frac_changed_every_visit``;
 - ``hour_of_day_chi2`` / ``day_of_week_chi2`` — detections by local hour of day and day of
   week of the detecting visit, as a chi-square discrepancy against the replicates' mean;
@@ -319,7 +320,10 @@ def posterior_predictive_checks(
         PPCStatistic("mean_changes", changes_obs.mean(), changes_rep.mean(axis=1),
                      "mean detected changes per page"),
         PPCStatistic("sd_changes", changes_obs.std(), changes_rep.std(axis=1),
-                     "SD of detected changes per page (over-dispersion)"),
+                     "SD of detected changes per page (dominated by the busiest pages)"),
+        PPCStatistic("sd_log_changes", np.log1p(changes_obs).std(),
+                     np.log1p(changes_rep).std(axis=1),
+                     "SD of log(1 + detected changes) per page (dispersion between pages)"),
         PPCStatistic("frac_never_changed", frac_never(changes_obs), frac_never(changes_rep),
                      "fraction of pages with no detected change"),
         PPCStatistic("frac_changed_every_visit", frac_every(changes_obs), frac_every(changes_rep),
