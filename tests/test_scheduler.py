@@ -238,6 +238,7 @@ def test_plan_respects_budget_floor_and_host_caps(rng):
     with pytest.raises(ObservationError) as err:
         decide.plan(st, -1.0)
     assert err.value.field == "budget"
+    np.testing.assert_array_equal(st.target, p)  # a rejected plan changes nothing
 
 
 def test_summary_is_json_serialisable():
