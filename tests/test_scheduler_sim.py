@@ -243,3 +243,22 @@ def test_world_from_artifact_priors_with_hour_of_week(rng):
     np.testing.assert_allclose(ours.state.alpha[fast], 4.0)
     res = run(w, [ours], 1.0)
     assert 0 < res["bayesrate"]["freshness"] < 1
+
+
+def test_cli_init_with_priors_file(tmp_path, capsys):
+    from bayesrate.priors import GammaPrior, PriorSet
+    from bayesrate.scheduler.store import Store
+
+    art = PriorSet(GammaPrior(0.5, 10.0), {"docs.example": GammaPrior(3.0, 2.0)},
+                   metadata={"model": "hierarchical"})
+    path = art.save(tmp_path / "models" / "x" / "hierarchical")
+    db = str(tmp_path / "s.db")
+    assert main(["schedule", "init", db, "--priors", str(path)]) == 0
+    assert "1 domains" in capsys.readouterr().out
+    f = tmp_path / "f.csv"
+    f.write_text("url,time,changed,host\nhttps://docs.example/a,100,0,docs.example\n"
+                 "https://other.example/b,100,0,other.example\n")
+    assert main(["schedule", "observe", db, str(f)]) == 0
+    with Store.open(db) as s:
+        np.testing.assert_allclose(s.state.alpha, [3.0, 0.5])
+        np.testing.assert_allclose(s.state.beta, [2.0 * 24, 10.0 * 24])  # per hour
