@@ -495,6 +495,7 @@ def compare(
     quantile: float | None = 0.3,
     pareto_shape: float | None = 1.5,
     update: str = "adf",
+    objective: str = "freshness",
     progress: Any = None,
 ) -> dict[str, Any]:
     """Build a world, calibrate the baselines, run all seven policies; JSON-ready result."""
@@ -521,9 +522,11 @@ def compare(
     policies: list[Any] = [_make_baseline(name, world.n, scales[name]) for name in BASELINES]
     policies.append(
         PlannedPolicy(world, budget, floor_days=floor_days, thompson=thompson,
-                      quantile=quantile, update=update)
+                      quantile=quantile, update=update, objective=objective)
     )
-    policies.append(PlannedPolicy(world, budget, rates=world.mean_rate, name="oracle"))
+    policies.append(
+        PlannedPolicy(world, budget, rates=world.mean_rate, name="oracle", objective=objective)
+    )
     t = _time.perf_counter()
     results = run(world, policies, budget, seed=f"{seed}-run")
     say(f"ran {len(policies)} policies in {_time.perf_counter() - t:.1f} s")
@@ -561,6 +564,7 @@ def compare(
             "ours_plans_with": "thompson" if thompson else (
                 "posterior mean" if quantile is None else f"posterior quantile {quantile}"),
             "ours_update": update,
+            "objective": objective,
             "seed": seed,
             "seconds": round(_time.perf_counter() - t_start, 1),
         },
@@ -568,6 +572,12 @@ def compare(
             "ours_vs_oracle_freshness": ours["freshness"] / oracle["freshness"],
             "best_production_baseline": best,
             "ours_vs_best_production_freshness": ours["freshness"] / results[best]["freshness"],
+            # harmonic staleness: lower is better, so these are "how many times lower"
+            "oracle_over_ours_harmonic": oracle["harmonic_staleness"] / ours["harmonic_staleness"],
+            "best_production_harmonic": (best_h := min(
+                prod, key=lambda n: results[n]["harmonic_staleness"])),
+            "best_production_over_ours_harmonic": results[best_h]["harmonic_staleness"]
+            / ours["harmonic_staleness"],
         },
     }
 
