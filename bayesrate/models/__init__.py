@@ -1,0 +1,35 @@
+"""PyMC change-rate models on sufficient statistics (imports PyMC lazily, on build).
+
+``MODELS`` maps the CLI names to classes: ``censored`` (independent pages), ``hierarchical``
+(pages pooled within domains, domains pooled globally) and ``modulated`` (hierarchical page
+rates × hour-of-day × day-of-week effects). See ``docs/models.md``.
+"""
+
+from __future__ import annotations
+
+from bayesrate.models.base import RateModel
+from bayesrate.models.censored import CensoredModel
+from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
+
+MODELS: dict[str, type[RateModel]] = {"censored": CensoredModel}
+
+try:  # filled in as the model modules land
+    from bayesrate.models.hierarchical import HierarchicalModel
+
+    MODELS["hierarchical"] = HierarchicalModel
+    from bayesrate.models.modulated import ModulatedModel
+
+    MODELS["modulated"] = ModulatedModel
+except ImportError:  # pragma: no cover
+    pass
+
+
+def get_model(name: str) -> type[RateModel]:
+    """The model class registered under ``name``."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
+
+
+__all__ = ["MODELS", "CensoredModel", "ConvergenceWarning", "Diagnostics", "RateModel", "get_model"]

@@ -1,0 +1,298 @@
+"""Hierarchical model: page log-rates pooled within domains, domains pooled globally.
+
+::
+
+    mu_global     ~ Normal(log_mean_per_day − log 24, log_sd)          log rate per hour
+    sigma_domain  ~ Gamma(2, 2/domain_sd_scale)                         (mean domain_sd_scale)
+    mu_domain[d]  ~ Normal(mu_global, sigma_domain)                    (centred or not, per domain)
+    sigma_page    ~ Gamma(2, 2/page_sd_scale)
+    log_rate[p]   ~ Normal(mu_domain[domain(p)], sigma_page)           (centred or not, per page)
+    data          ~ exact interval-censored likelihood (bayesrate.models.likelihood)
+
+**Centred or non-centred, chosen by the data.** For each page the expected Fisher
+information of its intervals about ``log λ`` at a plug-in rate (the Cho estimate),
+``I_p = Σ_groups n·x²/(eˣ − 1)`` with ``x = λ̂τ``, is compared with the pooling prior's
+precision ``1/σ̂²`` (``σ̂`` = spread of the plug-in log-rates). A page whose likelihood
+dominates (``I_p·σ̂² > centre_threshold``) is centred; others — few visits, or one-sided
+likelihoods (no change, or a change at every visit: ``I_p`` set to 0) — are non-centred.
+Domains likewise: ``n_pages_d · σ̂_domain² / σ̂_page²`` against the threshold. The
+choice and its counts are reported in ``diagnostics_.extra["parameterisation"]``.
+
+Posterior variables (per hour, log scale): ``mu_global``, ``sigma_domain``, ``mu_domain``
+(domain), ``sigma_page``, ``log_rate`` (page), ``rate`` (page); the raw sampler variables
+are ``mu_domain_centred``/``z_domain`` and ``log_rate_centred``/``z_page`` on the dims
+``domain_centred``/``domain_noncentred`` and ``page_centred``/``page_noncentred``.
+
+Derived for prior export (the documented form, ``docs/models.md``): ``domain_log_rate_mean``
+(domain) and ``page_log_rate_sd``: a new page of domain ``d`` has time-averaged
+``log λ ~ Normal(domain_log_rate_mean[d], page_log_rate_sd)`` per draw; a page of a new
+domain adds ``Normal(global_log_rate_mean, domain_log_rate_sd)`` for the domain mean.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bayesrate.constants import DIM_DOMAIN, DIM_PAGE, HOURS_PER_DAY
+from bayesrate.models.base import RateModel, _labels
+from bayesrate.models.likelihood import interval_loglik, pointwise_interval_loglik
+
+if TYPE_CHECKING:
+    import pymc as pm
+    import xarray as xr
+
+    from bayesrate.observations import Observations
+    from bayesrate.sufficient import IntervalStats
+
+DIM_PAGE_C = "page_centred"
+DIM_PAGE_NC = "page_noncentred"
+DIM_DOMAIN_C = "domain_centred"
+DIM_DOMAIN_NC = "domain_noncentred"
+#: floor of the plug-in spreads used by the parameterisation rule
+MIN_PLUGIN_SD = 0.3
+PARAMETERISATIONS = ("auto", "centred", "noncentred")
+
+
+def plugin_log_rates(stats: IntervalStats) -> np.ndarray:
+    """Cho & Garcia-Molina log-rate per page at the mean interval (NaN without intervals).
+
+    ``λ̂ = −ln((n − c + 0.5)/(n + 0.5)) / τ̄``; −inf for pages without a change.
+    """
+    n = stats.n_intervals.astype(float)
+    c = stats.n_changes.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = stats.exposure / n
+        lam = -np.log((n - c + 0.5) / (n + 0.5)) / tau
+        return np.where(n > 0, np.log(lam), np.nan)
+
+
+def fisher_information(stats: IntervalStats, log_rate: np.ndarray) -> np.ndarray:
+    """Expected Fisher information about ``log λ`` of each page's intervals at ``log_rate``.
+
+    ``Σ_groups n·x²/(eˣ − 1)``, ``x = λτ`` (0 where ``log_rate`` is not finite).
+    """
+    lam = np.exp(np.where(np.isfinite(log_rate), log_rate, -np.inf))
+    x = lam[stats.group_page] * stats.group_tau
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        term = np.where(x > 0, x**2 / np.expm1(x), 0.0)
+    term = np.where(np.isfinite(term), term, 0.0)
+    return np.bincount(stats.group_page, weights=stats.group_n * term, minlength=stats.n_pages)
+
+
+class HierarchicalModel(RateModel):
+    """Page rates pooled within domains (log-normal), domains pooled globally."""
+
+    model_type: ClassVar[str] = "hierarchical"
+    sampler_defaults: ClassVar[dict[str, Any]] = {"target_accept": 0.95}
+    default_model_config: ClassVar[dict[str, Any]] = {
+        "log_mean_per_day": 0.0,
+        "log_sd": 2.5,
+        "domain_sd_scale": 1.0,
+        "page_sd_scale": 2.0,
+        "parameterisation": "auto",
+        "centre_threshold": 1.0,
+    }
+
+    def _validate_config(self) -> None:
+        cfg = self.model_config
+        if cfg["parameterisation"] not in PARAMETERISATIONS:
+            raise ValueError(f"parameterisation must be one of {PARAMETERISATIONS}")
+        for key in ("log_sd", "domain_sd_scale", "page_sd_scale", "centre_threshold"):
+            if not (isinstance(cfg[key], (int, float)) and cfg[key] > 0):
+                raise ValueError(f"{key} must be a positive number, got {cfg[key]!r}")
+
+    # ------------------------------------------------------------------ parameterisation
+    def choose_parameterisation(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
+        """Boolean masks (pages centred, domains centred) and notes in ``_build_notes``."""
+        stats = data.interval_stats
+        choice = self.model_config["parameterisation"]
+        n_domains = len(stats.domains)
+        plug = plugin_log_rates(stats)
+        one_sided = (stats.n_changes == 0) | (stats.n_changes >= stats.n_intervals)
+        usable = np.isfinite(plug) & ~one_sided
+        info = np.where(one_sided, 0.0, fisher_information(stats, plug))
+        # spread of the plug-in log-rates minus their sampling noise (≈ 1/I_p)
+        if usable.sum() >= 2:
+            var_page = float(np.var(plug[usable]) - np.mean(1.0 / info[usable]))
+        else:
+            var_page = 1.0
+        sd_page = max(math.sqrt(max(var_page, 0.0)), MIN_PLUGIN_SD)
+        page_score = info * sd_page**2
+        # domain level: information about mu_d from its pages, each a noisy draw with
+        # variance sd_page² + 1/I_p, against the (noise-corrected) spread of domain means
+        with np.errstate(divide="ignore"):
+            page_var = sd_page**2 + np.where(info > 0, 1.0 / info, np.inf)
+        domain_info = np.bincount(stats.domain, weights=1.0 / page_var, minlength=n_domains)
+        means, noise = [], []
+        for d in range(n_domains):
+            sel = usable & (stats.domain == d)
+            if sel.any():
+                means.append(np.mean(plug[sel]))
+                noise.append(sd_page**2 / sel.sum())
+        spread = float(np.var(means) - np.mean(noise)) if len(means) >= 2 else 1.0
+        sd_domain = max(math.sqrt(max(spread, 0.0)), MIN_PLUGIN_SD)
+        domain_score = domain_info * sd_domain**2
+        threshold = self.model_config["centre_threshold"]
+        if choice == "auto":
+            page_c = page_score > threshold
+            dom_c = domain_score > threshold
+        else:
+            page_c = np.full(stats.n_pages, choice == "centred")
+            dom_c = np.full(n_domains, choice == "centred")
+        self._build_notes["parameterisation"] = {
+            "rule": choice,
+            "criterion": f"Fisher information of the data x plug-in prior variance > {threshold}",
+            "plugin_page_sd": sd_page,
+            "plugin_domain_sd": sd_domain,
+            "pages_centred": int(page_c.sum()),
+            "pages_noncentred": int((~page_c).sum()),
+            "domains_centred": int(dom_c.sum()),
+            "domains_noncentred": int((~dom_c).sum()),
+        }
+        return page_c, dom_c
+
+    def coords(self, data: Observations) -> dict[str, Any]:
+        coords = super().coords(data)
+        coords[DIM_DOMAIN] = _labels(data.domains)
+        return coords
+
+    # ------------------------------------------------------------------ graph
+    def _page_log_rates(self, data: Observations):
+        """Add the pooled page log-rates to the current model context; return the tensor."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        cfg = self.model_config
+        model = pm.modelcontext(None)
+        page_c, dom_c = self.choose_parameterisation(data)
+        domain = data.domain_codes
+        labels = _labels(data.pages.index)
+        dlabels = _labels(data.domains)
+        n_domains = len(dlabels)
+        model.add_coords(
+            {
+                DIM_PAGE_C: labels[page_c],
+                DIM_PAGE_NC: labels[~page_c],
+                DIM_DOMAIN_C: dlabels[dom_c],
+                DIM_DOMAIN_NC: dlabels[~dom_c],
+            }
+        )
+        mu_global = pm.Normal(
+            "mu_global",
+            mu=cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY),
+            sigma=cfg["log_sd"],
+        )
+        # zero-avoiding Gamma(2) scale priors (mean = the configured scale): a HalfNormal's
+        # mass at 0 produced divergences on short histories (docs/models.md)
+        sigma_domain = pm.Gamma("sigma_domain", alpha=2.0, beta=2.0 / cfg["domain_sd_scale"])
+        parts, order = [], []
+        if dom_c.any():
+            parts.append(
+                pm.Normal("mu_domain_centred", mu=mu_global, sigma=sigma_domain, dims=DIM_DOMAIN_C)
+            )
+            order.append(np.flatnonzero(dom_c))
+        if (~dom_c).any():
+            z_domain = pm.Normal("z_domain", 0.0, 1.0, dims=DIM_DOMAIN_NC)
+            parts.append(mu_global + sigma_domain * z_domain)
+            order.append(np.flatnonzero(~dom_c))
+        inverse = np.argsort(np.concatenate(order))
+        mu_domain = pm.Deterministic(
+            "mu_domain",
+            pt.concatenate(parts)[inverse] if n_domains else pt.zeros(0),
+            dims=DIM_DOMAIN,
+        )
+        sigma_page = pm.Gamma("sigma_page", alpha=2.0, beta=2.0 / cfg["page_sd_scale"])
+        parts, order = [], []
+        if page_c.any():
+            parts.append(
+                pm.Normal(
+                    "log_rate_centred",
+                    mu=mu_domain[domain[page_c]],
+                    sigma=sigma_page,
+                    dims=DIM_PAGE_C,
+                )
+            )
+            order.append(np.flatnonzero(page_c))
+        if (~page_c).any():
+            z_page = pm.Normal("z_page", 0.0, 1.0, dims=DIM_PAGE_NC)
+            parts.append(mu_domain[domain[~page_c]] + sigma_page * z_page)
+            order.append(np.flatnonzero(~page_c))
+        inverse = np.argsort(np.concatenate(order))
+        return pm.Deterministic("log_rate", pt.concatenate(parts)[inverse], dims=DIM_PAGE)
+
+    def _add_likelihood(self, log_rate, data: Observations) -> None:
+        import pymc as pm
+
+        pm.Potential("interval_censored_loglik", interval_loglik(log_rate, data.interval_stats))
+
+    def _build(self, data: Observations) -> pm.Model:
+        import pymc as pm
+
+        with pm.Model(coords=self.coords(data)) as model:
+            log_rate = self._page_log_rates(data)
+            self._add_likelihood(log_rate, data)
+        return model
+
+    # ------------------------------------------------------------------ results
+    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
+        names = super().diagnostic_vars(idata)
+        return [*names, "mu_domain"] if "mu_domain" in idata["posterior"].data_vars else names
+
+    def log_rate_offset(self, post: xr.Dataset):
+        """Log of the factor turning the base rate into the time-averaged rate (0 here)."""
+        return 0.0
+
+    def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
+        post = super()._add_derived(post, data)
+        offset = self.log_rate_offset(post)
+        post["rate"] = np.exp(post["log_rate"] + offset)
+        post["rate"].attrs["units"] = "changes per hour (time-averaged)"
+        post["domain_log_rate_mean"] = post["mu_domain"] + offset
+        post["global_log_rate_mean"] = post["mu_global"] + offset
+        post["domain_log_rate_sd"] = post["sigma_domain"]
+        post["page_log_rate_sd"] = post["sigma_page"]
+        return post
+
+    def pointwise_loglik(self, posterior, data: Observations) -> np.ndarray:
+        log_rate = self.log_rate_draws(posterior)
+        chains, draws, pages = log_rate.shape
+        flat = pointwise_interval_loglik(log_rate.reshape(-1, pages), data.interval_stats)
+        return flat.reshape(chains, draws, pages)
+
+    def new_page_log_rate_draws(self, seed: int | str = 0) -> xr.DataArray:
+        """One draw per posterior draw of a new page's time-averaged log-rate per hour.
+
+        ``(chain, draw, domain)`` for each fitted domain, plus a ``"(new domain)"`` entry
+        drawing the domain mean from the global level first.
+        """
+        import xarray as xr
+
+        from bayesrate.models.base import seed_int
+
+        self._require_fit()
+        post = self.idata_["posterior"]
+        rng = np.random.default_rng(seed_int(seed))
+        mean = post["domain_log_rate_mean"].transpose("chain", "draw", DIM_DOMAIN)
+        sd = np.asarray(post["page_log_rate_sd"].transpose("chain", "draw"))
+        g_mean = np.asarray(post["global_log_rate_mean"].transpose("chain", "draw"))
+        g_sd = np.asarray(post["domain_log_rate_sd"].transpose("chain", "draw"))
+        known = mean.values + sd[..., None] * rng.standard_normal(mean.shape)
+        new_mean = g_mean + g_sd * rng.standard_normal(sd.shape)
+        new = new_mean + sd * rng.standard_normal(sd.shape)
+        values = np.concatenate([known, new[..., None]], axis=-1)
+        domains = [*map(str, mean[DIM_DOMAIN].values), "(new domain)"]
+        out = xr.DataArray(
+            values,
+            dims=("chain", "draw", DIM_DOMAIN),
+            coords={
+                "chain": mean["chain"].values,
+                "draw": mean["draw"].values,
+                DIM_DOMAIN: domains,
+            },
+            name="new_page_log_rate",
+        )
+        out.attrs["units"] = "log changes per hour (time-averaged)"
+        return out
