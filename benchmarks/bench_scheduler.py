@@ -163,6 +163,8 @@ def main() -> None:
         size = (Path(d) / "bench.db").stat().st_size + sum(
             f.stat().st_size for f in Path(d).glob("bench.db-*"))
         store.close()
+        t_open, reopened = timed(Store.open, Path(d) / "bench.db")
+        reopened.close()
     t_imp = import_time()
 
     rows_out = [
@@ -180,7 +182,8 @@ def main() -> None:
     print("state bytes per URL, ours by part: "
           + ", ".join(f"{k2} {v / n:.1f}" for k2, v in nb.items()))
     print(f"SQLite store: add {m / t_sadd:,.0f} URLs/s, observe {m / t_sobs:,.0f} fetches/s "
-          f"(batch of {m:,}, WAL, synchronous=FULL); file {size / m:.0f} bytes/URL")
+          f"(batch of {m:,}, WAL, synchronous=FULL); file {size / m:.0f} bytes/URL; "
+          f"open (load {m:,} URLs) {t_open:.2f} s")
     print(f"import bayesrate.scheduler: {t_imp * 1000:.0f} ms (in a fresh interpreter; "
           "includes numpy)")
     print(f"agreement: due top-{k} overlap {same_due:.4f}; Azar max |dp| {max_dp:.2e}")
