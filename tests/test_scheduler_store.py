@@ -146,3 +146,20 @@ def test_sigkill_mid_batch_loses_nothing_acknowledged(tmp_path):
         np.testing.assert_array_equal(st.last_fetch, 480000.0 + applied)
         # changes seen: batches 1..applied with flag k % 2
         assert (st.n_changed == (applied + 1) // 2).all()
+
+
+def test_second_writer_with_stale_state_is_refused(tmp_path):
+    path = tmp_path / "s.db"
+    with Store.create(path) as s:
+        s.observe(["u"], [T0], [0], hosts=["h"])
+    a, b = Store.open(path), Store.open(path)
+    a.observe(["u"], [T0 + 1], [1])
+    with pytest.raises(ArtifactError, match="changed by another process"):
+        b.observe(["u"], [T0 + 2], [0])
+    # b reloaded the durable state (a's batch) and can now write
+    assert b.state.n_fetch.tolist() == [2]
+    b.observe(["u"], [T0 + 2], [0])
+    a.close()
+    b.close()
+    with Store.open(path) as s:
+        assert s.state.n_fetch.tolist() == [3] and s.state.n_changed.tolist() == [1]

@@ -8,6 +8,9 @@ and mirrors every change into an SQLite file:
 - each batch is one transaction (rows touched, new hosts, politeness log, batch counter):
   a crash mid-batch leaves the previous state, never half a batch;
 - a rejected batch (:class:`~bayesrate.errors.ObservationError`) changes nothing;
+- a writer whose in-memory state is older than the file (another process committed since
+  it opened) gets :class:`~bayesrate.errors.ArtifactError` and writes nothing (``revision``
+  counter checked inside the write transaction);
 - ``meta.schema_version`` is checked on open (:class:`~bayesrate.errors.ArtifactError`
   when it does not match), as is ``meta.kind``.
 
@@ -70,6 +73,8 @@ class Store:
         self.path = path
         self.con = con
         self.state = state
+        row = con.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
+        self.revision = int(row[0]) if row else 0
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -92,6 +97,7 @@ class Store:
             "config": json.dumps(state.config.to_dict()),
             "priors": json.dumps(state.priors.to_json()),
             "version": "0",
+            "revision": "0",
             "baseline_flags_ignored": "0",
         }
         con.execute("BEGIN")
@@ -163,6 +169,14 @@ class Store:
         try:
             con = self.con
             con.execute("BEGIN IMMEDIATE")
+            row = con.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
+            on_disk = int(row[0]) if row else 0
+            if on_disk != self.revision:
+                raise ArtifactError(
+                    f"{self.path} was changed by another process since it was opened "
+                    f"(revision {on_disk}, expected {self.revision}); this batch was not "
+                    "applied — the state has been reloaded, retry"
+                )
             if len(st.hosts) > n_hosts_before:
                 con.executemany(
                     "INSERT INTO hosts VALUES (?, ?)",
@@ -195,16 +209,19 @@ class Store:
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 [
                     ("version", str(st.version)),
+                    ("revision", str(self.revision + 1)),
                     ("baseline_flags_ignored", str(st.baseline_flags_ignored)),
                 ],
             )
             con.execute("COMMIT")
+            self.revision += 1
         except BaseException:
             if self.con.in_transaction:
                 self.con.execute("ROLLBACK")
             # the in-memory state went ahead of the file: reload what is durable
             meta = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
             self.state = _load_state(self.con, st.priors, st.config, meta)
+            self.revision = int(meta.get("revision", 0))
             raise
 
 
