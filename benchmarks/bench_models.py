@@ -1,0 +1,267 @@
+"""Benchmarks of the PyMC models (issue #4). Run once; prints throughput and ratios.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_models.py [--pages 1000] [--naive-cap 600]
+        [--scale-pages 100000] [--subset 5000] [--only naive,modulated,scale]
+
+1. **Sufficient statistics vs one Bernoulli per visit** — the hierarchical model on
+   ``pages_like(1000)`` (case-study shape) with the package's likelihood, against the same
+   model (same priors, same parameterisation, same nutpie settings) written as a naive
+   PyMC user would: ``pm.Bernoulli`` per visit interval. The naive run is stopped at
+   ``--naive-cap`` seconds; the speed ratio is then a lower bound. Posterior means are
+   compared within Monte Carlo error (on the naive run's draws so far, if any).
+2. **Modulated vs hierarchical** wall time on the same data (target ≤ 6×).
+3. **Scale path** on ``--scale-pages`` simulated pages (target ≤ 10 min) and, on a
+   ``--subset``-page subset, its domain-level estimates against full NUTS (target: within 10%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+import numpy as np
+
+
+def _quiet_fit(model, obs, **kw):
+    from bayesrate.models import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(obs, **kw)
+    return model, [str(w.message) for w in caught]
+
+
+def naive_model(hier, obs):
+    """The hierarchical model with one Bernoulli per visit interval (what not to do)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    hier.check_data(obs)
+    hier._build_notes = {}
+    not_first = ~obs.is_baseline
+    tau = np.diff(obs.time, prepend=np.nan)[not_first]
+    page = obs.page_of_visit[not_first]
+    flags = obs.changed[not_first].astype(np.int64)
+    with pm.Model(coords=hier.coords(obs)) as model:
+        log_rate = hier._page_log_rates(obs)
+        p = 1 - pt.exp(-pt.exp(log_rate)[page] * tau)
+        pm.Bernoulli("changed", p=pt.clip(p, 1e-12, 1 - 1e-12), observed=flags)
+    return model, len(flags)
+
+
+def bench_naive(obs, cap: float, sampler: dict) -> dict:
+    import nutpie
+
+    from bayesrate.models import HierarchicalModel
+    from bayesrate.models.base import seed_int
+
+    fast, notes = _quiet_fit(HierarchicalModel(sampler_config=sampler), obs)
+    d = fast.diagnostics_
+    out = {
+        "fast_seconds": d.seconds,
+        "fast_compile_seconds": d.compile_seconds,
+        "fast_sampling_seconds": d.sampling_seconds,
+        "fast_converged": d.converged,
+        "fast_r_hat_max": d.r_hat_max,
+        "fast_ess_bulk_min": d.ess_bulk_min,
+        "fast_divergences": d.divergences,
+        "fast_warnings": notes,
+    }
+    print(f"[naive] sufficient-statistics fit: {d.seconds:.1f} s (converged={d.converged})")
+    hier = HierarchicalModel(sampler_config=sampler)
+    t0 = time.perf_counter()
+    model, n_bern = naive_model(hier, obs)
+    compiled = nutpie.compile_pymc_model(model)
+    t1 = time.perf_counter()
+    bg = nutpie.sample(
+        compiled,
+        draws=sampler["draws"],
+        tune=sampler["tune"],
+        chains=sampler["chains"],
+        cores=2,
+        seed=seed_int(sampler["seed"]),
+        progress_bar=False,
+        save_warmup=False,
+        target_accept=hier.sampler_config["target_accept"],
+        blocking=False,
+    )
+    finished = False
+    while time.perf_counter() - t0 < cap:
+        if bg.is_finished:
+            finished = True
+            break
+        time.sleep(2)
+    trace = bg.wait() if finished else bg.abort()
+    naive_seconds = time.perf_counter() - t0
+    out.update(
+        naive_bernoulli_terms=n_bern,
+        naive_compile_seconds=t1 - t0,
+        naive_seconds=naive_seconds,
+        naive_finished=finished,
+        speedup=naive_seconds / d.seconds,
+        speedup_is_lower_bound=not finished,
+    )
+    print(
+        f"[naive] one Bernoulli per visit ({n_bern} terms): {naive_seconds:.0f} s, "
+        f"finished={finished}; ratio {'>=' if not finished else '='} "
+        f"{naive_seconds / d.seconds:.1f}x"
+    )
+    # agreement of posterior means where the naive run has post-warmup draws
+    try:
+        post = trace["posterior"]
+        n_draws = int(post.sizes.get("draw", 0))
+    except (KeyError, TypeError):
+        n_draws = 0
+    out["naive_post_warmup_draws"] = n_draws
+    if n_draws >= 20:
+        import arviz as az
+
+        fpost = fast.idata_["posterior"]
+        rows = {}
+        for name in ("mu_global", "sigma_page", "sigma_domain"):
+            a = np.asarray(fpost[name]).ravel()
+            b = np.asarray(post[name]).ravel()
+            ess_b = float(az.ess(post[[name]].to_dataset())[name]) if n_draws >= 4 else len(b)
+            ess_a = float(az.ess(fpost[[name]].to_dataset())[name])
+            se = np.sqrt(a.var() / ess_a + b.var() / max(ess_b, 1.0))
+            rows[name] = {
+                "fast": float(a.mean()),
+                "naive": float(b.mean()),
+                "z": float((a.mean() - b.mean()) / se),
+            }
+        lr_fast = np.asarray(fpost["log_rate"].mean(("chain", "draw")))
+        lr_naive = np.asarray(post["log_rate"].mean(("chain", "draw")))
+        sd = np.asarray(fpost["log_rate"].std(("chain", "draw")))
+        rows["log_rate_max_abs_diff_over_sd"] = float(np.max(np.abs(lr_fast - lr_naive) / sd))
+        out["agreement"] = rows
+        print(f"[naive] posterior means (fast vs naive, z): {json.dumps(rows)}")
+    return out
+
+
+def bench_modulated(obs, sampler: dict) -> dict:
+    from bayesrate.models import HierarchicalModel
+    from bayesrate.models.modulated import ModulatedModel
+
+    hier, hn = _quiet_fit(HierarchicalModel(sampler_config=sampler), obs)
+    mod, mn = _quiet_fit(ModulatedModel(sampler_config=sampler), obs)
+    h, m = hier.diagnostics_, mod.diagnostics_
+    print(
+        f"[modulated] hierarchical {h.seconds:.1f} s, modulated {m.seconds:.1f} s: "
+        f"ratio {m.seconds / h.seconds:.2f}x (target <= 6)"
+    )
+    return {
+        "hierarchical_seconds": h.seconds,
+        "modulated_seconds": m.seconds,
+        "ratio": m.seconds / h.seconds,
+        "hierarchical_converged": h.converged,
+        "modulated_converged": m.converged,
+        "modulated_r_hat_max": m.r_hat_max,
+        "modulated_ess_bulk_min": m.ess_bulk_min,
+        "modulated_divergences": m.divergences,
+        "warnings": hn + mn,
+    }
+
+
+def bench_scale(n_pages: int, subset: int, n_sample: int, sampler: dict, seed: str) -> dict:
+    from bayesrate.models import HierarchicalModel
+    from bayesrate.models.scale import fit_scale
+    from bayesrate.simulate import pages_like
+
+    t0 = time.perf_counter()
+    sim = pages_like(n_pages, seed=seed, history="case-study")
+    obs = sim.observations
+    _ = obs.interval_stats
+    t_sim = time.perf_counter() - t0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_scale(obs, n_sample=n_sample, seed=seed, sampler_config=sampler)
+    truth = sim.truth["rate_per_hour"].to_numpy() * 24
+    cover = float(np.mean((res.pages.lower_per_day <= truth) & (truth <= res.pages.upper_per_day)))
+    out = {
+        "pages": n_pages,
+        "simulate_seconds": t_sim,
+        "scale_seconds": res.seconds,
+        "stage1_converged": res.stage1.diagnostics_.converged,
+        "coverage_90_vs_truth": cover,
+    }
+    print(
+        f"[scale] {n_pages} pages: {res.seconds['total']:.0f} s (stage 1 "
+        f"{res.seconds['stage1']:.0f} s, grid {res.seconds['grid']:.0f} s); "
+        f"90% coverage of true rates {cover:.3f}"
+    )
+    # like-for-like: scale path vs full NUTS on the same subset
+    rng = np.random.default_rng(7)
+    pos = np.sort(rng.choice(obs.n_pages, size=subset, replace=False))
+    sub = obs.subset(pos)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sres = fit_scale(sub, n_sample=n_sample, seed=seed, sampler_config=sampler)
+    full, notes = _quiet_fit(HierarchicalModel(sampler_config=sampler), sub)
+    mu_full = np.asarray(full.idata_["posterior"]["mu_domain"].mean(("chain", "draw")))
+    mu_scale = sres.domains["mu_mean"].to_numpy()
+    rel = np.abs(np.exp(mu_scale - mu_full) - 1)
+    lr_full = np.asarray(full.idata_["posterior"]["log_rate"].mean(("chain", "draw")))
+    lr_scale = sres.pages["log_rate_mean"].to_numpy()
+    hyper_full = {
+        k: float(full.idata_["posterior"][k].mean())
+        for k in ("mu_global", "sigma_domain", "sigma_page")
+    }
+    out.update(
+        subset_pages=subset,
+        subset_nuts_seconds=full.diagnostics_.seconds,
+        subset_nuts_converged=full.diagnostics_.converged,
+        subset_scale_seconds=sres.seconds["total"],
+        domain_rate_rel_diff_max=float(rel.max()),
+        domain_rate_rel_diff_median=float(np.median(rel)),
+        domain_rate_within_10pct_share=float(np.mean(rel <= 0.10)),
+        page_log_rate_mean_abs_diff=float(np.mean(np.abs(lr_full - lr_scale))),
+        hyper_full=hyper_full,
+        hyper_scale=sres.hyper,
+        nuts_warnings=notes,
+    )
+    print(
+        f"[scale] {subset}-page subset: NUTS {full.diagnostics_.seconds:.0f} s vs scale "
+        f"{sres.seconds['total']:.0f} s; domain rates rel. diff max {rel.max():.3f}, median "
+        f"{np.median(rel):.3f}; page log-rate mean |diff| {out['page_log_rate_mean_abs_diff']:.3f}"
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument("--naive-cap", type=float, default=600.0)
+    parser.add_argument("--scale-pages", type=int, default=100_000)
+    parser.add_argument("--subset", type=int, default=5000)
+    parser.add_argument("--sample", type=int, default=2000, help="stage-1 pages of the scale path")
+    parser.add_argument("--only", default="naive,modulated,scale")
+    parser.add_argument("--seed", default="bench-models")
+    parser.add_argument("--json", help="write results here")
+    args = parser.parse_args()
+    from bayesrate.simulate import pages_like
+
+    sampler = {"draws": 1000, "tune": 1000, "chains": 4, "seed": args.seed}
+    only = set(args.only.split(","))
+    obs = pages_like(args.pages, seed=args.seed, history="case-study").observations
+    print(f"data: pages_like({args.pages}): {obs.n_visits} visits, {obs.n_changes} changes")
+    results = {}
+    if "naive" in only:
+        results["naive"] = bench_naive(obs, args.naive_cap, sampler)
+    if "modulated" in only:
+        results["modulated"] = bench_modulated(obs, sampler)
+    if "scale" in only:
+        results["scale"] = bench_scale(
+            args.scale_pages, args.subset, args.sample, sampler, args.seed
+        )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=2, default=str)
+    print(json.dumps(results, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

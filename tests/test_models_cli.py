@@ -1,0 +1,106 @@
+"""``bayesrate fit`` end to end on a tiny canonical CSV."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrate.cli import main
+from tests.conftest import seed_of
+
+with warnings.catch_warnings():
+    # pymc 6.3 imports IfElse from its deprecated pytensor location (attributed to pymc)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import pymc  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def csv_path(tmp_path_factory):
+    rng = np.random.default_rng(seed_of("models-cli"))
+    rows = []
+    for i in range(6):
+        rate = float(np.exp(rng.normal(-2.0, 0.8)))
+        t = np.arange(0.0, 60.0, 3.0)
+        flags = np.r_[0, (rng.random(len(t) - 1) < 1 - np.exp(-rate * 3.0)).astype(int)]
+        rows.append(
+            pd.DataFrame({"page": f"p{i}", "domain": f"d{i % 2}", "time": t, "changed": flags})
+        )
+    path = tmp_path_factory.mktemp("cli") / "obs.csv"
+    pd.concat(rows).to_csv(path, index=False)
+    return path
+
+
+def test_fit_command_writes_outputs(csv_path, tmp_path):
+    out = tmp_path / "fit"
+    code = main(
+        [
+            "fit",
+            "--input",
+            str(csv_path),
+            "--model",
+            "censored",
+            "--draws",
+            "300",
+            "--tune",
+            "300",
+            "--chains",
+            "2",
+            "--seed",
+            "cli",
+            "--out",
+            str(out),
+        ]
+    )
+    diag = json.loads((out / "diagnostics.json").read_text())
+    assert code == (0 if diag["converged"] else 3)
+    for key in ("r_hat_max", "ess_bulk_min", "divergences", "seconds", "converged"):
+        assert key in diag
+    pages = pd.read_csv(out / "pages.csv")
+    assert list(pages.columns) == [
+        "page",
+        "domain",
+        "rate_per_day",
+        "lower_per_day",
+        "upper_per_day",
+        "n_visits",
+        "n_changes",
+    ]
+    assert len(pages) == 6 and (pages.n_visits == 20).all()
+    assert (pages.lower_per_day <= pages.rate_per_day).all()
+    from bayesrate.models import CensoredModel
+
+    loaded = CensoredModel.load(out / "fit.nc")
+    assert loaded.idata_.attrs["bayesrate_data_fingerprint"] == diag["data_fingerprint"]
+
+
+def test_fit_command_rejects_timezone_for_non_modulated(csv_path, tmp_path):
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "fit",
+                "--input",
+                str(csv_path),
+                "--model",
+                "censored",
+                "--timezone",
+                "UTC",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+
+
+def test_cli_help_does_not_import_pymc():
+    code = (
+        "import sys, bayesrate.cli as c; c.build_parser(); import bayesrate.commands.fit, "
+        "bayesrate.studies.recovery; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pymc', 'pytensor', 'arviz')]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
