@@ -86,7 +86,8 @@ def calibrate(
     models
         Model names (``censored``, ``hierarchical``, ``modulated``).
     out
-        Report directory (default ``reports/<dataset>``).
+        Report directory (default ``reports/<dataset>``); the full fits are saved there as
+        ``fit-<model>.nc`` (the artifacts keep a compact copy).
     method, sampler, model_configs
         Fitting method, sampler overrides (draws, tune, chains, seed), per-model config.
     force
@@ -153,6 +154,8 @@ def calibrate(
         except ArtifactError as exc:
             refused[name] = str(exc)
             progress(f"  not exported: {exc}")
+    for name, model in fits.items():
+        model.save(out / f"fit-{name}.nc")
     recommended = next((n for n in comparison.table.index if n in artifacts), None)
     if recommended is not None:
         path = Path(models_root) / dataset / RECOMMENDED_FILE

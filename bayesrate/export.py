@@ -45,6 +45,15 @@ PPC_GATES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 EXPORTABLE = tuple(PPC_GATES)
 FIT_FILE = "fit.nc"
+#: draws kept in an artifact's fit (the full fit is written next to the report)
+ARTIFACT_DRAWS = 500
+#: posterior variables kept in an artifact's fit: what page tables, prior export and the
+#: scheduler's hour-of-week multipliers need (sampler-internal variables are dropped)
+ARTIFACT_VARS = (
+    "log_rate", "rate", "mu_global", "sigma_domain", "mu_domain", "sigma_page",
+    "domain_log_rate_mean", "global_log_rate_mean", "domain_log_rate_sd", "page_log_rate_sd",
+    "hour_effect", "day_effect", "log_multiplier", "hour_of_week_multiplier",
+)  # fmt: skip
 CARD_FILE = "README.md"
 NEW_DOMAIN = "(new domain)"
 
@@ -205,12 +214,54 @@ def write_artifact(
         "command": command,
     }
     priors = domain_priors(model, metadata=meta)
-    model.save(directory / FIT_FILE)
+    save_compact_fit(model, directory / FIT_FILE)
     priors.save(directory)
     card = model_card(model, priors, dataset=dataset, ppc=ppc, comparison=comparison,
                       failures=failures, command=command, notes=notes)  # fmt: skip
     (directory / CARD_FILE).write_text(card)
     return directory
+
+
+def save_compact_fit(model, path: Path, max_draws: int = ARTIFACT_DRAWS) -> Path:
+    """Save a compact copy of a fit: thinned draws, float32, the variables that matter.
+
+    It loads with ``RateModel.load`` like a full fit (same attributes, config hash and data
+    fingerprint), and says what was dropped in the attribute ``bayesrate_compact``.
+    """
+    import math
+
+    import xarray as xr
+
+    model._require_fit()
+    tree = model.idata_
+    post = tree["posterior"].to_dataset()
+    total = post.sizes["chain"] * post.sizes["draw"]
+    step = max(1, math.ceil(total / max_draws))
+    keep = [v for v in ARTIFACT_VARS if v in post.data_vars]
+    slim = post[keep].isel(draw=slice(None, None, step))
+    slim = slim.map(lambda da: da.astype("float32") if da.dtype.kind == "f" else da)
+    groups = {"posterior": slim}
+    if "sample_stats" in tree.children:
+        stats = tree["sample_stats"].to_dataset()
+        wanted = [v for v in ("diverging", "n_steps", "energy", "step_size") if v in stats]
+        groups["sample_stats"] = stats[wanted].isel(draw=slice(None, None, step))
+    if "constant_data" in tree.children:
+        groups["constant_data"] = tree["constant_data"].to_dataset()
+    compact = xr.DataTree.from_dict(groups)
+    compact.attrs = dict(tree.attrs)
+    compact.attrs["bayesrate_compact"] = (
+        f"every {step}th draw of {total} (float32); variables {', '.join(keep)}; "
+        "the log-likelihood and sampler-internal variables are omitted"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    encoding = {
+        "/" + g: {
+            v: {"zlib": True, "complevel": 4} for v in ds.data_vars if ds[v].dtype.kind != "U"
+        }
+        for g, ds in groups.items()
+    }
+    compact.to_netcdf(path, engine="h5netcdf", encoding=encoding)
+    return path
 
 
 def _diagnostics_table(diag: Mapping[str, Any]) -> str:
@@ -252,6 +303,8 @@ def model_card(model, priors: PriorSet, *, dataset, ppc, comparison, failures, c
         f"- method: `{attrs.get('bayesrate_method', '')}`; sampler settings: "
         f"`{attrs.get('bayesrate_sampler_config', '')}`",
         f"- versions: `{attrs.get('bayesrate_versions', '')}`",
+        f"- `{FIT_FILE}` here is compact: thinned to at most {ARTIFACT_DRAWS} draws, float32, "
+        "key variables only; the full fit is written next to the calibration report",
         "",
         "## Diagnostics",
         "",
