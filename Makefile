@@ -1,5 +1,5 @@
 # The two commands of the README:
-#   make main   set up, then run the main job on the embedded default dataset
+#   make main   set up, then calibrate on the embedded default dataset (the main job)
 #   make test   set up, then run the whole test suite (CI runs exactly this)
 .PHONY: setup main test lint bench
 
@@ -7,7 +7,7 @@ setup:
 	@bash scripts/setup.sh
 
 main: setup
-	.venv/bin/bayesrate data summary --dataset ota-contrib
+	.venv/bin/bayesrate calibrate --dataset ota-contrib
 
 test: setup
 	.venv/bin/python -m pytest -q
