@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE
+from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
 
@@ -42,20 +41,15 @@ class CalibrationResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _flat(da, *dims):
-    values = np.asarray(da.transpose("chain", "draw", *dims))
-    return values.reshape(-1, *values.shape[2:])
-
-
 def ppc_for(model, obs: Observations, seed: int | str):
     """Posterior predictive checks of a fitted model (rates, and multipliers if any)."""
     from bayesrate.checks.ppc import posterior_predictive_checks
 
     post = model.idata_["posterior"]
-    rates = _flat(post["rate"], DIM_PAGE)
+    rates = stack_draws(post["rate"], DIM_PAGE)
     mult = None
     if "hour_of_week_multiplier" in post:
-        mult = _flat(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
+        mult = stack_draws(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
     timezone = model.model_config.get("timezone", "UTC")
     return posterior_predictive_checks(obs, rates, mult, timezone=timezone, seed=seed)
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from bayesrate.constants import DIM_DOMAIN, HOURS_PER_DAY
+from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
 from bayesrate.priors import GammaPrior, PriorSet
 
@@ -56,12 +57,6 @@ ARTIFACT_VARS = (
 )  # fmt: skip
 CARD_FILE = "README.md"
 NEW_DOMAIN = "(new domain)"
-
-
-def _flat(da, *dims: str) -> np.ndarray:
-    """Stack chains and draws: ``(chain, draw, *dims)`` → ``(samples, *dims)``."""
-    values = np.asarray(da.transpose("chain", "draw", *dims))
-    return values.reshape(-1, *values.shape[2:])
 
 
 def markdown_table(frame) -> str:
@@ -94,10 +89,10 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
                 f"the fit has no {name!r}: prior export needs a model with domain structure "
                 f"({', '.join(EXPORTABLE)})"
             )
-    m = _flat(posterior["domain_log_rate_mean"], DIM_DOMAIN)  # (S, D)
-    s = _flat(posterior["page_log_rate_sd"])[:, None]  # (S, 1)
-    g = _flat(posterior["global_log_rate_mean"])[:, None]
-    sd_domain = _flat(posterior["domain_log_rate_sd"])[:, None]
+    m = stack_draws(posterior["domain_log_rate_mean"], DIM_DOMAIN)  # (S, D)
+    s = stack_draws(posterior["page_log_rate_sd"])[:, None]  # (S, 1)
+    g = stack_draws(posterior["global_log_rate_mean"])[:, None]
+    sd_domain = stack_draws(posterior["domain_log_rate_sd"])[:, None]
     labels = [str(x) for x in posterior[DIM_DOMAIN].values]
 
     def moments(mu, var):
@@ -125,7 +120,7 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     how = None
     timezone = "UTC"
     if "hour_of_week_multiplier" in post:
-        mult = _flat(post["hour_of_week_multiplier"], "hour_of_week").mean(axis=0)
+        mult = stack_draws(post["hour_of_week_multiplier"], "hour_of_week").mean(axis=0)
         how = mult / mult.mean()
         timezone = str(post["hour_of_week_multiplier"].attrs.get("timezone", "UTC"))
     meta = {

@@ -11,16 +11,12 @@ import numpy as np
 
 from bayesrate.checks.plots import _pyplot
 from bayesrate.constants import DAY_NAMES, DIM_HOUR_OF_WEEK
+from bayesrate.draws import stack_draws
 from bayesrate.export import markdown_table
 from bayesrate.observations import Observations
 from bayesrate.priors import PriorSet
 
 TOP_DOMAINS = 15
-
-
-def _flat(da, *dims):
-    values = np.asarray(da.transpose("chain", "draw", *dims))
-    return values.reshape(-1, *values.shape[2:])
 
 
 def plot_domain_rates(model, priors: PriorSet | None, path: Path) -> Path:
@@ -55,7 +51,7 @@ def plot_hour_of_week(model, path: Path) -> Path:
     """Hour-of-week multipliers with 90% bands, and the hour-of-day / day-of-week effects."""
     plt = _pyplot()
     post = model.idata_["posterior"]
-    mult = _flat(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
+    mult = stack_draws(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
     tz = post["hour_of_week_multiplier"].attrs.get("timezone", model.model_config.get("timezone"))
     lo, mid, hi = np.quantile(mult, [0.05, 0.5, 0.95], axis=0)
     fig, axes = plt.subplots(2, 1, figsize=(11, 6))

@@ -74,6 +74,7 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
 
     from bayesrate.checks import marginal
     from bayesrate.constants import DIM_DOMAIN, DIM_PAGE, HOURS_PER_DAY
+    from bayesrate.draws import stack_draws
 
     model._require_fit()
     data = data if data is not None else model.data_
@@ -85,10 +86,6 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     post = post.isel(draw=slice(None, None, step))
     n_draw = post.sizes["draw"]
     cfg = model.model_config
-
-    def flat(name, *dims):
-        v = np.asarray(post[name].transpose("chain", "draw", *dims))
-        return v.reshape(n_chain * n_draw, *v.shape[2:])
 
     if model.model_type == "censored":
         if cfg["prior"] == "gamma":
@@ -102,11 +99,11 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
         per_page = marginal.integrated_loglik_fixed_prior(data.interval_stats, prior)
         ll = np.broadcast_to(per_page, (n_chain * n_draw, len(per_page)))
     else:
-        mu = flat("mu_domain", DIM_DOMAIN)[:, data.domain_codes]
-        sigma = flat("sigma_page")
+        mu = stack_draws(post["mu_domain"], DIM_DOMAIN)[:, data.domain_codes]
+        sigma = stack_draws(post["sigma_page"])
         if "log_multiplier" in post:
             stats = data.hour_of_week_stats(cfg.get("timezone", "UTC"))
-            mult = np.exp(flat("log_multiplier", "hour_of_week"))
+            mult = np.exp(stack_draws(post["log_multiplier"], "hour_of_week"))
             ll = marginal.integrated_loglik_normal(stats, mu, sigma, mult)
         else:
             ll = marginal.integrated_loglik_normal(data.interval_stats, mu, sigma)
