@@ -39,12 +39,9 @@ def log1mexp_of_log(log_lam):
     import pytensor.tensor as pt
 
     lam = pt.exp(pt.maximum(log_lam, SERIES_BELOW))
-    # Mächler (2012): log(-expm1(-Λ)) for Λ <= ln 2, log1p(-exp(-Λ)) above
-    exact = pt.switch(
-        lam <= LN2,
-        pt.log(-pt.expm1(-pt.minimum(lam, LN2))),
-        pt.log1p(-pt.exp(-pt.maximum(lam, LN2))),
-    )
+    # PyTensor's scalar log1mexp branches per element (Mächler 2012: log(-expm1) for
+    # Λ <= ln 2, log1p(-exp) above) and evaluates only the branch it needs
+    exact = pt.log1mexp(-lam)
     small = pt.minimum(log_lam, SERIES_BELOW)
     lam_small = pt.exp(small)
     series = small - lam_small / 2 + lam_small**2 / 24
