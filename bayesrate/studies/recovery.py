@@ -45,7 +45,7 @@ def true_multipliers() -> np.ndarray:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", type=int, default=1000, help="pages per simulated data set")
     parser.add_argument(
-        "--modulation-pages", type=int, default=300, help="pages in the modulation scenario"
+        "--modulation-pages", type=int, default=200, help="pages in the modulation scenario"
     )
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
@@ -161,7 +161,11 @@ def run(args: argparse.Namespace) -> int:
         progress(f"recovery: modulation scenario {scenario!r} ({obs.n_pages} pages)")
         mod, mod_diag = _fit(ModulatedModel, obs, sampler)
         hier, hier_diag = _fit(HierarchicalModel, obs, sampler)
-        cmp = az.compare({"modulated": mod.idata_, "hierarchical": hier.idata_}, var_name="loglik")
+        cmp = az.compare(
+            {"modulated": mod.idata_, "hierarchical": hier.idata_},
+            var_name="loglik",
+            round_to="none",
+        )
         best = str(cmp.index[0])
         elpd_diff = float(
             cmp.loc["hierarchical" if best == "modulated" else "modulated", "elpd_diff"]
@@ -176,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
             "loo_best": best,
             "loo_elpd_diff": elpd_diff,
             "loo_dse": dse,
+            "loo_table": cmp.reset_index().to_dict(orient="records"),
             "hour_effect_sd": float(np.std(hour)),
             "day_effect_sd": float(np.std(day)),
         }
