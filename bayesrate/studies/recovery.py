@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--modulation-pages", type=int, default=200, help="pages in the modulation scenario"
     )
     parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
 
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     n_mod = 120 if args.fast else args.modulation_pages
     sampler = {
         "draws": 500 if args.fast else args.draws,
-        "tune": 500 if args.fast else 1000,
+        "tune": 500 if args.fast else args.tune,
         "chains": 2 if args.fast else args.chains,
         "seed": args.seed,
     }

@@ -1,0 +1,48 @@
+"""The recovery study on a tiny simulated world (slow: eight small fits)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import pytest
+
+with warnings.catch_warnings():
+    # pymc 6.3 imports IfElse from its deprecated pytensor location (attributed to pymc)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import pymc  # noqa: F401
+
+
+@pytest.mark.slow
+def test_recovery_study_small(tmp_path):
+    from bayesrate.studies import recovery
+
+    args = argparse.Namespace(
+        out=str(tmp_path),
+        seed="recovery-test",
+        fast=False,
+        pages=60,
+        modulation_pages=30,
+        draws=300,
+        tune=300,
+        chains=2,
+    )
+    assert recovery.run(args) == 0
+    result = json.loads((tmp_path / "recovery.json").read_text())
+    assert set(result["targets"]) >= {
+        "coverage_hierarchical_short",
+        "pooling_gain_short",
+        "hour_corr",
+        "day_corr",
+        "loo_prefers_modulated_when_present",
+        "loo_not_modulated_when_absent",
+    }
+    for history in ("case-study", "short"):
+        cov = result[history]["hierarchical"]["coverage_90"]
+        assert 0.0 <= cov <= 1.0
+    mod = result["modulation"]["modulated"]
+    # a strong, known modulation over 30 days of hourly visits is recovered even here
+    assert mod["hour_corr"] > 0.9 and mod["day_corr"] > 0.9
+    assert mod["loo_best"] == "modulated"
+    assert (tmp_path / "pages_short.csv").is_file() and (tmp_path / "effects.csv").is_file()
