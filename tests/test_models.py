@@ -428,3 +428,19 @@ def test_advi_runs_and_reports(small_obs):
     assert model.idata_["log_likelihood"]["loglik"].sizes["draw"] == 500
     assert np.isfinite(model.page_summary_.rate_per_day).all()
     assert "advi_final_loss" in model.diagnostics_.extra
+
+
+@pytest.mark.slow
+def test_pathfinder_runs_and_is_close_to_nuts(small_obs, gamma_fit):
+    model = CensoredModel(
+        {"prior": "gamma", "alpha": 2.0, "beta_days": 0.5},
+        sampler_config={"vi_draws": 1000, "seed": 2},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(small_obs, method="pathfinder")
+    assert model.diagnostics_.method == "pathfinder"
+    assert "pathfinder_pareto_k" in model.diagnostics_.extra
+    got = model.page_summary_.rate_per_day.to_numpy()
+    want = gamma_fit.page_summary_.rate_per_day.to_numpy()
+    np.testing.assert_allclose(got, want, rtol=0.15)
