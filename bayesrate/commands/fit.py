@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_options(parser)
     parser.add_argument("--model", choices=MODEL_NAMES, default="hierarchical")
     parser.add_argument("--method", choices=("nuts", "advi", "pathfinder"), default="nuts")
-    parser.add_argument("--draws", type=int, help="posterior draws per chain (default 1000)")
+    parser.add_argument(
+        "--draws", type=int, help="posterior draws per chain (default 1000; modulated 1500)"
+    )
     parser.add_argument("--tune", type=int, help="warm-up draws per chain (default 1000)")
     parser.add_argument("--chains", type=int, help="chains (default 4)")
     parser.add_argument("--seed", help="seed (int or string; default 0)")
