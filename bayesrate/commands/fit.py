@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", choices=MODEL_NAMES, default="hierarchical")
     parser.add_argument("--method", choices=("nuts", "advi", "pathfinder"), default="nuts")
     parser.add_argument(
-        "--draws", type=int, help="posterior draws per chain (default 1000; modulated 1500)"
+        "--draws", type=int, help="posterior draws per chain (default 1000; modulated 2500)"
     )
     parser.add_argument("--tune", type=int, help="warm-up draws per chain (default 1000)")
     parser.add_argument("--chains", type=int, help="chains (default 4)")

@@ -44,10 +44,11 @@ class ModulatedModel(HierarchicalModel):
     """Pooled page rates with hour-of-day and day-of-week multipliers (exact integration)."""
 
     model_type: ClassVar[str] = "modulated"
-    #: ota-contrib at 4 x 1000 draws reached a minimum bulk ESS of 366 (< 400): more draws
+    #: on ota-contrib 4 x 1000 draws gave bulk ESS 366 and 4 x 1500 R-hat 1.0106 (one page
+    #: whose rate changed between crawl eras); 4 x 2500 met all gates (benchmarks/RESULTS.md)
     sampler_defaults: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.sampler_defaults,
-        "draws": 1500,
+        "draws": 2500,
     }
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,
