@@ -51,6 +51,9 @@ def decision_rates(
         from scipy.special import gammaincinv
 
         lam = gammaincinv(state.alpha, float(quantile)) / state.beta
+        # a Gamma with α < 1 has a density that diverges at 0, so its lower quantiles sit near
+        # zero and stop being an "optimistic but plausible" rate: plan those with the mean
+        lam = np.where(state.alpha < 1.0, state.posterior_mean(), lam)
     else:
         lam = state.posterior_mean()
     lam = np.maximum(lam, cfg.rate_floor)
