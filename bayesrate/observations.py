@@ -244,7 +244,7 @@ class Observations:
         positions = positions.astype(np.int64)
         starts = self.offsets[positions]
         counts = self.visits_per_page[positions]
-        idx = _ranges(starts, counts)
+        idx = concat_ranges(starts, counts)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return Observations(
             pages=self.pages.iloc[positions],
@@ -333,20 +333,17 @@ def hours_to_timestamps(hours: np.ndarray) -> pd.DatetimeIndex:
     )
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenate ``arange(s, s + c)`` for each start/count pair, without a loop."""
+    starts = np.asarray(starts, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    nonempty = counts > 0
+    starts, counts = starts[nonempty], counts[nonempty]
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    idx = np.ones(total, dtype=np.int64)
-    idx[0] = starts[0]
-    nonempty = counts > 0
-    s, e = starts[nonempty], ends[nonempty]
-    # at each block start, jump from the previous block's last index to this block's start
-    jumps = s[1:] - (s[:-1] + counts[nonempty][:-1] - 1)
-    idx[e[:-1]] = jumps
-    return np.cumsum(idx)
+    block_start = np.cumsum(counts) - counts
+    return np.repeat(starts - block_start, counts) + np.arange(total)
 
 
 def _rows(mask: np.ndarray, order: np.ndarray | None = None) -> list[int]:

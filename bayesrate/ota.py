@@ -30,7 +30,7 @@ import pandas as pd
 
 from bayesrate.constants import DOMAIN, PAGE
 from bayesrate.errors import ObservationError
-from bayesrate.observations import Observations, _ranges, timestamps_to_hours
+from bayesrate.observations import Observations, concat_ranges, timestamps_to_hours
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,7 @@ def from_changelog(
 
     counts = (end_slot - slot_of_first + 1).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    visit_slot = _ranges(slot_of_first.astype(np.int64), counts)
+    visit_slot = concat_ranges(slot_of_first.astype(np.int64), counts)
     changed = np.zeros(offsets[-1], dtype=np.int8)
     changed[offsets[det_doc] + det_slot - slot_of_first[det_doc]] = 1
 

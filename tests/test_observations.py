@@ -183,3 +183,14 @@ def test_builder_rejects_any_backwards_step(visits, data):
         Observations.from_frame(df)
     assert err.value.field == "time"
     assert err.value.rows  # names offending rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 4)), max_size=8))
+def test_concat_ranges_matches_a_loop(pairs):
+    from bayesrate.observations import concat_ranges
+
+    starts = np.array([p[0] for p in pairs], dtype=np.int64)
+    counts = np.array([p[1] for p in pairs], dtype=np.int64)
+    want = [i for s, c in pairs for i in range(s, s + c)]
+    assert concat_ranges(starts, counts).tolist() == want

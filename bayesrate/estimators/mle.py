@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bayesrate.observations import concat_ranges
+
 #: groups per block of pages (keeps a block's working arrays in cache)
 BLOCK_GROUPS = 1 << 15
 #: default relative tolerance on the Newton step
@@ -235,9 +237,7 @@ def _solve(
         # gather the block's groups of the pages to solve (Newton clamps at the cap)
         lo, hi = offsets[pages], offsets[pages + 1]
         lens = hi - lo
-        take = np.repeat(lo - np.concatenate([[0], np.cumsum(lens[:-1])]), lens) + np.arange(
-            lens.sum()
-        )
+        take = concat_ranges(lo, lens)
         tau_b, w_b = g_tau[take], g_w[take]
         seg = np.concatenate([[0], np.cumsum(lens[:-1])]).astype(np.int64)
         lam = start[pages].copy()
@@ -363,7 +363,7 @@ def profile_interval(
         lo, hi = offsets[pages], offsets[pages + 1]
         lens = hi - lo
         starts = np.concatenate([[0], np.cumsum(lens[:-1])]).astype(np.int64)
-        take = np.repeat(lo - starts, lens) + np.arange(lens.sum())
+        take = concat_ranges(lo, lens)
         tau_b, c_b, u_b = g_tau[take], g_c[take], unchanged[pages]
 
         def ll_slope(theta, tau_b=tau_b, c_b=c_b, u_b=u_b, lens=lens, starts=starts):
