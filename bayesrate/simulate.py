@@ -223,9 +223,10 @@ class HourOfWeekModulated(_PoissonProcess):
     def integrated_rate(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         start = np.asarray(start, dtype=float)
         end = np.asarray(end, dtype=float)
-        both = cumulative_multiplier(np.concatenate([start, end]), self.multipliers[None, :],
-                                     None, self.timezone)
-        return self.rate * (both[len(start):] - both[: len(start)])
+        both = cumulative_multiplier(
+            np.concatenate([start, end]), self.multipliers[None, :], None, self.timezone
+        )
+        return self.rate * (both[len(start) :] - both[: len(start)])
 
     @property
     def mean_rate(self) -> float:
@@ -419,8 +420,11 @@ def cumulative_multiplier(
         if len(m) == 1:  # one multiplier vector: 1-D lookups are much cheaper
             return weeks * week_total[0] + prefix[0, bucket] + (within - bucket) * m[0, bucket]
         flat = row * N_HOUR_OF_WEEK + bucket
-        return (weeks * week_total[row] + prefix[:, :-1].ravel()[flat]
-                + (within - bucket) * m.ravel()[flat])
+        return (
+            weeks * week_total[row]
+            + prefix[:, :-1].ravel()[flat]
+            + (within - bucket) * m.ravel()[flat]
+        )
 
     if timezone in _UTC_NAMES or len(times) == 0:
         return at_local(times, rows)
@@ -545,13 +549,17 @@ def _normalise_visits(
     visit_times: np.ndarray | Sequence[np.ndarray], n_pages: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(concatenated visit times, offsets) after checking every page's visits."""
-    if isinstance(visit_times, np.ndarray) and visit_times.ndim == 1 and (
-        visit_times.dtype != object
+    if (
+        isinstance(visit_times, np.ndarray)
+        and visit_times.ndim == 1
+        and (visit_times.dtype != object)
     ):
         shared = np.asarray(visit_times, dtype=np.float64)
         if n_pages is None:
-            raise ValueError("a shared visit-time array needs the number of pages from "
-                             "`processes` (an array of rates or a list of processes)")
+            raise ValueError(
+                "a shared visit-time array needs the number of pages from "
+                "`processes` (an array of rates or a list of processes)"
+            )
         _check_visits(shared, np.array([0, len(shared)]), shared_label=True)
         counts = np.full(n_pages, len(shared), dtype=np.int64)
         times = np.tile(shared, n_pages)
@@ -578,14 +586,19 @@ def _check_visits(times: np.ndarray, offsets: np.ndarray, shared_label: bool = F
     step_ok[offsets[:-1][counts > 0]] = True  # a page's first visit has no predecessor
     for bad, what in (
         (counts == 0, "pages without any visit"),
-        (np.bincount(page_of_visit[~np.isfinite(times)], minlength=n_pages) > 0,
-         "non-finite visit times"),
-        (np.bincount(page_of_visit[~step_ok], minlength=n_pages) > 0,
-         "visit times not strictly increasing within a page"),
+        (
+            np.bincount(page_of_visit[~np.isfinite(times)], minlength=n_pages) > 0,
+            "non-finite visit times",
+        ),
+        (
+            np.bincount(page_of_visit[~step_ok], minlength=n_pages) > 0,
+            "visit times not strictly increasing within a page",
+        ),
     ):
         if bad.any():
-            pages = ["(shared visit times)"] if shared_label else _page_labels(n_pages)[
-                bad].tolist()
+            pages = (
+                ["(shared visit times)"] if shared_label else _page_labels(n_pages)[bad].tolist()
+            )
             raise ObservationError(what, field="time", pages=pages)
 
 
@@ -666,8 +679,9 @@ def simulate_pages(
             ) from exc
         bad = ~np.isfinite(rates) | (rates < 0)
         if bad.any():
-            raise ObservationError("rates must be finite and >= 0", field="rate_per_hour",
-                                   pages=labels[bad].tolist())
+            raise ObservationError(
+                "rates must be finite and >= 0", field="rate_per_hour", pages=labels[bad].tolist()
+            )
         mean_rates = np.array(rates, dtype=np.float64)
         names = np.full(n_pages, "Homogeneous", dtype=object)
     else:
@@ -679,12 +693,14 @@ def simulate_pages(
     else:
         domain_values = np.asarray(domains, dtype=object)
         if domain_values.shape != (n_pages,):
-            raise ObservationError(f"{len(domain_values)} domains for {n_pages} pages",
-                                   field=DOMAIN)
+            raise ObservationError(
+                f"{len(domain_values)} domains for {n_pages} pages", field=DOMAIN
+            )
         missing = pd.isna(domain_values)
         if missing.any():
-            raise ObservationError("missing domain labels", field=DOMAIN,
-                                   pages=labels[missing].tolist())
+            raise ObservationError(
+                "missing domain labels", field=DOMAIN, pages=labels[missing].tolist()
+            )
         domain_values = domain_values.astype(str).astype(object)
 
     if procs is None and not exact:
@@ -692,7 +708,10 @@ def simulate_pages(
     else:
         changed = _flags_processes(
             procs if procs is not None else [Homogeneous(float(r)) for r in mean_rates],
-            times, offsets, gen, exact=exact,
+            times,
+            offsets,
+            gen,
+            exact=exact,
         )
 
     pages = pd.DataFrame({DOMAIN: domain_values}, index=pd.Index(labels, name=PAGE))
@@ -700,8 +719,9 @@ def simulate_pages(
     for name, values in (page_attributes or {}).items():
         values = np.asarray(values)
         if values.shape[:1] != (n_pages,):
-            raise ObservationError(f"page attribute {name!r} has {len(values)} values for "
-                                   f"{n_pages} pages", field=name)
+            raise ObservationError(
+                f"page attribute {name!r} has {len(values)} values for {n_pages} pages", field=name
+            )
         pages[name] = values
         truth[name] = values
     truth["rate_per_hour"] = mean_rates
@@ -761,8 +781,9 @@ def _flags_processes(
     kind = np.zeros(n_pages, dtype=np.int8)
     if not exact:
         kind[:] = [fast_kind.get(type(p), 0) for p in procs]
-    rate = np.array([p.rate if k else 0.0 for p, k in zip(procs, kind.tolist(), strict=True)],
-                    dtype=np.float64)
+    rate = np.array(
+        [p.rate if k else 0.0 for p, k in zip(procs, kind.tolist(), strict=True)], dtype=np.float64
+    )
 
     sel = kind[page_of_interval] == 1
     if sel.any():
@@ -799,8 +820,9 @@ def _flags_processes(
             visit_rows = np.repeat(row_of_page, np.diff(offsets))
             visits = np.flatnonzero(np.repeat(in_zone, np.diff(offsets)))
             f = np.zeros(len(times))
-            f[visits] = cumulative_multiplier(times[visits], np.vstack(rows),
-                                              visit_rows[visits], zone)
+            f[visits] = cumulative_multiplier(
+                times[visits], np.vstack(rows), visit_rows[visits], zone
+            )
             lam = rate[owner] * np.maximum(f[k] - f[k - 1], 0.0)
             changed[k] = rng.random(len(k)) < -np.expm1(-lam)
 
@@ -954,8 +976,13 @@ def pages_like(
         if m.shape != (N_HOUR_OF_WEEK,) or m.mean() <= 0:
             raise ValueError("modulation must be 168 non-negative multipliers with mean > 0")
         processes = [HourOfWeekModulated(r / m.mean(), m, timezone) for r in rate]
-    seed_note = (int(seed) if isinstance(seed, (int, np.integer)) else seed
-                 if isinstance(seed, str) else "generator")
+    seed_note = (
+        int(seed)
+        if isinstance(seed, (int, np.integer))
+        else seed
+        if isinstance(seed, str)
+        else "generator"
+    )
     return simulate_pages(
         processes,
         visits,

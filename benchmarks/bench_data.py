@@ -45,9 +45,7 @@ def main() -> None:
     )
     print(f"total load + statistics: {load_s + stats_s:.3f} s")
 
-    frame = pd.DataFrame(
-        {"page": obs.page_of_visit, "time": obs.time, "changed": obs.changed}
-    )
+    frame = pd.DataFrame({"page": obs.page_of_visit, "time": obs.time, "changed": obs.changed})
 
     def baseline():
         f = frame.copy()

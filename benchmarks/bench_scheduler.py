@@ -99,11 +99,16 @@ def timed(fn, *args, repeat: int = 1, **kwargs):
 
 def import_time() -> float:
     """Best of 5: wall time of ``import bayesrate.scheduler`` inside a fresh interpreter."""
-    code = ("import time; t = time.perf_counter(); import bayesrate.scheduler; "
-            "print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); import bayesrate.scheduler; "
+        "print(time.perf_counter() - t)"
+    )
     return min(
-        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                             text=True).stdout)
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], check=True, capture_output=True, text=True
+            ).stdout
+        )
         for _ in range(5)
     )
 
@@ -131,8 +136,16 @@ def main() -> None:
     lam = st.posterior_mean()
     budget = 0.2 / 24 * n
     t_azar, p = timed(azar_rates, st.weight, lam, budget, repeat=3)
-    t_caps, _ = timed(optimal_rates, st.weight, lam, budget, lower=1 / (60 * 24), upper=2.0,
-                      hosts=st.host, host_caps=budget / 5000 * 3)
+    t_caps, _ = timed(
+        optimal_rates,
+        st.weight,
+        lam,
+        budget,
+        lower=1 / (60 * 24),
+        upper=2.0,
+        hosts=st.host,
+        host_caps=budget / 5000 * 3,
+    )
     nb = st.nbytes()
     bytes_ours = sum(nb.values()) / n
 
@@ -157,11 +170,13 @@ def main() -> None:
     m = min(n, 200_000)
     with tempfile.TemporaryDirectory() as d:
         store = Store.create(Path(d) / "bench.db")
-        t_sadd, _ = timed(store.observe, urls[:m], np.full(m, T0), np.zeros(m, np.int8),
-                          hosts[:m], weights[:m])
+        t_sadd, _ = timed(
+            store.observe, urls[:m], np.full(m, T0), np.zeros(m, np.int8), hosts[:m], weights[:m]
+        )
         t_sobs, _ = timed(store.observe, urls[:m], t1[:m], changed[:m])
         size = (Path(d) / "bench.db").stat().st_size + sum(
-            f.stat().st_size for f in Path(d).glob("bench.db-*"))
+            f.stat().st_size for f in Path(d).glob("bench.db-*")
+        )
         store.close()
         t_open, reopened = timed(Store.open, Path(d) / "bench.db")
         reopened.close()
@@ -179,13 +194,19 @@ def main() -> None:
         ratio = theirs / ours if better == "lower" else ours / theirs
         print(f"{name:32s} {ours:14.4g} {theirs:14.4g} {ratio:7.1f}x")
     print(f"optimal rates with floors + per-host caps (5,000 hosts): {t_caps:.3f} s")
-    print("state bytes per URL, ours by part: "
-          + ", ".join(f"{k2} {v / n:.1f}" for k2, v in nb.items()))
-    print(f"SQLite store: add {m / t_sadd:,.0f} URLs/s, observe {m / t_sobs:,.0f} fetches/s "
-          f"(batch of {m:,}, WAL, synchronous=FULL); file {size / m:.0f} bytes/URL; "
-          f"open (load {m:,} URLs) {t_open:.2f} s")
-    print(f"import bayesrate.scheduler: {t_imp * 1000:.0f} ms (in a fresh interpreter; "
-          "includes numpy)")
+    print(
+        "state bytes per URL, ours by part: "
+        + ", ".join(f"{k2} {v / n:.1f}" for k2, v in nb.items())
+    )
+    print(
+        f"SQLite store: add {m / t_sadd:,.0f} URLs/s, observe {m / t_sobs:,.0f} fetches/s "
+        f"(batch of {m:,}, WAL, synchronous=FULL); file {size / m:.0f} bytes/URL; "
+        f"open (load {m:,} URLs) {t_open:.2f} s"
+    )
+    print(
+        f"import bayesrate.scheduler: {t_imp * 1000:.0f} ms (in a fresh interpreter; "
+        "includes numpy)"
+    )
     print(f"agreement: due top-{k} overlap {same_due:.4f}; Azar max |dp| {max_dp:.2e}")
 
 

@@ -12,8 +12,8 @@ sigma_page) on the base log-rate; censored: its fixed Gamma or log-normal prior)
 integral is one-dimensional: it is evaluated on a per-page grid in ``u`` that covers
 where the page's likelihood is within :data:`LOGLIK_WINDOW` of its maximum (clipped to
 ``[U_MIN, U_MAX]``), with the trapezoid rule — which converges geometrically for these
-smooth, rapidly decaying integrands: 64 points agree with 2,000 to 1e-10 on ``ota-pga``. For modulated models the likelihood of each
-draw uses that draw's hour-of-week multipliers.
+smooth, rapidly decaying integrands: 64 points agree with 2,000 to 1e-10 on ``ota-pga``.
+For modulated models the likelihood of each draw uses that draw's hour-of-week multipliers.
 """
 
 from __future__ import annotations

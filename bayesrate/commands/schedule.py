@@ -30,28 +30,51 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = ops.add_parser("init", help="create a state file")
     p.add_argument("state", help="SQLite state file to create")
-    p.add_argument("--priors", metavar="PATH",
-                   help="priors.json (or its directory); default: newest under ./models, "
-                        "else the documented default Gamma(1, 1 day)")
-    p.add_argument("--update", choices=("adf", "exposure"), default="adf",
-                   help="rate update: censoring-exact (adf, default) or exposure (seed)")
+    p.add_argument(
+        "--priors",
+        metavar="PATH",
+        help="priors.json (or its directory); default: newest under ./models, "
+        "else the documented default Gamma(1, 1 day)",
+    )
+    p.add_argument(
+        "--update",
+        choices=("adf", "exposure"),
+        default="adf",
+        help="rate update: censoring-exact (adf, default) or exposure (seed)",
+    )
     p.add_argument("--min-interval", type=float, default=1.0, help="hours (default 1)")
-    p.add_argument("--max-interval", type=float, default=30 * HOURS_PER_DAY,
-                   help="revisit floor in hours (default 720)")
+    p.add_argument(
+        "--max-interval",
+        type=float,
+        default=30 * HOURS_PER_DAY,
+        help="revisit floor in hours (default 720)",
+    )
     p.add_argument("--factor", type=float, default=1.0, help="t_next = t + factor/λ")
-    p.add_argument("--politeness-limit", type=int, default=None,
-                   help="max fetches per host per window (default: none)")
+    p.add_argument(
+        "--politeness-limit",
+        type=int,
+        default=None,
+        help="max fetches per host per window (default: none)",
+    )
     p.add_argument("--politeness-window", type=float, default=1.0, help="hours (default 1)")
     p.add_argument("--thompson", action="store_true", help="decide with posterior draws")
-    p.add_argument("--plan-quantile", type=float, default=0.3,
-                   help="posterior quantile the planner uses (default 0.3)")
+    p.add_argument(
+        "--plan-quantile",
+        type=float,
+        default=0.3,
+        help="posterior quantile the planner uses (default 0.3)",
+    )
     p.set_defaults(func=_init)
 
     p = ops.add_parser("observe", help="apply fetch results from a CSV")
     p.add_argument("state")
     p.add_argument("csv", help="columns url,time,changed[,host,weight]; host needed for new URLs")
-    p.add_argument("--time-unit", default=DEFAULT_TIME_UNIT, choices=sorted(TIME_UNITS),
-                   help="unit of numeric times (default: hours since the epoch)")
+    p.add_argument(
+        "--time-unit",
+        default=DEFAULT_TIME_UNIT,
+        choices=sorted(TIME_UNITS),
+        help="unit of numeric times (default: hours since the epoch)",
+    )
     p.set_defaults(func=_observe)
 
     p = ops.add_parser("due", help="the K most valuable URLs to fetch now")
@@ -81,14 +104,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
     p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours")
     p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
-    p.add_argument("--plan-quantile", default="0.3",
-                   help="posterior quantile ours plans with, or 'mean' (default 0.3)")
-    p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness",
-                   help="what ours and the oracle optimise (Azar or Kolobov)")
-    p.add_argument("--update", choices=("adf", "exposure"), default="adf",
-                   help="ours' rate update (default adf; exposure = seed PageState update)")
-    p.add_argument("--equal-weights", action="store_true",
-                   help="all pages weight 1 (default: Pareto(1.5) importance)")
+    p.add_argument(
+        "--plan-quantile",
+        default="0.3",
+        help="posterior quantile ours plans with, or 'mean' (default 0.3)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("freshness", "harmonic"),
+        default="freshness",
+        help="what ours and the oracle optimise (Azar or Kolobov)",
+    )
+    p.add_argument(
+        "--update",
+        choices=("adf", "exposure"),
+        default="adf",
+        help="ours' rate update (default adf; exposure = seed PageState update)",
+    )
+    p.add_argument(
+        "--equal-weights",
+        action="store_true",
+        help="all pages weight 1 (default: Pareto(1.5) importance)",
+    )
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_simulate)
@@ -154,14 +191,20 @@ def _init(args: argparse.Namespace) -> int:
 
     priors, where = _load_priors(args.priors)
     config = SchedulerConfig(
-        update=args.update, min_interval=args.min_interval, max_interval=args.max_interval,
-        factor=args.factor, politeness_limit=args.politeness_limit,
-        politeness_window=args.politeness_window, thompson=args.thompson,
+        update=args.update,
+        min_interval=args.min_interval,
+        max_interval=args.max_interval,
+        factor=args.factor,
+        politeness_limit=args.politeness_limit,
+        politeness_window=args.politeness_window,
+        thompson=args.thompson,
         plan_quantile=args.plan_quantile,
     )
     Store.create(args.state, priors, config).close()
-    print(f"created {args.state} (priors: {where}; {len(priors.domains)} domains; "
-          f"hour-of-week: {'yes' if priors.hour_of_week is not None else 'no'})")
+    print(
+        f"created {args.state} (priors: {where}; {len(priors.domains)} domains; "
+        f"hour-of-week: {'yes' if priors.hour_of_week is not None else 'no'})"
+    )
     return 0
 
 
@@ -183,8 +226,10 @@ def _observe(args: argparse.Namespace) -> int:
     with Store.open(args.state) as store:
         n_before = store.state.n
         store.observe(df["url"].tolist(), times, df["changed"].to_numpy(), hosts, weights)
-        print(f"observed {len(df)} fetches ({store.state.n - n_before} new URLs; "
-              f"{store.state.n} URLs in {args.state})")
+        print(
+            f"observed {len(df)} fetches ({store.state.n - n_before} new URLs; "
+            f"{store.state.n} URLs in {args.state})"
+        )
     return 0
 
 
@@ -201,9 +246,14 @@ def _due(args: argparse.Namespace) -> int:
         score = decide.priority(st, now)
         lam = decide.decision_rates(st) * HOURS_PER_DAY
         items = [
-            {"url": st.urls[i], "host": st.hosts[st.host[i]], "priority": float(score[i]),
-             "rate_per_day": float(lam[i]), "last_fetch": _iso(float(st.last_fetch[i])),
-             "weight": float(st.weight[i])}
+            {
+                "url": st.urls[i],
+                "host": st.hosts[st.host[i]],
+                "priority": float(score[i]),
+                "rate_per_day": float(lam[i]),
+                "last_fetch": _iso(float(st.last_fetch[i])),
+                "weight": float(st.weight[i]),
+            }
             for i in rows
         ]
     if args.json:
@@ -211,8 +261,10 @@ def _due(args: argparse.Namespace) -> int:
     else:
         print(f"# now {_iso(now)} ({now:.3f} h); {len(items)} URLs")
         for it in items:
-            print(f"{it['url']}\t{it['host']}\tpriority={it['priority']:.4g}\t"
-                  f"rate/day={it['rate_per_day']:.3g}\tlast={it['last_fetch']}")
+            print(
+                f"{it['url']}\t{it['host']}\tpriority={it['priority']:.4g}\t"
+                f"rate/day={it['rate_per_day']:.3g}\tlast={it['last_fetch']}"
+            )
     return 0
 
 
@@ -225,9 +277,11 @@ def _plan(args: argparse.Namespace) -> int:
     with Store.open(args.state) as store:
         p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=args.objective)
         store.save_targets()
-        out = {"urls": int(store.state.n), "fetches_per_day": float(p.sum() * HOURS_PER_DAY),
-               "never_fetched_except_floor": int((p <= p.min() * (1 + 1e-9)).sum()) if len(p)
-               else 0}
+        out = {
+            "urls": int(store.state.n),
+            "fetches_per_day": float(p.sum() * HOURS_PER_DAY),
+            "never_fetched_except_floor": int((p <= p.min() * (1 + 1e-9)).sum()) if len(p) else 0,
+        }
     if args.json:
         print_json(out)
     else:
@@ -258,12 +312,23 @@ def _simulate(args: argparse.Namespace) -> int:
     try:
         quantile = None if args.plan_quantile == "mean" else float(args.plan_quantile)
     except ValueError as exc:
-        raise ObservationError("--plan-quantile must be a number or 'mean'",
-                               field="plan_quantile") from exc
-    result = compare(args.pages, args.days, args.budget, args.seed, priors, dt=args.tick,
-                     thompson=args.thompson, progress=progress, quantile=quantile,
-                     pareto_shape=None if args.equal_weights else 1.5, update=args.update,
-                     objective=args.objective)
+        raise ObservationError(
+            "--plan-quantile must be a number or 'mean'", field="plan_quantile"
+        ) from exc
+    result = compare(
+        args.pages,
+        args.days,
+        args.budget,
+        args.seed,
+        priors,
+        dt=args.tick,
+        thompson=args.thompson,
+        progress=progress,
+        quantile=quantile,
+        pareto_shape=None if args.equal_weights else 1.5,
+        update=args.update,
+        objective=args.objective,
+    )
     if args.plot:
         plot(result, args.plot)
         progress(f"plot written to {args.plot}")
@@ -279,18 +344,26 @@ def _simulate(args: argparse.Namespace) -> int:
         print_json(slim)
         return 0
     s = result["setup"]
-    print(f"{s['pages']} URLs x {s['days']:g} days, budget {s['budget_per_url_per_day']} "
-          f"fetches/URL/day, {s['hosts']} hosts ({s['seconds']} s)")
+    print(
+        f"{s['pages']} URLs x {s['days']:g} days, budget {s['budget_per_url_per_day']} "
+        f"fetches/URL/day, {s['hosts']} hosts ({s['seconds']} s)"
+    )
     print(f"{'policy':24s} {'freshness':>10s} {'harmonic':>10s} {'fetches':>9s} {'vs budget':>9s}")
     for name, r in result["policies"].items():
-        print(f"{name:24s} {r['freshness']:10.4f} {r['harmonic_staleness']:10.4f} "
-              f"{r['fetches']:9d} {r['fetches_vs_budget']:9.3f}")
+        print(
+            f"{name:24s} {r['freshness']:10.4f} {r['harmonic_staleness']:10.4f} "
+            f"{r['fetches']:9d} {r['fetches_vs_budget']:9.3f}"
+        )
     m = result["summary"]
-    print(f"bayesrate / oracle freshness: {m['ours_vs_oracle_freshness']:.3f}; bayesrate / "
-          f"best production ({m['best_production_baseline']}): "
-          f"{m['ours_vs_best_production_freshness']:.3f}")
-    print(f"harmonic staleness: oracle / bayesrate {m['oracle_over_ours_harmonic']:.3f}; best "
-          f"production ({m['best_production_harmonic']}) / bayesrate "
-          f"{m['best_production_over_ours_harmonic']:.3f} (> 1: ours lower)")
+    print(
+        f"bayesrate / oracle freshness: {m['ours_vs_oracle_freshness']:.3f}; bayesrate / "
+        f"best production ({m['best_production_baseline']}): "
+        f"{m['ours_vs_best_production_freshness']:.3f}"
+    )
+    print(
+        f"harmonic staleness: oracle / bayesrate {m['oracle_over_ours_harmonic']:.3f}; best "
+        f"production ({m['best_production_harmonic']}) / bayesrate "
+        f"{m['best_production_over_ours_harmonic']:.3f} (> 1: ours lower)"
+    )
     sys.stdout.flush()
     return 0

@@ -299,9 +299,15 @@ class PlannedPolicy:
 
     def priority(self, now: float) -> np.ndarray:
         if now >= self.next_plan:
-            plan(self.state, self.budget_h, objective=self.objective, floor=self.floor,
-                 rates=self.true_rates, host_cap=self.world.host_limit / self.world.dt,
-                 rng=self.rng)
+            plan(
+                self.state,
+                self.budget_h,
+                objective=self.objective,
+                floor=self.floor,
+                rates=self.true_rates,
+                host_cap=self.world.host_limit / self.world.dt,
+                rng=self.rng,
+            )
             self.next_plan = now + self.replan
         return priority(self.state, now)
 
@@ -505,8 +511,7 @@ def compare(
         )
     say = progress or (lambda msg: None)
     t_start = _time.perf_counter()
-    world = make_world(n_pages, days, seed, priors, dt=dt, budget=budget,
-                       pareto_shape=pareto_shape)
+    world = make_world(n_pages, days, seed, priors, dt=dt, budget=budget, pareto_shape=pareto_shape)
     say(
         f"world: {world.n} pages, {len(world.host_names)} hosts, {len(world.ev_page)} changes, "
         f"politeness {world.host_limit}/host/tick ({_time.perf_counter() - t_start:.1f} s)"
@@ -521,8 +526,15 @@ def compare(
         )
     policies: list[Any] = [_make_baseline(name, world.n, scales[name]) for name in BASELINES]
     policies.append(
-        PlannedPolicy(world, budget, floor_days=floor_days, thompson=thompson,
-                      quantile=quantile, update=update, objective=objective)
+        PlannedPolicy(
+            world,
+            budget,
+            floor_days=floor_days,
+            thompson=thompson,
+            quantile=quantile,
+            update=update,
+            objective=objective,
+        )
     )
     policies.append(
         PlannedPolicy(world, budget, rates=world.mean_rate, name="oracle", objective=objective)
@@ -536,10 +548,12 @@ def compare(
     for name in BASELINES:
         if results[name]["fetches"] < 0.98 * budget_fetches:
             t = _time.perf_counter()
-            scales[name] = _shrink_to_budget(world, name, budget, scales[name], 0.985,
-                                             f"{seed}-run")
-            results[name] = run(world, [_make_baseline(name, world.n, scales[name])], budget,
-                                seed=f"{seed}-run")[name]
+            scales[name] = _shrink_to_budget(
+                world, name, budget, scales[name], 0.985, f"{seed}-run"
+            )
+            results[name] = run(
+                world, [_make_baseline(name, world.n, scales[name])], budget, seed=f"{seed}-run"
+            )[name]
             say(f"re-calibrated {name} on the whole world ({_time.perf_counter() - t:.1f} s)")
     for name, r in results.items():
         r["fetches_vs_budget"] = r["fetches"] / budget_fetches
@@ -561,8 +575,9 @@ def compare(
             "kinds": {str(k): int((world.kind == k).sum()) for k in np.unique(world.kind)},
             "priors": dict(world.priors.metadata).get("model", "artifact"),
             "weights": f"pareto({pareto_shape})" if pareto_shape else "equal",
-            "ours_plans_with": "thompson" if thompson else (
-                "posterior mean" if quantile is None else f"posterior quantile {quantile}"),
+            "ours_plans_with": "thompson"
+            if thompson
+            else ("posterior mean" if quantile is None else f"posterior quantile {quantile}"),
             "ours_update": update,
             "objective": objective,
             "seed": seed,
@@ -574,8 +589,9 @@ def compare(
             "ours_vs_best_production_freshness": ours["freshness"] / results[best]["freshness"],
             # harmonic staleness: lower is better, so these are "how many times lower"
             "oracle_over_ours_harmonic": oracle["harmonic_staleness"] / ours["harmonic_staleness"],
-            "best_production_harmonic": (best_h := min(
-                prod, key=lambda n: results[n]["harmonic_staleness"])),
+            "best_production_harmonic": (
+                best_h := min(prod, key=lambda n: results[n]["harmonic_staleness"])
+            ),
             "best_production_over_ours_harmonic": results[best_h]["harmonic_staleness"]
             / ours["harmonic_staleness"],
         },

@@ -375,8 +375,11 @@ class SchedulerState:
         return np.unique(idx) if self._repeated else idx
 
     def _validate(self, urls, times, changed, hosts, weights):
-        urls = urls if isinstance(urls, list) and all(type(u) is str for u in urls) else [
-            str(u) for u in urls]
+        urls = (
+            urls
+            if isinstance(urls, list) and all(type(u) is str for u in urls)
+            else [str(u) for u in urls]
+        )
         n = len(urls)
         t = np.asarray(times, dtype=np.float64)
         if t.shape != (n,):
@@ -473,9 +476,7 @@ class SchedulerState:
         self._repeated = bool(repeated)
         return idx, t, c, w, new_urls, new_hosts, new_w
 
-    def _apply(
-        self, idx: np.ndarray, t: np.ndarray, c: np.ndarray, repeated: bool = True
-    ) -> None:
+    def _apply(self, idx: np.ndarray, t: np.ndarray, c: np.ndarray, repeated: bool = True) -> None:
         """Sequential per-URL updates, vectorized over URLs by occurrence rank."""
         if repeated:
             order = np.lexsort((t, idx))
