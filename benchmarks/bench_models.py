@@ -249,13 +249,23 @@ def bench_modulated(obs, sampler: dict) -> dict:
     mod, mn = _quiet_fit(ModulatedModel(sampler_config=sampler), obs)
     h, m = hier.diagnostics_, mod.diagnostics_
     print(
-        f"[modulated] hierarchical {h.seconds:.1f} s, modulated {m.seconds:.1f} s: "
-        f"ratio {m.seconds / h.seconds:.2f}x (target <= 6)"
+        f"[modulated] {obs.n_pages} pages: hierarchical {h.seconds:.1f} s, modulated "
+        f"{m.seconds:.1f} s: ratio {m.seconds / h.seconds:.2f}x (target <= 6)"
     )
+    for name, d in (("hierarchical", h), ("modulated", m)):
+        print(
+            f"[modulated]   {name}: compile {d.compile_seconds:.1f} s, sampling "
+            f"{d.sampling_seconds:.1f} s, {d.grad_evals_per_draw:.1f} gradient evaluations "
+            f"per draw, R-hat max {d.r_hat_max:.4f}, bulk ESS min {d.ess_bulk_min:.0f}"
+        )
     return {
         "hierarchical_seconds": h.seconds,
         "modulated_seconds": m.seconds,
         "ratio": m.seconds / h.seconds,
+        "hierarchical_grad_evals_per_draw": h.grad_evals_per_draw,
+        "modulated_grad_evals_per_draw": m.grad_evals_per_draw,
+        "hierarchical_sampling_seconds": h.sampling_seconds,
+        "modulated_sampling_seconds": m.sampling_seconds,
         "hierarchical_converged": h.converged,
         "modulated_converged": m.converged,
         "modulated_r_hat_max": m.r_hat_max,

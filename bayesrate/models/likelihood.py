@@ -85,16 +85,23 @@ def interval_loglik(log_rate, stats: IntervalStats):
 
 
 def hour_of_week_loglik(log_rate, log_multiplier, stats: HourOfWeekStats):
-    """Total log-likelihood of ``λ_page · m[bucket]`` with ``m = exp(log_multiplier)``."""
+    """Total log-likelihood of ``λ_page · m[bucket]`` with ``m = exp(log_multiplier)``.
+
+    The changed (page, pattern) groups go through the fused Op of
+    :mod:`bayesrate.models.fused` (one loop for value and gradient).
+    """
     import pytensor.tensor as pt
+
+    from bayesrate.models.fused import changed_loglik
 
     m = pt.exp(log_multiplier)
     unchanged = -pt.sum(pt.exp(log_rate) * pt.dot(stats.unchanged_exposure, m))
     if len(stats.changed_count) == 0:
         return unchanged
     log_pattern = pt.log(pt.dot(stats.pattern_overlap, m))
-    log_lam = log_rate[stats.changed_page] + log_pattern[stats.changed_pattern]
-    changed = pt.sum(stats.changed_count * log1mexp_of_log(log_lam))
+    changed = changed_loglik(
+        log_rate, log_pattern, stats.changed_page, stats.changed_pattern, stats.changed_count
+    )
     return unchanged + changed
 
 
@@ -153,14 +160,9 @@ def pointwise_hour_of_week_loglik(
     out = -np.exp(log_rate) * (m @ stats.unchanged_exposure.T)
     if len(stats.changed_count) == 0:
         return out
-    summer = _page_sum_matrix(stats.changed_page, stats.n_pages)
-    count = stats.changed_count.astype(np.float64)
-    for start in range(0, len(log_rate), CHUNK_DRAWS):
-        stop = start + CHUNK_DRAWS
-        log_pattern = np.log(m[start:stop] @ stats.pattern_overlap.T)
-        log_lam = (
-            log_rate[start:stop][:, stats.changed_page] + log_pattern[:, stats.changed_pattern]
-        )
-        contrib = count * np_log1mexp_of_log(log_lam)
-        out[start:stop] += (summer @ contrib.T).T
-    return out
+    from bayesrate.models.fused import changed_loglik_by_page
+
+    log_pattern = np.log(m @ stats.pattern_overlap.T)
+    return out + changed_loglik_by_page(
+        log_rate, log_pattern, stats.changed_page, stats.changed_pattern, stats.changed_count
+    )
