@@ -245,6 +245,10 @@ def bench_modulated(obs, sampler: dict) -> dict:
     from bayesrate.models import HierarchicalModel
     from bayesrate.models.modulated import ModulatedModel
 
+    # one-time costs (numba's first compilations in this process) go to neither fit
+    warm = {**sampler, "draws": 20, "tune": 20, "chains": 2}
+    for cls in (HierarchicalModel, ModulatedModel):
+        _quiet_fit(cls(sampler_config=warm), obs.subset(np.arange(min(5, obs.n_pages))))
     hier, hn = _quiet_fit(HierarchicalModel(sampler_config=sampler), obs)
     mod, mn = _quiet_fit(ModulatedModel(sampler_config=sampler), obs)
     h, m = hier.diagnostics_, mod.diagnostics_

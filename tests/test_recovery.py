@@ -46,3 +46,26 @@ def test_recovery_study_small(tmp_path):
     assert mod["hour_corr"] > 0.9 and mod["day_corr"] > 0.9
     assert mod["loo_best"] == "modulated"
     assert (tmp_path / "pages_short.csv").is_file() and (tmp_path / "effects.csv").is_file()
+    short = result["short"]
+    if "oracle_rmse_reduction_vs_cho" in short:
+        assert short["oracle_rmse_log_le50_changed"] > 0
+
+
+def test_oracle_bayes_estimator_beats_cho_on_short_histories():
+    """The pooling bound of the recovery study is a Bayes estimator: on fresh data from the
+    same simulator it has lower RMSE in log-rate than Cho (oracle: the simulated truth)."""
+    import numpy as np
+
+    from bayesrate.estimators.batch import cho
+    from bayesrate.simulate import pages_like
+    from bayesrate.studies.recovery import oracle_posterior_mean_log_rate
+
+    sim = pages_like(400, seed="oracle-test-data", history="short")
+    stats = sim.observations.interval_stats
+    truth = np.log(sim.truth["rate_per_hour"].to_numpy())
+    sel = stats.n_changes >= 1
+    oracle = oracle_posterior_mean_log_rate(stats, "short", seed="oracle-test-population")
+    rmse_oracle = np.sqrt(np.mean((oracle[sel] - truth[sel]) ** 2))
+    rmse_cho = np.sqrt(np.mean((np.log(cho(stats).rate[sel]) - truth[sel]) ** 2))
+    assert rmse_oracle < rmse_cho
+    assert np.all(np.isfinite(oracle))

@@ -30,8 +30,10 @@ the model's posterior is unchanged (tested).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from functools import cache
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -53,6 +55,9 @@ _LAMBDA_CAP = 708.0
 #: per-page and per-pattern log factors outside ±this are combined by exp(log λ) instead
 #: of a product of exponentials, which could overflow or underflow
 _FACTOR_LOG_LIMIT = 340.0
+
+#: part of PyTensor's numba cache key: a digest of this file, so edited kernels recompile
+_KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy", "fastmath": {"contract"}}
 
@@ -318,8 +323,6 @@ def changed_loglik_numpy(
 @cache
 def _op_class():
     """Build the Op class on first use (PyTensor and numba import lazily)."""
-    import hashlib
-
     import pytensor.tensor as pt
     from pytensor.gradient import DisconnectedType
     from pytensor.graph.basic import Apply
@@ -389,8 +392,8 @@ def _op_class():
             )
             return np.array(value), g_rate, g_pattern
 
-        # the closure freezes the Op's arrays into the function; no cache key for that
-        return changed_loglik, None
+        # the closure freezes the Op's arrays into the function: they are part of the key
+        return changed_loglik, f"bayesrate-changed-loglik-v{_KERNEL_VERSION}-{op.key}"
 
     return ChangedLogLik
 
