@@ -31,7 +31,6 @@ the model's posterior is unchanged (tested).
 from __future__ import annotations
 
 import hashlib
-import math
 from functools import cache
 from pathlib import Path
 
@@ -52,9 +51,11 @@ _TWO52_BITS = np.int64(0x4330000000000000)
 _TWO52 = 4503599627370496.0
 #: λ is capped here: e^{−λ} is 0 to double precision and 2^k stays a normal number
 _LAMBDA_CAP = 708.0
-#: per-page and per-pattern log factors outside ±this are combined by exp(log λ) instead
-#: of a product of exponentials, which could overflow or underflow
-_FACTOR_LOG_LIMIT = 340.0
+#: log λ is clamped to [-_LOG_LAMBDA_LOW, log(_LAMBDA_CAP) + 0.01] before exponentiating
+_LOG_LAMBDA_LOW = 700.0
+_LOG_LAMBDA_HIGH = 6.57
+#: terms are processed in blocks of this many, so that the scratch arrays stay in L1
+_BLOCK = 256
 
 #: part of PyTensor's numba cache key: a digest of this file, so edited kernels recompile
 _KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
@@ -62,77 +63,45 @@ _KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy", "fastmath": {"contract"}}
 
 
-@numba.njit(**_JIT)
-def _integrated_rates(log_rate, log_pattern, page, pattern):
-    """``log λ`` and ``λ`` per group; ``λ`` as a product of per-page and per-pattern exps."""
-    n = page.shape[0]
-    rate = np.exp(np.minimum(np.maximum(log_rate, -_FACTOR_LOG_LIMIT), _FACTOR_LOG_LIMIT))
-    mult = np.exp(np.minimum(np.maximum(log_pattern, -_FACTOR_LOG_LIMIT), _FACTOR_LOG_LIMIT))
-    log_lam = np.empty(n)
-    lam = np.empty(n)
-    for k in range(n):
-        a = log_rate[page[k]]
-        b = log_pattern[pattern[k]]
-        log_lam[k] = a + b
-        if abs(a) < _FACTOR_LOG_LIMIT and abs(b) < _FACTOR_LOG_LIMIT:
-            lam[k] = rate[page[k]] * mult[pattern[k]]
-        else:
-            lam[k] = math.exp(min(a + b, _LAMBDA_CAP))
-    return log_lam, lam
-
-
-@numba.njit(**_JIT)
-def _detection(lam):
-    """``(1 − e^{−λ}, e^{−λ})`` for ``λ ≥ 0``, both to ~1 ulp, in SIMD-friendly loops.
-
-    ``x = −λ = k·ln 2 + r`` with ``|r| ≤ ln2/2``; ``expm1(r)`` by its Taylor series to
-    ``r^14/14!`` (truncation < 2e-18); ``2^k`` built from exponent bits.
-    """
-    n = lam.shape[0]
-    poly = np.empty(n)
-    scale_bits = np.empty(n, np.int64)
-    for k in range(n):
-        x = -min(lam[k], _LAMBDA_CAP)
-        kf = np.floor(x * _INV_LN2 + 0.5)
-        r = (x - kf * _LN2_HI) - kf * _LN2_LO
-        poly[k] = r * (
-            1.0
+@numba.njit(inline="always", **_JIT)
+def _expm1_reduced(r):
+    """``expm1(r)`` for ``|r| ≤ ln2/2``: Taylor series to ``r^14/14!`` (error < 2e-18)."""
+    return r * (
+        1.0
+        + r
+        * (
+            1 / 2
             + r
             * (
-                1 / 2
+                1 / 6
                 + r
                 * (
-                    1 / 6
+                    1 / 24
                     + r
                     * (
-                        1 / 24
+                        1 / 120
                         + r
                         * (
-                            1 / 120
+                            1 / 720
                             + r
                             * (
-                                1 / 720
+                                1 / 5040
                                 + r
                                 * (
-                                    1 / 5040
+                                    1 / 40320
                                     + r
                                     * (
-                                        1 / 40320
+                                        1 / 362880
                                         + r
                                         * (
-                                            1 / 362880
+                                            1 / 3628800
                                             + r
                                             * (
-                                                1 / 3628800
+                                                1 / 39916800
                                                 + r
                                                 * (
-                                                    1 / 39916800
-                                                    + r
-                                                    * (
-                                                        1 / 479001600
-                                                        + r
-                                                        * (1 / 6227020800 + r * (1 / 87178291200))
-                                                    )
+                                                    1 / 479001600
+                                                    + r * (1 / 6227020800 + r / 87178291200)
                                                 )
                                             )
                                         )
@@ -144,74 +113,146 @@ def _detection(lam):
                 )
             )
         )
-        scale_bits[k] = (np.int64(kf) + 1023) << 52
+    )
+
+
+@numba.njit(inline="always", **_JIT)
+def _log_reduced(m):
+    """``log m`` for ``m`` in ``[√½, √2]``: ``2 atanh(s)``, ``s = (m−1)/(m+1)``, to ``s^21``."""
+    s = (m - 1.0) / (m + 1.0)
+    z = s * s
+    series = 1.0 + z * (
+        1 / 3
+        + z
+        * (
+            1 / 5
+            + z
+            * (
+                1 / 7
+                + z
+                * (
+                    1 / 9
+                    + z
+                    * (1 / 11 + z * (1 / 13 + z * (1 / 15 + z * (1 / 17 + z * (1 / 19 + z / 21)))))
+                )
+            )
+        )
+    )
+    return 2.0 * s * series
+
+
+@numba.njit(**_JIT)
+def _pow2_reduce(x, poly, scale_bits, m):
+    """``x[j] = k·ln2 + r``: ``poly[j] = expm1(r)``, ``scale_bits[j]`` = bits of ``2^k``.
+
+    ``x`` must lie in ``[−708, 709]`` so that ``2^k`` is a normal number.
+    """
+    for j in range(m):
+        kf = np.floor(x[j] * _INV_LN2 + 0.5)
+        r = (x[j] - kf * _LN2_HI) - kf * _LN2_LO
+        poly[j] = _expm1_reduced(r)
+        scale_bits[j] = (np.int64(kf) + 1023) << 52
+
+
+@numba.njit(**_JIT)
+def _exp_into(x, out, poly, scale_bits, m):
+    """``out[j] = e^{x[j]}`` for ``x`` in ``[−708, 709]``, ~1 ulp, in SIMD-friendly loops."""
+    _pow2_reduce(x, poly, scale_bits, m)
     scale = scale_bits.view(np.float64)
-    detect = np.empty(n)
-    miss = np.empty(n)
-    for k in range(n):
-        detect[k] = -(scale[k] * poly[k] + (scale[k] - 1.0))
-        miss[k] = scale[k] * (poly[k] + 1.0) if lam[k] < _LAMBDA_CAP else 0.0
+    for j in range(m):
+        out[j] = scale[j] * (poly[j] + 1.0)
+
+
+@numba.njit(**_JIT)
+def _detection_into(lam, neg, detect, miss, poly, scale_bits, m):
+    """``detect = 1 − e^{−λ}`` and ``miss = e^{−λ}`` (0 beyond the cap) for ``λ ≥ 0``."""
+    for j in range(m):
+        neg[j] = -min(lam[j], _LAMBDA_CAP)
+    _pow2_reduce(neg, poly, scale_bits, m)
+    scale = scale_bits.view(np.float64)
+    for j in range(m):
+        detect[j] = -(scale[j] * poly[j] + (scale[j] - 1.0))
+        miss[j] = scale[j] * (poly[j] + 1.0) if lam[j] < _LAMBDA_CAP else 0.0
+
+
+@numba.njit(**_JIT)
+def _log_into(x, out, mant_bits, expo_bits, m):
+    """``out[j] = log x[j]`` for positive normal ``x``, ~1 ulp: ``x = mant·2^j``."""
+    bits = x.view(np.int64)
+    for j in range(m):
+        mant_bits[j] = (bits[j] & _MANTISSA) | _EXPONENT_OF_ONE
+        expo_bits[j] = ((bits[j] >> 52) & 0x7FF) | _TWO52_BITS
+    mant = mant_bits.view(np.float64)
+    expo = expo_bits.view(np.float64)
+    for j in range(m):
+        mj = mant[j]
+        ej = expo[j] - (_TWO52 + 1023.0)
+        if mj > _SQRT2:
+            mj = mj * 0.5
+            ej = ej + 1.0
+        out[j] = ej * _LN2_HI + (ej * _LN2_LO + _log_reduced(mj))
+
+
+@numba.njit(**_JIT)
+def _detection(lam):
+    """:func:`_detection_into` on a whole array (for tests)."""
+    n = lam.shape[0]
+    detect, miss = np.empty(n), np.empty(n)
+    _detection_into(lam, np.empty(n), detect, miss, np.empty(n), np.empty(n, np.int64), n)
     return detect, miss
 
 
 @numba.njit(**_JIT)
 def _log_positive(x):
-    """``log x`` for positive normal ``x``, ~1 ulp: ``x = m·2^j``, ``log m = 2 atanh(s)``."""
+    """:func:`_log_into` on a whole array (for tests)."""
     n = x.shape[0]
-    bits = x.view(np.int64)
-    mant_bits = np.empty(n, np.int64)
-    expo_bits = np.empty(n, np.int64)
-    for k in range(n):
-        mant_bits[k] = (bits[k] & _MANTISSA) | _EXPONENT_OF_ONE
-        expo_bits[k] = ((bits[k] >> 52) & 0x7FF) | _TWO52_BITS
-    mant = mant_bits.view(np.float64)
-    expo = expo_bits.view(np.float64)
     out = np.empty(n)
-    for k in range(n):
-        m = mant[k]
-        j = expo[k] - (_TWO52 + 1023.0)
-        if m > _SQRT2:
-            m = m * 0.5
-            j = j + 1.0
-        s = (m - 1.0) / (m + 1.0)
-        z = s * s
-        series = 1.0 + z * (
-            1 / 3
-            + z
-            * (
-                1 / 5
-                + z
-                * (
-                    1 / 7
-                    + z
-                    * (
-                        1 / 9
-                        + z
-                        * (
-                            1 / 11
-                            + z * (1 / 13 + z * (1 / 15 + z * (1 / 17 + z * (1 / 19 + z / 21))))
-                        )
-                    )
-                )
-            )
-        )
-        out[k] = j * _LN2_HI + (j * _LN2_LO + 2.0 * s * series)
+    _log_into(x, out, np.empty(n, np.int64), np.empty(n, np.int64), n)
     return out
 
 
 @numba.njit(**_JIT)
-def _changed_terms(log_rate, log_pattern, page, pattern):
-    """Per group: ``log(1 − e^{−λ})`` and its derivative with respect to ``log λ``."""
-    log_lam, lam = _integrated_rates(log_rate, log_pattern, page, pattern)
-    detect, miss = _detection(lam)
-    value = _log_positive(np.maximum(detect, 1e-300))
-    slope = lam * miss / detect
-    for k in range(page.shape[0]):
-        if log_lam[k] <= SERIES_BELOW:
-            lam_small = math.exp(log_lam[k])
-            value[k] = log_lam[k] - lam_small / 2.0 + lam_small * lam_small / 24.0
-            slope[k] = 1.0 - lam_small / 2.0 + lam_small * lam_small / 12.0
-    return value, slope
+def _scratch():
+    """Per-call scratch arrays of one block (in L1 cache)."""
+    f = np.empty((8, _BLOCK))
+    i = np.empty((3, _BLOCK), np.int64)
+    return f, i
+
+
+@numba.njit(**_JIT)
+def _block_terms(log_rate, log_pattern, page, pattern, start, m, f, i):
+    """Terms ``start .. start+m``: ``f[6] = log(1 − e^{−λ})``, ``f[7] = d f[6] / d log λ``.
+
+    Every loop but the first (a gather) is arithmetic on L1-resident rows, which LLVM
+    vectorises.
+    """
+    log_lam, clamped, lam, neg, detect, miss, value, slope = (
+        f[0],
+        f[1],
+        f[2],
+        f[3],
+        f[4],
+        f[5],
+        f[6],
+        f[7],
+    )
+    poly = value  # reused as scratch before the values are written
+    for j in range(m):
+        log_lam[j] = log_rate[page[start + j]] + log_pattern[pattern[start + j]]
+    for j in range(m):
+        clamped[j] = min(max(log_lam[j], -_LOG_LAMBDA_LOW), _LOG_LAMBDA_HIGH)
+    _exp_into(clamped, lam, poly, i[0], m)
+    _detection_into(lam, neg, detect, miss, poly, i[0], m)
+    _log_into(detect, value, i[1], i[2], m)
+    for j in range(m):
+        a = log_lam[j]
+        lj = lam[j]
+        if a <= SERIES_BELOW:
+            # λ would lose all precision in 1 − e^{−λ}: the series of log1mexp_of_log
+            value[j] = a - lj / 2.0 + lj * lj / 24.0
+            slope[j] = 1.0 - lj / 2.0 + lj * lj / 12.0
+        else:
+            slope[j] = lj * miss[j] / detect[j]
 
 
 @numba.njit(**_JIT)
@@ -234,28 +275,31 @@ def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
     tuple
         ``(value, d/d log_rate, d/d log_pattern)``.
     """
-    value, slope = _changed_terms(log_rate, log_pattern, page, pattern)
-    weight = count * slope
-    # plain loops, not np.dot: BLAS threads would contend with nutpie's chain threads.
-    # Groups come sorted by page: a page's weights are summed in a register and stored once
-    # (correct for any order; fastest when sorted).
+    f, i = _scratch()
     total = 0.0
     grad_rate = np.zeros(log_rate.shape[0])
     grad_pattern = np.zeros(log_pattern.shape[0])
     n = page.shape[0]
-    if n == 0:
-        return total, grad_rate, grad_pattern
-    current = page[0]
+    # Groups come sorted by page: a page's weights are summed in a register and stored
+    # once (correct for any order; fastest when sorted). Plain loops, not np.dot: BLAS
+    # threads would contend with nutpie's chain threads.
+    current = page[0] if n else 0
     running = 0.0
-    for k in range(n):
-        total += count[k] * value[k]
-        if page[k] != current:
-            grad_rate[current] += running
-            current = page[k]
-            running = 0.0
-        running += weight[k]
-        grad_pattern[pattern[k]] += weight[k]
-    grad_rate[current] += running
+    for start in range(0, n, _BLOCK):
+        m = min(_BLOCK, n - start)
+        _block_terms(log_rate, log_pattern, page, pattern, start, m, f, i)
+        for j in range(m):
+            k = start + j
+            total += count[k] * f[6, j]
+            weight = count[k] * f[7, j]
+            if page[k] != current:
+                grad_rate[current] += running
+                current = page[k]
+                running = 0.0
+            running += weight
+            grad_pattern[pattern[k]] += weight
+    if n:
+        grad_rate[current] += running
     return total, grad_rate, grad_pattern
 
 
@@ -263,10 +307,14 @@ def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
 def _changed_loglik_by_page(log_rate, log_pattern, page, pattern, count):
     n_draws, n_pages = log_rate.shape
     out = np.zeros((n_draws, n_pages))
+    f, i = _scratch()
+    n = page.shape[0]
     for s in range(n_draws):
-        value, _ = _changed_terms(log_rate[s], log_pattern[s], page, pattern)
-        for k in range(page.shape[0]):
-            out[s, page[k]] += count[k] * value[k]
+        for start in range(0, n, _BLOCK):
+            m = min(_BLOCK, n - start)
+            _block_terms(log_rate[s], log_pattern[s], page, pattern, start, m, f, i)
+            for j in range(m):
+                out[s, page[start + j]] += count[start + j] * f[6, j]
     return out
 
 
