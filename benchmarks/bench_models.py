@@ -60,6 +60,9 @@ def bench_naive(obs, cap: float, sampler: dict) -> dict:
     from bayesrate.models import HierarchicalModel
     from bayesrate.models.base import seed_int
 
+    # one-time costs (numba's first compilations in this process) go to neither version
+    warm = {**sampler, "draws": 20, "tune": 20, "chains": 2}
+    _quiet_fit(HierarchicalModel(sampler_config=warm), obs.subset(np.arange(min(5, obs.n_pages))))
     fast, notes = _quiet_fit(HierarchicalModel(sampler_config=sampler), obs)
     d = fast.diagnostics_
     out = {
