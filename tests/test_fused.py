@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from bayesrate.models.fused import (
-    _detection,
-    _log_positive,
+    _exp_into,
     changed_loglik_by_page,
     changed_loglik_numpy,
 )
@@ -34,22 +33,47 @@ def _random_groups(rng, n_pages=30, n_patterns=20, n=600):
     return page, pattern, count
 
 
-def test_vectorised_exp_and_log_match_numpy_to_a_few_ulp():
-    rng = np.random.default_rng(seed_of("fused-math"))
-    lam = np.concatenate([np.exp(rng.uniform(-40, 6.6, 200_000)), [0.0, 1e-300, 700.0, 1e6]])
-    detect, miss = _detection(lam)
-    ok = lam > 0
-    want_detect = -np.expm1(-lam)
-    want_miss = np.exp(-lam)
-    assert np.all(np.abs(detect[ok] - want_detect[ok]) <= 4 * ULP * want_detect[ok])
-    keep = want_miss > 1e-300
-    assert np.all(np.abs(miss[keep] - want_miss[keep]) <= 4 * ULP * want_miss[keep])
-    assert detect[-1] == 1.0 and miss[-1] == 0.0
-    x = np.concatenate([np.exp(rng.uniform(-700, 700, 200_000)), [1.0, 2.0, 0.5, 1e-300]])
-    got = _log_positive(x)
-    want = np.log(x)
-    assert np.all(np.abs(got - want) <= 4 * ULP * np.maximum(np.abs(want), 1.0))
-    assert got[-4] == 0.0
+def test_vectorised_exp_matches_numpy_to_a_few_ulp():
+    rng = np.random.default_rng(seed_of("fused-exp"))
+    x = np.concatenate([rng.uniform(-708, 709, 200_000), [-708.0, 0.0, 1e-300, 709.0]])
+    n = len(x)
+    got = np.empty(n)
+    _exp_into(x, got, np.empty(n), np.empty(n, np.int64), n)
+    want = np.exp(x)
+    assert np.all(np.abs(got - want) <= 4 * ULP * want)
+
+
+def test_every_term_matches_log1mexp_over_the_whole_range():
+    """One page per term: per-term value and slope against numpy's formulas.
+
+    ``e^{−λ}`` has condition number ``λ``, so the tolerance grows with ``λ`` (the kernel
+    forms ``λ`` as ``e^{log_rate}·e^{log_pattern}``, the reference as ``e^{log λ}``)."""
+    grid = np.linspace(-800, 800, 40_001)
+    near_ln2 = np.log(np.log(2.0)) + np.array([-1e-12, 0, 1e-12])
+    n = len(grid) + 3
+    page = np.arange(n)
+    pattern = np.zeros(n, dtype=np.int64)
+    count = np.ones(n)
+    for shift in (0.0, 345.0):  # exact products, and the clipped-factor path
+        log_rate = np.concatenate([grid, near_ln2]) - shift
+        log_lam = log_rate + shift  # what the kernel sees
+        by_term = changed_loglik_by_page(
+            log_rate[None, :], np.array([[shift]]), page, pattern, count
+        )[0]
+        want = np_log1mexp_of_log(log_lam)
+        with np.errstate(over="ignore"):
+            lam = np.exp(log_lam)
+        tol = 4 * ULP * (1.0 + np.minimum(lam, 1e3)) * np.abs(want) + 1e-300
+        assert np.all(np.abs(by_term - want) <= tol)
+        _, slope, _ = changed_loglik_numpy(log_rate, np.array([shift]), page, pattern, count)
+        with np.errstate(over="ignore", invalid="ignore"):
+            want_slope = np.where(
+                lam > 1.0, lam * np.exp(-lam) / -np.expm1(-lam), lam / np.expm1(lam)
+            )
+        want_slope[lam > 745] = 0.0
+        want_slope[lam < 1e-300] = 1.0
+        tol = 8 * ULP * (1.0 + np.minimum(lam, 1e3)) * want_slope + 1e-300
+        assert np.all(np.abs(slope - want_slope) <= tol)
 
 
 @pytest.mark.parametrize("spread", [0.3, 2.0, 8.0, 60.0])

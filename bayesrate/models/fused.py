@@ -15,15 +15,19 @@ How:
 * The kernel is nopython numba and releases the GIL: nutpie's chain threads run in
   parallel. (A numpy version was as fast on one thread but serialised two chains on the
   GIL; ``np.dot`` inside the kernel let BLAS threads contend with the chains.)
-* ``e^{−λ}``, ``expm1`` and ``log`` are written out (range reduction, Taylor/atanh series,
-  exponent bits) so LLVM vectorises them; numba's libm calls do not vectorise. Both are
-  accurate to about 1 ulp (tested against numpy over the whole range).
-* The (page, pattern, count) groups live on the Op, frozen into the compiled function; as
-  graph constants numba re-boxed them at every call.
+* ``λ = e^{log_rate}·e^{log_pattern}`` (per-page and per-pattern exponentials, unless a
+  factor is beyond ±340 in log), ``e^{−λ}`` by Cody-Waite range reduction and a Taylor
+  series with ``2^k`` from exponent bits, ``log(1 − e^{−λ})`` by a Bernoulli series for
+  ``λ ≤ ln 2`` and an atanh series above: all arithmetic, in blocks of 256 terms, so LLVM
+  vectorises the loops (numba's libm calls do not vectorise). Per term: ~1 ulp relative
+  for ``λ ≤ ln 2``; above, the inherent ``λ·ε`` of ``e^{−λ}`` (tested against numpy).
+* The (page, pattern, count) groups live on the Op (equal Ops: equal digests of the
+  arrays) and are frozen into the compiled function, which PyTensor caches on disk.
 
 Per term, with ``λ`` the integrated rate (``docs/science.md`` §1) and ``a = log λ``:
-``v = log(1 − e^{−λ})`` and ``dv/da = λ e^{−λ}/(1 − e^{−λ})``; below ``a = −20`` the series
-``a − e^a/2 + e^{2a}/24`` of :func:`~bayesrate.models.likelihood.log1mexp_of_log` is used.
+``v = log(1 − e^{−λ})`` and ``dv/da = λ e^{−λ}/(1 − e^{−λ})``. For tiny ``λ`` the series
+branch gives ``v = a + log((1 − e^{−λ})/λ)``, exact where ``1 − e^{−λ}`` would round (it
+replaces the ``a < −20`` series of :func:`~bayesrate.models.likelihood.log1mexp_of_log`).
 Values agree with :func:`~bayesrate.models.likelihood.np_log1mexp_of_log` to rounding, so
 the model's posterior is unchanged (tested).
 """
@@ -37,23 +41,18 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from bayesrate.models.likelihood import SERIES_BELOW
-
 # Cody-Waite split of ln 2 (fdlibm) for the exponential's range reduction
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _INV_LN2 = 1.44269504088896338700e00
-_SQRT2 = 1.4142135623730951
-_MANTISSA = np.int64(0x000FFFFFFFFFFFFF)
-_EXPONENT_OF_ONE = np.int64(0x3FF0000000000000)
-#: 2^52 as bits: OR-ing a small integer into its mantissa gives 2^52 + integer exactly
-_TWO52_BITS = np.int64(0x4330000000000000)
-_TWO52 = 4503599627370496.0
 #: λ is capped here: e^{−λ} is 0 to double precision and 2^k stays a normal number
 _LAMBDA_CAP = 708.0
 #: log λ is clamped to [-_LOG_LAMBDA_LOW, log(_LAMBDA_CAP) + 0.01] before exponentiating
 _LOG_LAMBDA_LOW = 700.0
 _LOG_LAMBDA_HIGH = 6.57
+#: per-page and per-pattern log factors beyond ±this are not multiplied as exponentials
+_FACTOR_LOG_LIMIT = 340.0
+_LN2 = 0.6931471805599453
 #: terms are processed in blocks of this many, so that the scratch arrays stay in L1
 _BLOCK = 256
 
@@ -117,9 +116,8 @@ def _expm1_reduced(r):
 
 
 @numba.njit(inline="always", **_JIT)
-def _log_reduced(m):
-    """``log m`` for ``m`` in ``[√½, √2]``: ``2 atanh(s)``, ``s = (m−1)/(m+1)``, to ``s^21``."""
-    s = (m - 1.0) / (m + 1.0)
+def _two_atanh(s):
+    """``2 atanh(s) = log((1+s)/(1−s))`` for ``|s| ≤ 0.1716``: odd series to ``s^21``."""
     z = s * s
     series = 1.0 + z * (
         1 / 3
@@ -164,51 +162,18 @@ def _exp_into(x, out, poly, scale_bits, m):
 
 
 @numba.njit(**_JIT)
-def _detection_into(lam, neg, detect, miss, poly, scale_bits, m):
-    """``detect = 1 − e^{−λ}`` and ``miss = e^{−λ}`` (0 beyond the cap) for ``λ ≥ 0``."""
-    for j in range(m):
-        neg[j] = -min(lam[j], _LAMBDA_CAP)
-    _pow2_reduce(neg, poly, scale_bits, m)
-    scale = scale_bits.view(np.float64)
-    for j in range(m):
-        detect[j] = -(scale[j] * poly[j] + (scale[j] - 1.0))
-        miss[j] = scale[j] * (poly[j] + 1.0) if lam[j] < _LAMBDA_CAP else 0.0
-
-
-@numba.njit(**_JIT)
-def _log_into(x, out, mant_bits, expo_bits, m):
-    """``out[j] = log x[j]`` for positive normal ``x``, ~1 ulp: ``x = mant·2^j``."""
-    bits = x.view(np.int64)
-    for j in range(m):
-        mant_bits[j] = (bits[j] & _MANTISSA) | _EXPONENT_OF_ONE
-        expo_bits[j] = ((bits[j] >> 52) & 0x7FF) | _TWO52_BITS
-    mant = mant_bits.view(np.float64)
-    expo = expo_bits.view(np.float64)
-    for j in range(m):
-        mj = mant[j]
-        ej = expo[j] - (_TWO52 + 1023.0)
-        if mj > _SQRT2:
-            mj = mj * 0.5
-            ej = ej + 1.0
-        out[j] = ej * _LN2_HI + (ej * _LN2_LO + _log_reduced(mj))
-
-
-@numba.njit(**_JIT)
-def _detection(lam):
-    """:func:`_detection_into` on a whole array (for tests)."""
-    n = lam.shape[0]
-    detect, miss = np.empty(n), np.empty(n)
-    _detection_into(lam, np.empty(n), detect, miss, np.empty(n), np.empty(n, np.int64), n)
-    return detect, miss
-
-
-@numba.njit(**_JIT)
-def _log_positive(x):
-    """:func:`_log_into` on a whole array (for tests)."""
-    n = x.shape[0]
-    out = np.empty(n)
-    _log_into(x, out, np.empty(n, np.int64), np.empty(n, np.int64), n)
-    return out
+def _factors(log_rate, log_pattern):
+    """``exp`` of the per-page and per-pattern log factors, clipped to ±340 so that
+    products neither overflow nor underflow; whether no clipping happened."""
+    exact = bool(np.all(np.abs(log_rate) <= _FACTOR_LOG_LIMIT)) and bool(
+        np.all(np.abs(log_pattern) <= _FACTOR_LOG_LIMIT)
+    )
+    clip = _FACTOR_LOG_LIMIT
+    return (
+        np.exp(np.minimum(np.maximum(log_rate, -clip), clip)),
+        np.exp(np.minimum(np.maximum(log_pattern, -clip), clip)),
+        exact,
+    )
 
 
 @numba.njit(**_JIT)
@@ -219,40 +184,138 @@ def _scratch():
     return f, i
 
 
-@numba.njit(**_JIT)
-def _block_terms(log_rate, log_pattern, page, pattern, start, m, f, i):
-    """Terms ``start .. start+m``: ``f[6] = log(1 − e^{−λ})``, ``f[7] = d f[6] / d log λ``.
+@numba.njit(inline="always", **_JIT)
+def _log1mexp_small(lam):
+    """``log((1 − e^{−λ})/λ)`` for ``0 ≤ λ ≤ ln 2``: ``−λ/2 + Σ B_2n λ^2n / (2n (2n)!)``.
 
-    Every loop but the first (a gather) is arithmetic on L1-resident rows, which LLVM
-    vectorises.
+    Bernoulli-number series to ``λ^20`` (next term < 1e-19 at ``λ = ln 2``).
     """
-    log_lam, clamped, lam, neg, detect, miss, value, slope = (
-        f[0],
-        f[1],
-        f[2],
-        f[3],
-        f[4],
-        f[5],
-        f[6],
-        f[7],
+    z = lam * lam
+    return -0.5 * lam + z * (
+        0.041666666666666664
+        + z
+        * (
+            -0.00034722222222222224
+            + z
+            * (
+                5.5114638447971785e-06
+                + z
+                * (
+                    -1.033399470899471e-07
+                    + z
+                    * (
+                        2.08767569878681e-09
+                        + z
+                        * (
+                            -4.403491782239578e-11
+                            + z
+                            * (
+                                9.55895466477477e-13
+                                + z
+                                * (
+                                    -2.1185501852016142e-14
+                                    + z * (4.770034475709914e-16 + z * (-1.087434349279031e-17))
+                                )
+                            )
+                        )
+                    )
+                )
+            )
+        )
     )
-    poly = value  # reused as scratch before the values are written
+
+
+@numba.njit(inline="always", **_JIT)
+def _slope_small(lam):
+    """``λ/(e^λ − 1) = 1 − λ/2 + Σ B_2n λ^2n/(2n)!`` for ``0 ≤ λ ≤ ln 2`` (to ``λ^20``)."""
+    z = lam * lam
+    return (
+        1.0
+        - 0.5 * lam
+        + z
+        * (
+            0.08333333333333333
+            + z
+            * (
+                -0.001388888888888889
+                + z
+                * (
+                    3.306878306878307e-05
+                    + z
+                    * (
+                        -8.267195767195768e-07
+                        + z
+                        * (
+                            2.08767569878681e-08
+                            + z
+                            * (
+                                -5.284190138687493e-10
+                                + z
+                                * (
+                                    1.3382536530684679e-11
+                                    + z
+                                    * (
+                                        -3.3896802963225827e-13
+                                        + z * (8.586062056277845e-15 + z * (-2.174868698558062e-16))
+                                    )
+                                )
+                            )
+                        )
+                    )
+                )
+            )
+        )
+    )
+
+
+@numba.njit(**_JIT)
+def _scratch():
+    """Per-call scratch arrays of one block (in L1 cache)."""
+    f = np.empty((6, _BLOCK))
+    i = np.empty((1, _BLOCK), np.int64)
+    return f, i
+
+
+@numba.njit(**_JIT)
+def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i):
+    """Terms ``start .. start+m``: ``f[4] = log(1 − e^{−λ})``, ``f[5] = d f[4] / d log λ``.
+
+    ``rate``/``mult`` are ``exp`` of the clipped log factors; ``exact_product`` says no
+    factor was clipped, so ``λ = rate·mult`` (else ``λ = exp(log λ)``, vectorised).
+    Two branches, both evaluated and selected per term (so the loops vectorise):
+
+    * ``λ ≤ ln 2``: ``log λ + log((1 − e^{−λ})/λ)`` and ``λ/(e^λ − 1)`` by their series
+      (this also covers ``λ`` far below ``e^{−20}``, where ``1 − e^{−λ}`` would round);
+    * ``λ > ln 2``: ``q = e^{−λ} ≤ ½``, ``log(1 − q)`` by range reduction to ``[√½, √2]``
+      and the atanh series (its own series below ``q = 10⁻³``), and ``λq/(1 − q)``.
+    """
+    log_lam, lam, neg, miss, value, slope = f[0], f[1], f[2], f[3], f[4], f[5]
+    if exact_product:
+        for j in range(m):
+            p = page[start + j]
+            b = pattern[start + j]
+            log_lam[j] = log_rate[p] + log_pattern[b]
+            lam[j] = rate[p] * mult[b]
+    else:
+        for j in range(m):
+            log_lam[j] = log_rate[page[start + j]] + log_pattern[pattern[start + j]]
+            neg[j] = min(max(log_lam[j], -_LOG_LAMBDA_LOW), _LOG_LAMBDA_HIGH)
+        _exp_into(neg, lam, miss, i[0], m)
     for j in range(m):
-        log_lam[j] = log_rate[page[start + j]] + log_pattern[pattern[start + j]]
+        neg[j] = -min(lam[j], _LAMBDA_CAP)
+    _exp_into(neg, miss, value, i[0], m)
     for j in range(m):
-        clamped[j] = min(max(log_lam[j], -_LOG_LAMBDA_LOW), _LOG_LAMBDA_HIGH)
-    _exp_into(clamped, lam, poly, i[0], m)
-    _detection_into(lam, neg, detect, miss, poly, i[0], m)
-    _log_into(detect, value, i[1], i[2], m)
-    for j in range(m):
-        a = log_lam[j]
         lj = lam[j]
-        if a <= SERIES_BELOW:
-            # λ would lose all precision in 1 − e^{−λ}: the series of log1mexp_of_log
-            value[j] = a - lj / 2.0 + lj * lj / 24.0
-            slope[j] = 1.0 - lj / 2.0 + lj * lj / 12.0
-        else:
-            slope[j] = lj * miss[j] / detect[j]
+        q = miss[j] if lj < _LAMBDA_CAP else 0.0
+        # log(1 − q): with s = −q/(2 − q) (relative accuracy kept for small q), or for
+        # q > 0.29 with 1 − q (exact there) reduced to [1, √2]: 2(1 − q) in [1, 1.42]
+        y = 1.0 - q
+        big_q = q > 0.29
+        s = (y - 0.5) / (y + 0.5) if big_q else -q / (2.0 - q)
+        log_y = _two_atanh(s) - (_LN2_HI + _LN2_LO if big_q else 0.0)
+        small = lj <= _LN2
+        value[j] = log_lam[j] + _log1mexp_small(lj) if small else log_y
+        slope[j] = _slope_small(lj) if small else lj * q / y
 
 
 @numba.njit(**_JIT)
@@ -276,6 +339,7 @@ def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
         ``(value, d/d log_rate, d/d log_pattern)``.
     """
     f, i = _scratch()
+    rate, mult, exact_product = _factors(log_rate, log_pattern)
     total = 0.0
     grad_rate = np.zeros(log_rate.shape[0])
     grad_pattern = np.zeros(log_pattern.shape[0])
@@ -287,11 +351,13 @@ def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
     running = 0.0
     for start in range(0, n, _BLOCK):
         m = min(_BLOCK, n - start)
-        _block_terms(log_rate, log_pattern, page, pattern, start, m, f, i)
+        _block_terms(
+            log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i
+        )
         for j in range(m):
             k = start + j
-            total += count[k] * f[6, j]
-            weight = count[k] * f[7, j]
+            total += count[k] * f[4, j]
+            weight = count[k] * f[5, j]
             if page[k] != current:
                 grad_rate[current] += running
                 current = page[k]
@@ -310,11 +376,24 @@ def _changed_loglik_by_page(log_rate, log_pattern, page, pattern, count):
     f, i = _scratch()
     n = page.shape[0]
     for s in range(n_draws):
+        rate, mult, exact_product = _factors(log_rate[s], log_pattern[s])
         for start in range(0, n, _BLOCK):
             m = min(_BLOCK, n - start)
-            _block_terms(log_rate[s], log_pattern[s], page, pattern, start, m, f, i)
+            _block_terms(
+                log_rate[s],
+                log_pattern[s],
+                rate,
+                mult,
+                exact_product,
+                page,
+                pattern,
+                start,
+                m,
+                f,
+                i,
+            )
             for j in range(m):
-                out[s, page[start + j]] += count[start + j] * f[6, j]
+                out[s, page[start + j]] += count[start + j] * f[4, j]
     return out
 
 
