@@ -28,16 +28,19 @@ def main() -> None:
     parser.add_argument(
         "--default-prior",
         action="store_true",
-        help="rates from the documented default prior instead of the shipped artifact",
+        help="rates from the documented default prior instead of the shipped artifact "
+        "(models/, as `bayesrate schedule simulate` finds it)",
     )
     parser.add_argument("--seed", default="bayesrate-schedule-simulate")
     parser.add_argument("--json", help="write all results here")
     args = parser.parse_args()
 
-    from bayesrate.priors import PriorSet
+    from bayesrate.priors import PriorSet, find_artifact
     from bayesrate.scheduler.simulate import compare
 
-    priors = PriorSet.default() if args.default_prior else None
+    found = None if args.default_prior else find_artifact()
+    priors = PriorSet.load(found) if found is not None else PriorSet.default()
+    print(f"priors: {found or 'default Gamma(1, 1 day)'}")
     rows = []
     print(
         f"{'budget/URL/day':>14} {'best production':>22} {'oracle/best':>11} "
@@ -64,7 +67,7 @@ def main() -> None:
         )
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"setup": vars(args), "rows": rows}, fh, indent=2)
+            json.dump({"setup": vars(args), "priors": str(found), "rows": rows}, fh, indent=2)
 
 
 if __name__ == "__main__":
