@@ -311,7 +311,8 @@ def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern
         # q > 0.29 with 1 − q (exact there) reduced to [1, √2]: 2(1 − q) in [1, 1.42]
         y = 1.0 - q
         big_q = q > 0.29
-        s = (y - 0.5) / (y + 0.5) if big_q else -q / (2.0 - q)
+        # one division: the numerator and denominator are selected, not the quotients
+        s = (y - 0.5 if big_q else -q) / (y + 0.5 if big_q else 2.0 - q)
         log_y = _two_atanh(s) - (_LN2_HI + _LN2_LO if big_q else 0.0)
         small = lj <= _LN2
         value[j] = log_lam[j] + _log1mexp_small(lj) if small else log_y
