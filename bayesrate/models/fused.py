@@ -4,8 +4,9 @@
 is the expensive part of :func:`bayesrate.models.likelihood.hour_of_week_loglik`: on an
 hourly grid there is one term per (page, hour-of-week bucket) with a change (24,700 of them
 on ``pages_like(300)``). As a graph of gathers, elementwise ops and scatter-adds, one
-log-density + gradient cost 0.75 ms under nutpie's numba backend; this Op computes value
-and gradient in one pass, 0.28 ms (``benchmarks/RESULTS.md`` → Models).
+log-density + gradient cost 0.75 ms under nutpie's numba backend; with this Op, which
+computes value and gradient in one pass (0.25–0.29 ms), the model's costs 0.36–0.48 ms
+(``benchmarks/RESULTS.md`` → Models).
 
 How:
 
@@ -176,14 +177,6 @@ def _factors(log_rate, log_pattern):
     )
 
 
-@numba.njit(**_JIT)
-def _scratch():
-    """Per-call scratch arrays of one block (in L1 cache)."""
-    f = np.empty((8, _BLOCK))
-    i = np.empty((3, _BLOCK), np.int64)
-    return f, i
-
-
 @numba.njit(inline="always", **_JIT)
 def _log1mexp_small(lam):
     """``log((1 − e^{−λ})/λ)`` for ``0 ≤ λ ≤ ln 2``: ``−λ/2 + Σ B_2n λ^2n / (2n (2n)!)``.
@@ -286,8 +279,8 @@ def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern
 
     * ``λ ≤ ln 2``: ``log λ + log((1 − e^{−λ})/λ)`` and ``λ/(e^λ − 1)`` by their series
       (this also covers ``λ`` far below ``e^{−20}``, where ``1 − e^{−λ}`` would round);
-    * ``λ > ln 2``: ``q = e^{−λ} ≤ ½``, ``log(1 − q)`` by range reduction to ``[√½, √2]``
-      and the atanh series (its own series below ``q = 10⁻³``), and ``λq/(1 − q)``.
+    * ``λ > ln 2``: ``q = e^{−λ} ≤ ½``, ``log(1 − q) = 2 atanh(−q/(2 − q))`` (or, for
+      ``q > 0.29``, ``log(2(1 − q)) − ln 2`` by the same series), and ``λq/(1 − q)``.
     """
     log_lam, lam, neg, miss, value, slope = f[0], f[1], f[2], f[3], f[4], f[5]
     if exact_product:
@@ -307,8 +300,8 @@ def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern
     for j in range(m):
         lj = lam[j]
         q = miss[j] if lj < _LAMBDA_CAP else 0.0
-        # log(1 − q): with s = −q/(2 − q) (relative accuracy kept for small q), or for
-        # q > 0.29 with 1 − q (exact there) reduced to [1, √2]: 2(1 − q) in [1, 1.42]
+        # log(1 − q): s = −q/(2 − q) keeps the relative accuracy for small q; for q > 0.29
+        # (|s| would pass 0.17) 2(1 − q) lies in [1, 1.42], and 1 − q rounds by ≤ 2⁻⁵⁴
         y = 1.0 - q
         big_q = q > 0.29
         # one division: the numerator and denominator are selected, not the quotients
