@@ -36,6 +36,14 @@ def _quiet_fit(model, obs, **kw):
     return model, [str(w.message) for w in caught]
 
 
+def _warm_up(classes, obs, sampler: dict) -> None:
+    """A tiny fit of each model class, so that numba's one-time compilations in this
+    process are charged to none of the timed fits."""
+    warm = {**sampler, "draws": 20, "tune": 20, "chains": 2}
+    for cls in classes:
+        _quiet_fit(cls(sampler_config=warm), obs.subset(np.arange(min(5, obs.n_pages))))
+
+
 def naive_model(hier, obs):
     """The hierarchical model with one Bernoulli per visit interval (what not to do)."""
     import pymc as pm
@@ -60,9 +68,7 @@ def bench_naive(obs, cap: float, sampler: dict) -> dict:
     from bayesrate.models import HierarchicalModel
     from bayesrate.models.base import seed_int
 
-    # one-time costs (numba's first compilations in this process) go to neither version
-    warm = {**sampler, "draws": 20, "tune": 20, "chains": 2}
-    _quiet_fit(HierarchicalModel(sampler_config=warm), obs.subset(np.arange(min(5, obs.n_pages))))
+    _warm_up((HierarchicalModel,), obs, sampler)
     fast, notes = _quiet_fit(HierarchicalModel(sampler_config=sampler), obs)
     d = fast.diagnostics_
     out = {
@@ -248,10 +254,7 @@ def bench_modulated(obs, sampler: dict) -> dict:
     from bayesrate.models import HierarchicalModel
     from bayesrate.models.modulated import ModulatedModel
 
-    # one-time costs (numba's first compilations in this process) go to neither fit
-    warm = {**sampler, "draws": 20, "tune": 20, "chains": 2}
-    for cls in (HierarchicalModel, ModulatedModel):
-        _quiet_fit(cls(sampler_config=warm), obs.subset(np.arange(min(5, obs.n_pages))))
+    _warm_up((HierarchicalModel, ModulatedModel), obs, sampler)
     hier, hn = _quiet_fit(HierarchicalModel(sampler_config=sampler), obs)
     mod, mn = _quiet_fit(ModulatedModel(sampler_config=sampler), obs)
     h, m = hier.diagnostics_, mod.diagnostics_

@@ -22,7 +22,7 @@ from bayesrate.models import CensoredModel, ConvergenceWarning, HierarchicalMode
 from bayesrate.models.likelihood import np_log1mexp_of_log
 from bayesrate.models.modulated import ModulatedModel
 from bayesrate.observations import Observations
-from tests.conftest import seed_of
+from tests.conftest import raw_loglik, seed_of
 
 with warnings.catch_warnings():
     # pymc 6.3 imports IfElse from its deprecated pytensor location (attributed to pymc,
@@ -49,20 +49,6 @@ def _pages_with_intervals(rng: np.random.Generator) -> Observations:
         flags = np.concatenate([[0], (rng.random(n) < p).astype(int)])
         rows.append(pd.DataFrame({"page": label, "time": t, "changed": flags, "domain": "d"}))
     return Observations.from_frame(pd.concat(rows, ignore_index=True))
-
-
-def _raw_loglik(obs: Observations, page: int, lam: float) -> float:
-    """Per-interval log-likelihood from the raw visits (independent of sufficient stats)."""
-    sl = slice(obs.offsets[page], obs.offsets[page + 1])
-    t, c = obs.time[sl], obs.changed[sl]
-    total = 0.0
-    for k in range(1, len(t)):
-        x = lam * (t[k] - t[k - 1])
-        if c[k]:  # log(1 - e^{-x}), each branch where it is accurate
-            total += math.log(-math.expm1(-x)) if x < 0.5 else math.log1p(-math.exp(-x))
-        else:
-            total -= x
-    return total
 
 
 def _degenerate_obs(rng: np.random.Generator) -> Observations:
@@ -162,10 +148,10 @@ def _quadrature_posterior(obs, page, log_prior):
     """Posterior mean, sd and 5/95% quantiles of λ (per hour) by scipy quadrature in log λ."""
 
     def unnorm(theta):
-        return math.exp(_raw_loglik(obs, page, math.exp(theta)) + log_prior(theta) - shift)
+        return math.exp(raw_loglik(obs, page, math.exp(theta)) + log_prior(theta) - shift)
 
     grid = np.linspace(-15, 5, 400)
-    logs = [_raw_loglik(obs, page, math.exp(t)) + log_prior(t) for t in grid]
+    logs = [raw_loglik(obs, page, math.exp(t)) + log_prior(t) for t in grid]
     shift = max(logs)
     peak = grid[int(np.argmax(logs))]
     lo, hi = peak - 12, peak + 12
@@ -242,7 +228,7 @@ def test_fit_result_layout_and_pointwise_loglik(gamma_fit, small_obs):
     assert ll.dims == ("chain", "draw", "page")
     assert list(ll["page"].values) == ["a", "b", "c"]
     rate = idata["posterior"]["rate"].isel(chain=1, draw=7).values
-    want = [_raw_loglik(small_obs, p, rate[p]) for p in range(3)]
+    want = [raw_loglik(small_obs, p, rate[p]) for p in range(3)]
     np.testing.assert_allclose(ll.isel(chain=1, draw=7).values, want, rtol=1e-10)
     summary = gamma_fit.page_summary_
     assert list(summary.columns) == [
@@ -328,7 +314,7 @@ def test_hierarchical_degenerate_pages_fit_cleanly(hier_fit, degenerate_obs):
     # single-visit pages have no intervals: log-likelihood exactly 0
     assert (ll.sel(page=["single", "lonely"]).values == 0).all()
     rate = post["rate"].isel(chain=0, draw=3).values
-    want = [_raw_loglik(degenerate_obs, p, rate[p]) for p in range(degenerate_obs.n_pages)]
+    want = [raw_loglik(degenerate_obs, p, rate[p]) for p in range(degenerate_obs.n_pages)]
     np.testing.assert_allclose(ll.isel(chain=0, draw=3).values, want, rtol=1e-10)
     summary = hier_fit.page_summary_.set_index("page")
     # the page that changed at every 2-h visit is estimated faster than the one that never did
@@ -409,7 +395,7 @@ def test_modulated_flat_multiplier_equals_interval_loglik(degenerate_obs, rng):
     )
     for s in range(3):
         want = [
-            _raw_loglik(degenerate_obs, p, math.exp(log_rate[s, p]))
+            raw_loglik(degenerate_obs, p, math.exp(log_rate[s, p]))
             for p in range(degenerate_obs.n_pages)
         ]
         np.testing.assert_allclose(got[s], want, rtol=1e-9, atol=1e-12)

@@ -11,20 +11,7 @@ from scipy import integrate, stats
 
 from bayesrate.models import scale
 from bayesrate.observations import Observations
-from tests.conftest import seed_of
-
-
-def _raw_loglik(obs: Observations, page: int, lam: float) -> float:
-    sl = slice(obs.offsets[page], obs.offsets[page + 1])
-    t, c = obs.time[sl], obs.changed[sl]
-    total = 0.0
-    for k in range(1, len(t)):
-        x = lam * (t[k] - t[k - 1])
-        if c[k]:
-            total += math.log(-math.expm1(-x)) if x < 0.5 else math.log1p(-math.exp(-x))
-        else:
-            total -= x
-    return total
+from tests.conftest import raw_loglik, seed_of
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +34,7 @@ def test_page_loglik_grid_matches_raw_visits(obs):
     pages = np.array([2, 0, 3])
     grid = scale.page_loglik_grid(obs.interval_stats, pages, theta)
     for row, page in enumerate(pages):
-        want = [_raw_loglik(obs, page, math.exp(t)) for t in theta]
+        want = [raw_loglik(obs, page, math.exp(t)) for t in theta]
         np.testing.assert_allclose(grid[row], want, rtol=1e-10, atol=1e-12)
 
 
@@ -65,13 +52,13 @@ def test_stratified_sample_covers_every_domain(rng):
 def _quad_page(obs, page, prior_logpdf):
     """Mean of λ and 5/95% quantiles by quadrature in θ (oracle)."""
     grid = np.linspace(-14, 5, 600)
-    logs = np.array([_raw_loglik(obs, page, math.exp(t)) + prior_logpdf(t) for t in grid])
+    logs = np.array([raw_loglik(obs, page, math.exp(t)) + prior_logpdf(t) for t in grid])
     shift = logs.max()
     peak = grid[np.argmax(logs)]
     lo, hi = peak - 15, peak + 15
 
     def f(t):
-        return math.exp(_raw_loglik(obs, page, math.exp(t)) + prior_logpdf(t) - shift)
+        return math.exp(raw_loglik(obs, page, math.exp(t)) + prior_logpdf(t) - shift)
 
     z = integrate.quad(f, lo, hi, points=[peak], limit=200)[0]
     mean = integrate.quad(lambda t: math.exp(t) * f(t), lo, hi, points=[peak], limit=200)[0] / z
@@ -102,7 +89,7 @@ def test_domain_mean_posterior_matches_brute_force(obs):
             for p in members:
 
                 def f(t, p=p):
-                    return math.exp(_raw_loglik(obs, p, math.exp(t))) * stats.norm.pdf(t, m, sd_p)
+                    return math.exp(raw_loglik(obs, p, math.exp(t))) * stats.norm.pdf(t, m, sd_p)
 
                 total += math.log(integrate.quad(f, m - 9 * sd_p, m + 9 * sd_p, limit=200)[0])
             return total + stats.norm.logpdf(m, mu_g, sd_d)

@@ -100,8 +100,11 @@ def test_batch_equals_one_by_one(rng):
     s = np.argsort(t, kind="stable")
     batch.observe(u[s].tolist(), t[s], c[s], hosts=h[s].tolist())
     for col in ("alpha", "beta", "last_fetch", "n_fetch", "n_changed"):
-        np.testing.assert_allclose(batch.column(col)[np.argsort(batch.urls)],
-                                   one.column(col)[np.argsort(one.urls)], rtol=1e-12)
+        np.testing.assert_allclose(
+            batch.column(col)[np.argsort(batch.urls)],
+            one.column(col)[np.argsort(one.urls)],
+            rtol=1e-12,
+        )
 
 
 @pytest.mark.parametrize(
@@ -142,8 +145,9 @@ def test_modulation_integral_matches_clock_overlap(rng):
         np.testing.assert_allclose(mod.integral(start, end), expect, rtol=1e-9, atol=1e-9)
     mod = Modulation(m, "UTC")
     amount = rng.exponential(20.0, 200)
-    np.testing.assert_allclose(mod.integral(start, mod.advance(start, amount)), amount,
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        mod.integral(start, mod.advance(start, amount)), amount, rtol=1e-9, atol=1e-9
+    )
 
 
 def test_next_check_factor_and_cap_for_always_changed():
@@ -172,12 +176,13 @@ def test_due_matches_brute_force_priority(rng):
     w = rng.pareto(1.5, n) + 0.1
     st.observe(urls, T0 + rng.uniform(0, 100, n), np.zeros(n), hosts=["h"] * n, weights=w)
     more = rng.choice(n, 200, replace=False)
-    st.observe([urls[i] for i in more], T0 + 100 + rng.uniform(0, 50, 200),
-               rng.integers(0, 2, 200))
+    st.observe([urls[i] for i in more], T0 + 100 + rng.uniform(0, 50, 200), rng.integers(0, 2, 200))
     now = T0 + 160.0
     # independent: w · α/β · elapsed by hand
-    value = {u: st.weight[i] * st.alpha[i] / st.beta[i] * (now - st.last_fetch[i])
-             for i, u in enumerate(st.urls)}
+    value = {
+        u: st.weight[i] * st.alpha[i] / st.beta[i] * (now - st.last_fetch[i])
+        for i, u in enumerate(st.urls)
+    }
     expect = sorted(value, key=lambda u: -value[u])[:25]
     got = [st.urls[i] for i in decide.due(st, now, 25)]
     assert got == expect
@@ -205,8 +210,9 @@ def test_politeness_never_violated(rng):
         now += float(rng.uniform(0.05, 0.5))
         rows = decide.due(st, now, int(rng.integers(1, 40)))
         if len(rows):
-            st.observe([st.urls[i] for i in rows], np.full(len(rows), now),
-                       rng.integers(0, 2, len(rows)))
+            st.observe(
+                [st.urls[i] for i in rows], np.full(len(rows), now), rng.integers(0, 2, len(rows))
+            )
             log += [(hosts[i], now) for i in rows]
     assert len(log) > 200
     # brute force over the whole history: any window (t - W, t] holds <= limit per host
@@ -228,8 +234,13 @@ def test_plan_respects_budget_floor_and_host_caps(rng):
     cfg = SchedulerConfig(politeness_limit=2, politeness_window=1.0, max_interval=24 * 60)
     st = SchedulerState(config=cfg)
     n = 2000
-    st.observe([f"u{i}" for i in range(n)], np.full(n, T0), np.zeros(n),
-               hosts=[f"h{i % 50}" for i in range(n)], weights=rng.pareto(1.5, n) + 0.1)
+    st.observe(
+        [f"u{i}" for i in range(n)],
+        np.full(n, T0),
+        np.zeros(n),
+        hosts=[f"h{i % 50}" for i in range(n)],
+        weights=rng.pareto(1.5, n) + 0.1,
+    )
     budget = 0.2 / 24 * n
     p = decide.plan(st, budget)
     assert p.sum() <= budget
@@ -256,16 +267,26 @@ def test_priority_uses_hour_of_week_multipliers(rng):
     st = SchedulerState(priors, SchedulerConfig(max_interval=1e6))
     n = 50
     last = T0 + rng.uniform(0, 300, n)
-    st.observe([f"u{i}" for i in range(n)], last, np.zeros(n), hosts=["h"] * n,
-               weights=rng.uniform(0.5, 2, n))
+    st.observe(
+        [f"u{i}" for i in range(n)],
+        last,
+        np.zeros(n),
+        hosts=["h"] * n,
+        weights=rng.uniform(0.5, 2, n),
+    )
     now = T0 + 400.0
-    expect = st.weight * st.alpha / st.beta * (
-        hour_of_week_overlap(last, np.full(n, now), "America/New_York") @ m)
+    expect = (
+        st.weight
+        * st.alpha
+        / st.beta
+        * (hour_of_week_overlap(last, np.full(n, now), "America/New_York") @ m)
+    )
     np.testing.assert_allclose(decide.priority(st, now), expect, rtol=1e-9)
     # and the update used the integrated modulation as exposure (unchanged: β += ∫m)
     st.observe(["u0"], [now], [0])
-    beta_expect = 3.0 * 24 + hour_of_week_overlap(last[:1], np.array([now]),
-                                                  "America/New_York")[0] @ m
+    beta_expect = (
+        3.0 * 24 + hour_of_week_overlap(last[:1], np.array([now]), "America/New_York")[0] @ m
+    )
     assert st.beta[0] == pytest.approx(beta_expect, rel=1e-9)
 
 

@@ -39,8 +39,14 @@ def _brute(objective, w, lam, budget, lower=0.0, upper=None, hosts=None, caps=No
     best = None
     for _ in range(8):
         x0 = np.clip(gen.dirichlet(np.ones(n)) * budget, lo, hi)
-        r = minimize(f, x0, method="SLSQP", bounds=list(zip(lo, hi, strict=True)),
-                     constraints=cons, options={"ftol": 1e-13, "maxiter": 500})
+        r = minimize(
+            f,
+            x0,
+            method="SLSQP",
+            bounds=list(zip(lo, hi, strict=True)),
+            constraints=cons,
+            options={"ftol": 1e-13, "maxiter": 500},
+        )
         if best is None or r.fun < best.fun:
             best = r
     return best.x, best.fun
@@ -86,8 +92,9 @@ def test_bounds_and_host_caps_match_brute_force(rng, objective):
     hosts = np.array([0, 0, 0, 1, 1, 2])
     caps = np.array([0.3, 5.0, 0.2])
     budget = 1.5
-    p = optimal_rates(w, lam, budget, objective=objective, lower=0.02, upper=0.8,
-                      hosts=hosts, host_caps=caps)
+    p = optimal_rates(
+        w, lam, budget, objective=objective, lower=0.02, upper=0.8, hosts=hosts, host_caps=caps
+    )
     assert p.sum() <= budget * (1 + 1e-12)
     assert (np.bincount(hosts, weights=p) <= caps * (1 + 1e-12)).all()
     assert (p >= 0.02 - 1e-12).all() and (p <= 0.8 + 1e-12).all()
@@ -113,8 +120,14 @@ def test_budget_never_exceeded_large(rng):
     lam = rng.gamma(0.5, 2.0, n)
     for budget in (1e-3, 1.0, 1e3, 1e6):
         for obj in ("freshness", "harmonic"):
-            p = optimal_rates(w, lam, budget, objective=obj, lower=0.0,
-                              upper=np.inf if obj == "freshness" else 1e12)
+            p = optimal_rates(
+                w,
+                lam,
+                budget,
+                objective=obj,
+                lower=0.0,
+                upper=np.inf if obj == "freshness" else 1e12,
+            )
             assert p.sum() <= budget
             assert (p >= 0).all()
     hosts = rng.integers(0, 100, n)

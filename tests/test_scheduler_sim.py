@@ -147,8 +147,10 @@ class Recorder:
 def test_budget_and_politeness_never_violated():
     w = make_world(400, 4.0, "test-polite", dt=0.5, host_limit=2, n_hosts=5, budget=2.0)
     budget = 2.0
-    pols = [Recorder(PlannedPolicy(w, budget), w.hosts),
-            Recorder(Uniform(w.n, scale=0.004), w.hosts)]
+    pols = [
+        Recorder(PlannedPolicy(w, budget), w.hosts),
+        Recorder(Uniform(w.n, scale=0.004), w.hosts),
+    ]
     res = run(w, pols, budget)
     for rec in pols:
         total = 0
@@ -164,8 +166,15 @@ def test_budget_and_politeness_never_violated():
 def test_compare_small_runs_and_matches_budget():
     r = compare(600, 8.0, 0.5, seed="test-compare-small")
     pol = r["policies"]
-    assert set(pol) == {"uniform", "nutch-adaptive", "stormcrawler-adaptive", "heritrix-wait",
-                        "pagestate", "bayesrate", "oracle"}
+    assert set(pol) == {
+        "uniform",
+        "nutch-adaptive",
+        "stormcrawler-adaptive",
+        "heritrix-wait",
+        "pagestate",
+        "bayesrate",
+        "oracle",
+    }
     for name, v in pol.items():
         assert 0.98 <= v["fetches_vs_budget"] <= 1.0, name
         assert 0 < v["freshness"] < 1
@@ -187,18 +196,19 @@ def test_headline_targets():
 def test_cli_round_trip(tmp_path, capsys):
     db = str(tmp_path / "s.db")
     f1 = tmp_path / "f1.csv"
-    f1.write_text("url,time,changed,host,weight\n"
-                  "https://a/1,2025-01-06T00:00:00Z,0,a,2\n"
-                  "https://a/2,2025-01-06T00:00:00Z,0,a,1\n"
-                  "https://b/1,2025-01-06T00:00:00Z,0,b,5\n")
+    f1.write_text(
+        "url,time,changed,host,weight\n"
+        "https://a/1,2025-01-06T00:00:00Z,0,a,2\n"
+        "https://a/2,2025-01-06T00:00:00Z,0,a,1\n"
+        "https://b/1,2025-01-06T00:00:00Z,0,b,5\n"
+    )
     f2 = tmp_path / "f2.csv"
     f2.write_text("url,time,changed\nhttps://a/1,482261,1\nhttps://b/1,482262,0\n")
     assert main(["schedule", "init", db, "--politeness-limit", "1"]) == 0
     assert main(["schedule", "observe", db, str(f1)]) == 0
     assert main(["schedule", "observe", db, str(f2)]) == 0
     capsys.readouterr()
-    assert main(["schedule", "due", db, "--now", "2025-01-06T12:00:00Z", "--k", "5",
-                 "--json"]) == 0
+    assert main(["schedule", "due", db, "--now", "2025-01-06T12:00:00Z", "--k", "5", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["now"] == 482256 + 12
     # politeness (1 per host per hour) allows one URL per host: a/1 beats a/2 on
@@ -219,8 +229,24 @@ def test_cli_round_trip(tmp_path, capsys):
 
 def test_cli_simulate_json(capsys, tmp_path):
     png = tmp_path / "f.png"
-    assert main(["schedule", "simulate", "--pages", "300", "--days", "4", "--budget", "1",
-                 "--json", "--plot", str(png)]) == 0
+    assert (
+        main(
+            [
+                "schedule",
+                "simulate",
+                "--pages",
+                "300",
+                "--days",
+                "4",
+                "--budget",
+                "1",
+                "--json",
+                "--plot",
+                str(png),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert set(out["policies"]["bayesrate"]) == {"freshness", "harmonic_staleness", "fetches"}
     assert png.stat().st_size > 1000
@@ -230,9 +256,11 @@ def test_world_from_artifact_priors_with_hour_of_week(rng):
     from bayesrate.priors import GammaPrior, PriorSet
 
     m = rng.uniform(0.2, 3.0, 168)
-    priors = PriorSet(GammaPrior(1.0, 2.0),
-                      {"fast.org": GammaPrior(4.0, 1.0), "slow.org": GammaPrior(2.0, 40.0)},
-                      hour_of_week=m / m.mean())
+    priors = PriorSet(
+        GammaPrior(1.0, 2.0),
+        {"fast.org": GammaPrior(4.0, 1.0), "slow.org": GammaPrior(2.0, 40.0)},
+        hour_of_week=m / m.mean(),
+    )
     w = make_world(400, 3.0, "test-artifact-world", priors, budget=1.0)
     assert set(w.host_names) == {"fast.org", "slow.org"}
     fast = np.array(w.host_names)[w.hosts] == "fast.org"
@@ -249,15 +277,20 @@ def test_cli_init_with_priors_file(tmp_path, capsys):
     from bayesrate.priors import GammaPrior, PriorSet
     from bayesrate.scheduler.store import Store
 
-    art = PriorSet(GammaPrior(0.5, 10.0), {"docs.example": GammaPrior(3.0, 2.0)},
-                   metadata={"model": "hierarchical"})
+    art = PriorSet(
+        GammaPrior(0.5, 10.0),
+        {"docs.example": GammaPrior(3.0, 2.0)},
+        metadata={"model": "hierarchical"},
+    )
     path = art.save(tmp_path / "models" / "x" / "hierarchical")
     db = str(tmp_path / "s.db")
     assert main(["schedule", "init", db, "--priors", str(path)]) == 0
     assert "1 domains" in capsys.readouterr().out
     f = tmp_path / "f.csv"
-    f.write_text("url,time,changed,host\nhttps://docs.example/a,100,0,docs.example\n"
-                 "https://other.example/b,100,0,other.example\n")
+    f.write_text(
+        "url,time,changed,host\nhttps://docs.example/a,100,0,docs.example\n"
+        "https://other.example/b,100,0,other.example\n"
+    )
     assert main(["schedule", "observe", db, str(f)]) == 0
     with Store.open(db) as s:
         np.testing.assert_allclose(s.state.alpha, [3.0, 0.5])

@@ -18,8 +18,17 @@ from bayesrate.scheduler import SchedulerConfig, decide
 from bayesrate.scheduler.store import Store
 
 T0 = 480_000.0
-COLS = ("alpha", "beta", "last_fetch", "last_change", "weight", "host", "n_fetch", "n_changed",
-        "target")
+COLS = (
+    "alpha",
+    "beta",
+    "last_fetch",
+    "last_change",
+    "weight",
+    "host",
+    "n_fetch",
+    "n_changed",
+    "target",
+)
 
 
 def _assert_states_equal(a, b):
@@ -31,15 +40,15 @@ def _assert_states_equal(a, b):
 
 
 def test_round_trip(tmp_path, rng):
-    priors = PriorSet(GammaPrior(0.7, 3.0), {"a": GammaPrior(2.0, 1.0)},
-                      hour_of_week=rng.uniform(0.5, 1.5, 168))
+    priors = PriorSet(
+        GammaPrior(0.7, 3.0), {"a": GammaPrior(2.0, 1.0)}, hour_of_week=rng.uniform(0.5, 1.5, 168)
+    )
     cfg = SchedulerConfig(politeness_limit=5, politeness_window=2.0, min_interval=0.5)
     path = tmp_path / "s.db"
     with Store.create(path, priors, cfg) as s:
         s.add(["x"], ["a"], [3.0])
         s.observe(["u1", "u2", "u3"], [T0, T0, T0], [0, 0, 0], hosts=["a", "b", "a"])
-        s.observe(["u1", "u3", "u1"], [T0 + 1, T0 + 2, T0 + 5], [1, 0, 1],
-                  weights=[2.0, 1.0, 2.0])
+        s.observe(["u1", "u3", "u1"], [T0 + 1, T0 + 2, T0 + 5], [1, 0, 1], weights=[2.0, 1.0, 2.0])
         decide.plan(s.state, 0.5)
         s.save_targets()
         mem = s.state
@@ -114,8 +123,9 @@ while True:
 def test_sigkill_mid_batch_loses_nothing_acknowledged(tmp_path):
     path = tmp_path / "crash.db"
     n = 20_000
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(n)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), str(n)], stdout=subprocess.PIPE, text=True
+    )
     acked = -1
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -192,8 +192,7 @@ IRREGULAR = np.cumsum(np.r_[0.0, np.tile([0.25, 1.0, 4.0], 40)])  # tau in {0.25
 def test_detection_probability_per_interval(exact):
     rate = 0.4
     n_pages = 300 if exact else 2000
-    data = sim.simulate_pages(np.full(n_pages, rate), IRREGULAR, rng=f"detect-{exact}",
-                              exact=exact)
+    data = sim.simulate_pages(np.full(n_pages, rate), IRREGULAR, rng=f"detect-{exact}", exact=exact)
     obs = data.observations
     tau = np.diff(IRREGULAR)
     flags = obs.changed.reshape(n_pages, len(IRREGULAR))[:, 1:]
@@ -209,13 +208,14 @@ def test_fast_and_exact_paths_agree_in_distribution():
     rates = np.repeat([0.02, 0.3, 1.5], 100)
     visits = sim.regular_grid(0.0, 60.0, 1.5)
     fast = sim.simulate_pages(rates, visits, rng="agree-fast").observations.changes_per_page
-    exact = sim.simulate_pages(rates, visits, rng="agree-exact",
-                               exact=True).observations.changes_per_page
+    exact = sim.simulate_pages(
+        rates, visits, rng="agree-exact", exact=True
+    ).observations.changes_per_page
     for lo in range(0, 300, 100):
         # per-page detections are Binomial(40, p) under both paths: compare the samples
-        p = stats.mannwhitneyu(fast[lo:lo + 100], exact[lo:lo + 100]).pvalue
+        p = stats.mannwhitneyu(fast[lo : lo + 100], exact[lo : lo + 100]).pvalue
         assert p > 1e-3
-        assert stats.ks_2samp(fast[lo:lo + 100], exact[lo:lo + 100]).pvalue > 1e-3
+        assert stats.ks_2samp(fast[lo : lo + 100], exact[lo : lo + 100]).pvalue > 1e-3
 
 
 def test_modulated_fast_and_exact_paths_match_brute_force_expectation():
@@ -247,10 +247,12 @@ def test_mixed_processes_and_page_visit_lists():
     assert list(obs.visits_per_page) == [48, 17, 15]
     # the periodic page changes at 1, 7, 13, ... : every 3-hourly visit interval of length
     # 3 contains one change exactly when it covers a time = 1 mod 6
-    periodic_flags = obs.changed[obs.offsets[1]:obs.offsets[2]]
+    periodic_flags = obs.changed[obs.offsets[1] : obs.offsets[2]]
     v = visits[1]
-    truth = [0] + [int(np.any((np.arange(1, 49, 6) > a) & (np.arange(1, 49, 6) <= b)))
-                   for a, b in itertools.pairwise(v)]
+    truth = [0] + [
+        int(np.any((np.arange(1, 49, 6) > a) & (np.arange(1, 49, 6) <= b)))
+        for a, b in itertools.pairwise(v)
+    ]
     np.testing.assert_array_equal(periodic_flags, truth)
     assert list(data.truth["process"]) == ["Homogeneous", "Periodic", "Bursty"]
     assert list(data.truth["domain"]) == ["a", "b", "a"]
@@ -270,14 +272,20 @@ def test_single_rate_or_process_is_broadcast():
 
 
 def test_direct_construction_equals_validated_construction():
-    data = sim.simulate_pages([0.5, 0.01, 3.0], [np.arange(4.0), np.arange(2.0, 9.0),
-                                                 np.array([1.0])], domains=["x", "y", "x"],
-                              rng="direct")
+    data = sim.simulate_pages(
+        [0.5, 0.01, 3.0],
+        [np.arange(4.0), np.arange(2.0, 9.0), np.array([1.0])],
+        domains=["x", "y", "x"],
+        rng="direct",
+    )
     obs = data.observations
     frame = obs.to_frame()
-    rebuilt = Observations.from_arrays(frame["page"].to_numpy(), frame["time"].to_numpy(),
-                                       frame["changed"].fillna(0).to_numpy(),
-                                       frame["domain"].to_numpy())
+    rebuilt = Observations.from_arrays(
+        frame["page"].to_numpy(),
+        frame["time"].to_numpy(),
+        frame["changed"].fillna(0).to_numpy(),
+        frame["domain"].to_numpy(),
+    )
     assert rebuilt.fingerprint == obs.fingerprint
     pd.testing.assert_frame_equal(rebuilt.pages, obs.pages)
     np.testing.assert_array_equal(obs.interval_stats.n_intervals, [3, 6, 0])
@@ -305,8 +313,14 @@ def case_study():
 
 
 def _summary(x: np.ndarray) -> dict[str, float]:
-    return {"min": x.min(), "q1": np.quantile(x, 0.25), "median": np.median(x),
-            "mean": x.mean(), "q3": np.quantile(x, 0.75), "max": x.max()}
+    return {
+        "min": x.min(),
+        "q1": np.quantile(x, 0.25),
+        "median": np.median(x),
+        "mean": x.mean(),
+        "q3": np.quantile(x, 0.75),
+        "max": x.max(),
+    }
 
 
 def test_pages_like_visits_match_published_summary(case_study):
@@ -335,8 +349,10 @@ def test_pages_like_changes_match_published_summary(case_study):
 
 
 def test_pages_like_calibration_over_seeds():
-    rows = [_summary(sim.pages_like(seed=f"calibration-{i}").observations.changes_per_page)
-            for i in range(10)]
+    rows = [
+        _summary(sim.pages_like(seed=f"calibration-{i}").observations.changes_per_page)
+        for i in range(10)
+    ]
     pub = sim.CASE_STUDY_CHANGES
     # tolerance = calibration bias measured over 100 seeds (Q1 -1%, median -6%, mean +2%,
     # Q3 +3%) + 3 standard errors of a 10-seed average (docs/simulate.md)
@@ -356,16 +372,22 @@ def test_pages_like_domains_and_truth(case_study):
     assert abs(share_com - 0.55) < 4 * np.sqrt(0.55 * 0.45 / 1000)
     assert (obs.pages["tld"] == truth["tld"]).all()
     # domains are site names whose suffix is their TLD
-    assert all(d.split(".")[-1] == (t if t != "uk" else "uk")
-               for d, t in zip(truth["domain"], truth["tld"], strict=True))
+    assert all(
+        d.split(".")[-1] == (t if t != "uk" else "uk")
+        for d, t in zip(truth["domain"], truth["tld"], strict=True)
+    )
     # site-level mean log rates differ (something for the hierarchy to pool)
     site_means = np.log(truth["rate_per_hour"]).groupby(truth["domain"]).mean()
     assert site_means.std() > 0.3
     # the truth explains the data: expected detections = sum over intervals of 1-exp(-r)
     expected = (obs.visits_per_page - 1) * -np.expm1(-truth["rate_per_hour"].to_numpy())
     z = (obs.changes_per_page.sum() - expected.sum()) / np.sqrt(
-        ((obs.visits_per_page - 1) * -np.expm1(-truth["rate_per_hour"].to_numpy())
-         * np.exp(-truth["rate_per_hour"].to_numpy())).sum())
+        (
+            (obs.visits_per_page - 1)
+            * -np.expm1(-truth["rate_per_hour"].to_numpy())
+            * np.exp(-truth["rate_per_hour"].to_numpy())
+        ).sum()
+    )
     assert abs(z) < 4
     assert obs.time_kind == "datetime"
 
