@@ -98,15 +98,15 @@ import sys
 import numpy as np
 from bayesrate.scheduler.store import Store
 path, n = sys.argv[1], int(sys.argv[2])
-_commit = Store._commit
+_apply = Store._apply
 
 
 def announced(self, *a, **k):
     print("WRITING", flush=True)  # the test kills the process after this line
-    return _commit(self, *a, **k)
+    return _apply(self, *a, **k)
 
 
-Store._commit = announced
+Store._apply = announced
 s = Store.create(path)
 urls = [f"https://h{i % 97}.example/p{i}" for i in range(n)]
 hosts = [f"h{i % 97}" for i in range(n)]
@@ -158,18 +158,27 @@ def test_sigkill_mid_batch_loses_nothing_acknowledged(tmp_path):
         assert (st.n_changed == (applied + 1) // 2).all()
 
 
-def test_second_writer_with_stale_state_is_refused(tmp_path):
+def test_writer_with_stale_snapshot_applies_on_top_of_newer_rows(tmp_path):
+    """A writer whose snapshot is older than the file re-reads the rows it touches under
+    the write lock: its batch lands on top of the other writer's, nothing is overwritten."""
     path = tmp_path / "s.db"
     with Store.create(path) as s:
-        s.observe(["u"], [T0], [0], hosts=["h"])
+        s.observe(["u", "v"], [T0, T0], [0, 0], hosts=["h", "h"])
     a, b = Store.open(path), Store.open(path)
-    a.observe(["u"], [T0 + 1], [1])
-    with pytest.raises(ArtifactError, match="changed by another process"):
-        b.observe(["u"], [T0 + 2], [0])
-    # b reloaded the durable state (a's batch) and can now write
-    assert b.state.n_fetch.tolist() == [2]
-    b.observe(["u"], [T0 + 2], [0])
+    assert a.state.n == b.state.n == 2  # both load their snapshot now
+    a.observe(["u", "new-a"], [T0 + 1, T0 + 1], [1, 0], hosts=["h", "ha"])
+    b.observe(["u", "new-b"], [T0 + 2, T0 + 2], [0, 0], hosts=["h", "hb"])
+    # b's snapshot was stale: it is reloaded on use and holds both batches
+    assert b.state.n_fetch[b.state.rows(["u"])].tolist() == [3]
+    with pytest.raises(ObservationError, match="time goes backwards"):
+        a.observe(["u"], [T0 + 1.5], [0])  # a's snapshot says T0 + 1; the file says T0 + 2
     a.close()
     b.close()
     with Store.open(path) as s:
-        assert s.state.n_fetch.tolist() == [3] and s.state.n_changed.tolist() == [1]
+        st = s.state
+        row = st.rows(["u", "v", "new-a", "new-b"])
+        assert st.n_fetch[row].tolist() == [3, 1, 1, 1]
+        assert st.n_changed[row].tolist() == [1, 0, 0, 0]
+        assert st.last_fetch[row].tolist() == [T0 + 2, T0, T0 + 1, T0 + 2]
+        assert [st.hosts[h] for h in st.host[row]] == ["h", "h", "ha", "hb"]
+        assert st.version == 3

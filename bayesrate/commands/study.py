@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+from collections.abc import Callable
 
+from bayesrate.commands.common import check_output_dir
 from bayesrate.studies import STUDIES
 
 
@@ -26,5 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--fast", action="store_true", help="smaller run for smoke tests")
         if hasattr(module, "add_arguments"):
             module.add_arguments(sp)
-        sp.set_defaults(func=module.run)
+        sp.set_defaults(func=_checked(module.run))
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+def _checked(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` after checking that ``--out`` can be written (before any work)."""
+
+    def checked(args: argparse.Namespace) -> int:
+        check_output_dir(args.out)
+        return run(args)
+
+    return checked

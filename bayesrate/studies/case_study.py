@@ -21,6 +21,8 @@ import argparse
 import json
 from pathlib import Path
 
+from bayesrate.commands.common import positive_int
+
 DESCRIPTION = "censoring bias of naive / moment / full-information estimators; revisit interval"
 
 RATES = (4.0, 0.25)
@@ -42,7 +44,7 @@ PUBLISHED = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replications", type=int, help=f"default {REPLICATIONS}")
+    parser.add_argument("--replications", type=positive_int, help=f"default {REPLICATIONS}")
 
 
 def critical_load(bound: float = MULTIPLE_CHANGE_BOUND) -> float:

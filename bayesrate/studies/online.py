@@ -24,6 +24,8 @@ import argparse
 import json
 from pathlib import Path
 
+from bayesrate.commands.common import positive_float, positive_int
+
 DESCRIPTION = "online estimators (LLN, SA, SAM) vs Naive/MLE/MM and Gamma updates: RMSE vs k"
 
 RUNS = 100
@@ -38,12 +40,12 @@ SENSITIVITY = {"lam": 500.0, "p": 10.0}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, help=f"runs per experiment (default {RUNS})")
-    parser.add_argument("--samples", type=int, help=f"crawls per run (default {SAMPLES})")
-    parser.add_argument("--prior-alpha", type=float, default=1.0, help="Gamma prior α")
+    parser.add_argument("--runs", type=positive_int, help=f"runs per experiment (default {RUNS})")
+    parser.add_argument("--samples", type=positive_int, help=f"crawls per run (default {SAMPLES})")
+    parser.add_argument("--prior-alpha", type=positive_float, default=1.0, help="Gamma prior α")
     parser.add_argument(
         "--prior-beta-intervals",
-        type=float,
+        type=positive_float,
         default=0.1,
         help="Gamma prior β in mean crawl intervals 1/p (default 0.1)",
     )

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bayesrate.commands.common import non_negative_int, positive_int
+
 DESCRIPTION = "PyMC models on simulated data: interval coverage, pooling gain, modulation"
 
 #: true effects of the modulated scenario (log scale, sum to zero)
@@ -48,13 +50,18 @@ def true_multipliers() -> np.ndarray:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pages", type=int, default=1000, help="pages per simulated data set")
     parser.add_argument(
-        "--modulation-pages", type=int, default=200, help="pages in the modulation scenario"
+        "--pages", type=positive_int, default=1000, help="pages per simulated data set"
     )
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument(
+        "--modulation-pages",
+        type=positive_int,
+        default=200,
+        help="pages in the modulation scenario",
+    )
+    parser.add_argument("--draws", type=positive_int, default=1000)
+    parser.add_argument("--tune", type=non_negative_int, default=1000)
+    parser.add_argument("--chains", type=positive_int, default=4)
 
 
 def _coverage(summary, truth_per_day: np.ndarray, mask: np.ndarray | None = None) -> float:
