@@ -22,6 +22,7 @@ committed first ("time goes backwards"); all other batches must be acknowledged.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -230,3 +231,82 @@ def test_many_writers_many_rounds(tmp_path, ordered):
     print(f"\n{'ordered' if ordered else 'free'}: {got['acked']} batches acknowledged, "
           f"{len(got['rejected'])} rejected (time goes backwards), {got['planned']} plans, "
           f"{got['observations']} observations, nothing lost")  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the issue's scenario
+def _cli(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bayesrate", "schedule", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def _done(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_issue_scenario_two_observes_and_observe_with_plan(tmp_path):
+    """The issue's bash reproduction with 50,000 URLs (not 200,000), the second command
+    started after a sweep of delays, each on a fresh copy of the seeded state:
+    ``observe a.csv & observe b.csv`` (b's fetch of the same URL is older than a's) and
+    ``observe half.csv & plan``. On the old store a's update was overwritten by b's (exit 0
+    for both) at delays 0-0.2 s, and the half batch was reverted by ``plan`` at 0.9-1.0 s
+    (measured on the development machine; the sweep covers 0-1.6 s)."""
+    n = 50_000
+    seeded = tmp_path / "seeded.db"
+    seed = tmp_path / "seed.csv"
+    seed.write_text(
+        "url,time,changed,host\n"
+        + "".join(f"http://h{i % 100}/p{i},{T0},0,h{i % 100}\n" for i in range(n))
+    )
+    assert _done(_cli("init", str(seeded)))[0] == 0
+    assert _done(_cli("observe", str(seeded), str(seed)))[0] == 0
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text(f"url,time,changed\nhttp://h1/p1,{T0 + 5},1\n")
+    b.write_text(f"url,time,changed\nhttp://h1/p1,{T0 + 4},0\n")
+    half = tmp_path / "half.csv"
+    half_urls = [f"http://h{i % 100}/p{i}" for i in range(0, n, 2)]
+    half.write_text("url,time,changed\n" + "".join(f"{u},{T0 + 6},1\n" for u in half_urls))
+    failures = []
+    for step in range(17):
+        delay = step / 10
+        db = tmp_path / f"s{step}.db"
+        shutil.copy(seeded, db)
+        if delay <= 0.6:
+            first = _cli("observe", str(db), str(a))
+            time.sleep(delay)
+            rc_b, err_b = _done(_cli("observe", str(db), str(b)))
+            rc_a, err_a = _done(first)
+            if rc_a != 0:  # nothing later than a's fetch exists: it must be applied
+                failures.append(f"a/b delay {delay}: a refused: {err_a.strip()}")
+            if rc_b != 0 and "time goes backwards" not in err_b:
+                failures.append(f"a/b delay {delay}: b failed: {err_b.strip()}")
+            with Store.open(db) as store:
+                st = store.state
+                row = st.rows(["http://h1/p1"])
+                got = (st.last_fetch[row][0], st.n_changed[row][0], st.n_fetch[row][0])
+            if rc_a == 0 and got != (T0 + 5, 1, 2 + (rc_b == 0)):
+                failures.append(
+                    f"a/b delay {delay}: an acknowledged fetch lost: (last, changed, fetches) = "
+                    f"{tuple(float(x) for x in got)}"
+                )
+        first = _cli("observe", str(db), str(half))
+        time.sleep(delay)
+        rc_plan, err_plan = _done(_cli("plan", str(db), "--budget", "1000"))
+        rc_half, err_half = _done(first)
+        if rc_half != 0:
+            failures.append(f"half/plan delay {delay}: observe refused: {err_half.strip()}")
+        if rc_plan != 0:
+            failures.append(f"half/plan delay {delay}: plan failed: {err_plan.strip()}")
+        with Store.open(db) as store:
+            fetched = store.state.n_fetch[store.state.rows(half_urls)]
+        reverted = int((fetched < 1 + (rc_half == 0)).sum())
+        if reverted:
+            failures.append(f"half/plan delay {delay}: {reverted} acknowledged updates reverted")
+    assert not failures, "\n".join(failures)
