@@ -97,10 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _message(exc: BaseException) -> str:
+    """The exception as one line."""
+    text = str(exc)
     if isinstance(exc, OSError) and exc.strerror:
-        where = f": {exc.filename}" if exc.filename else ""
-        return f"{exc.strerror}{where}"
-    return str(exc)
+        text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

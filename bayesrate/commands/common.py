@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +134,10 @@ def check_output_dir(path: str | Path, what: str = "--out") -> Path:
         raise ObservationError(f"{what} {path} exists and is not a directory")
     if not base.is_dir():
         raise ObservationError(f"{what} {path}: {base} is a file, not a directory")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise ObservationError(f"{what} {path}: {base} is not writable")
+    try:  # a real probe: permission bits do not tell (root, read-only mounts, /proc)
+        tempfile.TemporaryFile(dir=base).close()
+    except OSError as exc:
+        raise ObservationError(f"{what} {path}: cannot write in {base} ({exc.strerror})") from exc
     return path
 
 

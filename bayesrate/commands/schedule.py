@@ -176,14 +176,12 @@ def parse_time(value: Any, *, field: str = "now") -> float:
 
         try:
             ts = pd.Timestamp(value)
-        except (ValueError, TypeError, OverflowError) as exc:
+            ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+            hours = ts.timestamp() / 3600.0
+        except (ValueError, TypeError, OverflowError, AttributeError) as exc:
             raise ObservationError(
                 f"cannot read time {value!r} (hours since the epoch or ISO 8601)", field=field
             ) from exc
-        if ts is pd.NaT:
-            raise ObservationError(f"cannot read time {value!r}", field=field) from None
-        ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-        hours = (ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)
     return float(check_plausible(hours, field=field)[0])
 
 
