@@ -15,6 +15,7 @@ reading files written per page range); a page found in two partitions is an erro
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,9 @@ from bayesrate.constants import DOMAIN, PAGE
 from bayesrate.errors import ObservationError
 from bayesrate.observations import ID_COLUMNS, Observations, ids_as_strings
 from bayesrate.sufficient import IntervalStats
+
+#: what reading a partition raises for a file that is not a readable table
+_UNREADABLE = (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError)
 
 GROUP_COLUMNS = {
     PAGE: object,
@@ -83,7 +87,10 @@ def read_csv(urlpath: Any, **kwargs: Any) -> Any:
     dtype = dict.fromkeys(ID_COLUMNS, str) | dict(kwargs.pop("dtype", {}))
     kwargs.setdefault("keep_default_na", False)
     kwargs.setdefault("na_values", [""])
-    return dd.read_csv(urlpath, dtype=dtype, **kwargs)
+    try:
+        return dd.read_csv(urlpath, dtype=dtype, **kwargs)
+    except _UNREADABLE as exc:
+        raise ObservationError(f"cannot read {urlpath} as CSV: {exc}") from exc
 
 
 def interval_stats_from_dask(ddf: Any, *, time_unit: str = "h") -> IntervalStats:
@@ -104,7 +111,12 @@ def interval_stats_from_dask(ddf: Any, *, time_unit: str = "h") -> IntervalStats
         spans partitions.
     """
     meta = pd.DataFrame({k: pd.Series(dtype=v) for k, v in GROUP_COLUMNS.items()})
-    parts = ddf.map_partitions(_partition_groups, time_unit, meta=meta).compute()
+    try:
+        parts = ddf.map_partitions(_partition_groups, time_unit, meta=meta).compute()
+    except _UNREADABLE as exc:
+        if isinstance(exc, ObservationError):
+            raise
+        raise ObservationError(f"cannot read the partitions: {exc}") from exc
     return _assemble(parts)
 
 

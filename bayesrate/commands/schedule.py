@@ -172,16 +172,11 @@ def parse_time(value: Any, *, field: str = "now") -> float:
     try:
         hours = float(value)
     except (TypeError, ValueError):
-        import pandas as pd
-
-        try:
-            ts = pd.Timestamp(value)
-            ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-            hours = ts.timestamp() / 3600.0
-        except (ValueError, TypeError, OverflowError, AttributeError) as exc:
+        hours = _one_time(value)
+        if hours != hours:
             raise ObservationError(
                 f"cannot read time {value!r} (hours since the epoch or ISO 8601)", field=field
-            ) from exc
+            ) from None
     return float(check_plausible(hours, field=field)[0])
 
 
@@ -191,16 +186,34 @@ def _times(column: Any, unit: str) -> Any:
 
     if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
         return column.to_numpy(dtype=np.float64, na_value=np.nan) * TIME_UNITS[unit]
-    parsed = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
-    bad = np.flatnonzero(parsed.isna().to_numpy())
+    try:
+        parsed = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
+        # resolution-independent (pandas may store seconds, micro- or nanoseconds)
+        hours = ((parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)).to_numpy(
+            dtype=float, na_value=np.nan
+        )
+    except (ValueError, OverflowError):  # out-of-range dates: one value at a time
+        hours = np.array([_one_time(v) for v in column.to_numpy(dtype=object)], dtype=float)
+    bad = np.flatnonzero(np.isnan(hours))
     if len(bad):
         raise ObservationError(
             "unreadable times (give hours since the epoch or ISO 8601 timestamps)",
             field="time",
             rows=bad,
         )
-    # resolution-independent (pandas may store seconds, micro- or nanoseconds)
-    return ((parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)).to_numpy(dtype=float)
+    return hours
+
+
+def _one_time(value: Any) -> float:
+    """Hours since the epoch of one ISO timestamp, NaN if it cannot be read."""
+    import pandas as pd
+
+    try:
+        ts = pd.Timestamp(value)
+        ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+        return ts.timestamp() / 3600.0
+    except (ValueError, TypeError, OverflowError, AttributeError):
+        return float("nan")
 
 
 def read_fetches(path: str, time_unit: str = DEFAULT_TIME_UNIT) -> dict[str, Any]:
