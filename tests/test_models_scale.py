@@ -11,7 +11,7 @@ from scipy import integrate, stats
 
 from bayesrate.models import scale
 from bayesrate.observations import Observations
-from tests.conftest import raw_loglik, seed_of
+from tests.helpers import raw_loglik, seed_of
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def estimate(
     elif method == "gamma-adf":
         est = online.run_sequences(obs, "gamma-adf", prior_alpha=a, prior_beta=b_hours, level=level)
     elif method == "posterior-grid":
-        post = grid.grid_posterior(stats, a, b_hours)
+        post = grid.grid_posterior(stats, grid.gamma_log_prior(a, b_hours))
         est = batch.RateEstimate(
             method,
             post.mean(),
