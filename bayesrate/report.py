@@ -150,19 +150,24 @@ def write_report(
             )
     lines += ["", "## Posterior predictive checks", "",
               "Replicated detections on the same visit times (not latent changes); "
-              "p = P(T(rep) ≥ T(obs)); **bold**: extreme at α = 0.05.", ""]  # fmt: skip
-    names = list(ppc)
-    stat_names = [s.name for s in next(iter(ppc.values())).statistics] if ppc else []
-    lines += ["| statistic | " + " | ".join(names) + " |", "|" + " --- |" * (len(names) + 1)]
+              "p = P(T(rep) ≥ T(obs)); **bold**: extreme at α = 0.05. *cond.*: each page "
+              "replicated from its own posterior; *mixed*: fresh page rates from the fitted "
+              "population — the replication that judges what prior export ships.", ""]  # fmt: skip
+    columns = [(name, r) for name in ppc for r in ppc[name].replications]
+    stat_names = [s.name for s in next(iter(ppc.values())).conditional.statistics] if ppc else []
+    short = {"conditional": "cond.", "mixed": "mixed"}
+    lines += ["| statistic | " + " | ".join(f"{n} {short[r]}" for n, r in columns) + " |",
+              "|" + " --- |" * (len(columns) + 1)]  # fmt: skip
     for stat in stat_names:
         cells = []
-        for name in names:
-            s = next(x for x in ppc[name].statistics if x.name == stat)
+        for name, replication in columns:
+            result = ppc[name].result(replication)
+            s = next(x for x in result.statistics if x.name == stat)
             text = f"{s.p_value:.3f}"
             cells.append(f"**{text}**" if s.extreme() else text)
         lines.append(f"| {stat} | " + " | ".join(cells) + " |")
     lines.append("")
-    for name in names:
+    for name in ppc:
         for path in ppc[name].plot(out, prefix=f"ppc-{name}"):
             lines += [f"![PPC {name}]({path.name})", ""]
 

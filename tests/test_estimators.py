@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
@@ -346,7 +347,7 @@ def test_online_estimators_converge_under_poisson_crawling():
 
 def test_run_sequences_matches_per_page_replay(irregular):
     est = online.run_sequences(irregular, "gamma-adf", prior_alpha=1.0, prior_beta=2.0)
-    sa = online.run_sequences(irregular, "sa", p=0.7)
+    sa = online.run_sequences(irregular, "sa", p=0.7, grid_transform=False)
     for i in range(0, irregular.n_pages, 7):
         taus, flags = page_data(irregular, i)
         a, b = 1.0, 2.0
@@ -557,3 +558,45 @@ def test_grid_posterior_refuses_an_improper_posterior():
     obs = make_obs({"every": ([0.0, 1.0, 2.0], [0, 1, 1])})
     with pytest.raises(ValueError, match="improper at large rates"):
         grid.grid_posterior(obs.interval_stats, grid.gamma_log_prior(1.0, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("lam_tau", "methods"),
+    # SA converges slowly when λ ≫ p (the paper's own finding): not within 3,000 steps at 3
+    [(1.0, ("lln", "sa", "sam")), (3.0, ("lln", "sam"))],
+)
+def test_online_estimators_on_a_fixed_grid_report_the_grid_consistent_rate(lam_tau, methods):
+    """On an hourly grid LLN, SA and SAM converge to (e^{λτ} − 1)/τ (+72% at λτ = 1, x6.4
+    at λτ = 3); the reported rate inverts that, the raw one stays available."""
+    rng = np.random.default_rng(int(lam_tau * 10))
+    n_pages, k_max, tau = 40, 3000, 1.0
+    flags = (rng.random((n_pages, k_max)) < -np.expm1(-lam_tau)).astype(int)
+    frame = pd.DataFrame(
+        {
+            "page": np.repeat([f"p{i}" for i in range(n_pages)], k_max + 1),
+            "time": np.tile(np.arange(k_max + 1) * tau, n_pages),
+            "changed": np.concatenate([np.r_[0, f] for f in flags]),
+        }
+    )
+    obs = Observations.from_frame(frame)
+    fixed_point = np.expm1(lam_tau) / tau
+    for method in methods:
+        est = online.run_sequences(obs, method)
+        assert est.extra["grid_consistent"].all()
+        assert est.rate.mean() == pytest.approx(lam_tau / tau, rel=0.05), method
+        raw = online.run_sequences(obs, method, grid_transform=False)
+        assert not raw.extra["grid_consistent"].any()
+        assert raw.rate.mean() == pytest.approx(fixed_point, rel=0.08), method
+        np.testing.assert_allclose(raw.rate, est.extra["raw"])
+
+
+def test_online_grid_transform_only_touches_regular_pages(irregular):
+    est = online.run_sequences(irregular, "lln")
+    p = online.crawl_rate(irregular)
+    for i in range(irregular.n_pages):
+        taus, _ = page_data(irregular, i)
+        regular = len(taus) >= 2 and np.ptp(taus) <= 1e-9 * taus.max()
+        assert est.extra["grid_consistent"][i] == regular
+        want = np.log1p(est.extra["raw"][i] / p[i]) / taus[0] if regular else est.extra["raw"][i]
+        assert est.rate[i] == pytest.approx(want, rel=1e-12)
+    assert est.extra["grid_consistent"][position(irregular, "huge")]

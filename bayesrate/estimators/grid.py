@@ -251,20 +251,27 @@ def locate(
 
 
 def sinh_grid(
-    left: np.ndarray, centre: np.ndarray, right: np.ndarray, n_grid: int
+    left: np.ndarray,
+    centre: np.ndarray,
+    right: np.ndarray,
+    n_grid: int,
+    scale: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Nodes ``θ = c + s·sinh(u)`` on ``[left, right]``, ``u`` uniform; and ``dθ/dj``.
 
-    ``s`` is the narrower side's width over ``√(2·SPAN)`` (a standard deviation for a
-    Gaussian): nodes are dense near the centre and spread out geometrically into a wide
-    side, so a side that decays like ``e^{αθ}`` over hundreds of units and one that falls
-    within a fraction of a unit are both resolved, and the trapezoid rule in ``u`` keeps
-    its geometric convergence (the integrand stays smooth in ``u``).
+    ``s`` (``scale``) defaults to the narrower side's width over ``√(2·SPAN)`` (a standard
+    deviation for a Gaussian whose log density drops by SPAN there): nodes are dense near
+    the centre and spread out geometrically into a wide side, so a side that decays like
+    ``e^{αθ}`` over hundreds of units and one that falls within a fraction of a unit are
+    both resolved, and the trapezoid rule in ``u`` keeps its geometric convergence (the
+    integrand stays smooth in ``u``).
     """
     centre = np.clip(centre, left, right)
     width = right - left
-    near = np.minimum(centre - left, right - centre)
-    scale = np.maximum(near / np.sqrt(2 * SPAN), 1e-3 * width)
+    if scale is None:
+        near = np.minimum(centre - left, right - centre)
+        scale = near / np.sqrt(2 * SPAN)
+    scale = np.maximum(scale, 1e-6 * width)
     u_lo = np.arcsinh((left - centre) / scale)
     u_hi = np.arcsinh((right - centre) / scale)
     t = np.linspace(0.0, 1.0, n_grid)
