@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import logsumexp
 
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.estimators.grid import SPAN, GridPosterior, locate, sinh_grid
@@ -115,6 +114,15 @@ class ScaleResult:
     sample: np.ndarray
     stage1: HierarchicalModel
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def logsumexp(values: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
+    """``log Σ exp`` along ``axis`` (max-shifted; ``−inf`` where every value is)."""
+    top = np.max(values, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(values - top), axis=axis, keepdims=True)) + top
+    return out if keepdims else np.squeeze(out, axis=axis)
 
 
 def _normal_logpdf(x: np.ndarray, mu: np.ndarray, sigma: float) -> np.ndarray:
