@@ -137,11 +137,17 @@ class PPCResult:
             s.name for s in self.statistics if (only is None or s.name in only) and s.extreme(alpha)
         ]
 
-    def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
-        """Write the PPC panels as PNG files; returns their paths."""
-        from bayesrate.checks.plots import plot_ppc
+    def figure(self, title: str = "Posterior predictive checks"):
+        """The PPC panels (a matplotlib Figure)."""
+        from bayesrate import plots
 
-        return plot_ppc(self, Path(directory), prefix)
+        return plots.ppc(self, title)
+
+    def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
+        """Write the PPC panels as a PNG file; returns its path in a list."""
+        from bayesrate import plots
+
+        return [plots.save(self.figure(), Path(directory) / f"{prefix}.png")]
 
 
 # ---------------------------------------------------------------------------------------
@@ -434,12 +440,22 @@ class ModelChecks:
             ]
         return out
 
+    def figures(self) -> dict[str, object]:
+        """The PPC panels of each replication (matplotlib Figures)."""
+        return {
+            r: self.result(r).figure(f"Posterior predictive checks ({r} replication)")
+            for r in self.replications
+        }
+
     def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
         """The PPC panels of each replication as PNG files."""
-        paths = self.conditional.plot(directory, prefix)
-        if self.mixed is not None:
-            paths += self.mixed.plot(directory, f"{prefix}-mixed")
-        return paths
+        from bayesrate import plots
+
+        names = {"conditional": prefix, "mixed": f"{prefix}-mixed"}
+        return [
+            plots.save(fig, Path(directory) / f"{names[r]}.png")
+            for r, fig in self.figures().items()
+        ]
 
 
 def mixed_rate_draws(model, obs: Observations, n_draws: int, rng: np.random.Generator):
