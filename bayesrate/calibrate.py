@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from bayesrate.atomic import atomic_path
-from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE
-from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
 
@@ -40,19 +38,6 @@ class CalibrationResult:
     recommended: str | None
     report: Path
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-def ppc_for(model, obs: Observations, seed: int | str):
-    """Posterior predictive checks of a fitted model (rates, and multipliers if any)."""
-    from bayesrate.checks.ppc import posterior_predictive_checks
-
-    post = model.idata_["posterior"]
-    rates = stack_draws(post["rate"], DIM_PAGE)
-    mult = None
-    if "hour_of_week_multiplier" in post:
-        mult = stack_draws(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
-    timezone = model.model_config.get("timezone", "UTC")
-    return posterior_predictive_checks(obs, rates, mult, timezone=timezone, seed=seed)
 
 
 def check_artifact_owner(
@@ -113,6 +98,7 @@ def calibrate(
         Export even when gates fail; the artifacts then say they were forced.
     """
     from bayesrate.checks.compare import compare
+    from bayesrate.checks.ppc import ppc_for
     from bayesrate.export import EXPORTABLE, write_artifact
     from bayesrate.models import get_model
     from bayesrate.models.base import seed_int
@@ -145,8 +131,12 @@ def calibrate(
         t0 = time.perf_counter()
         checks[name] = ppc_for(model, obs, seed=f"{seed}-ppc-{name}")
         seconds[f"ppc_{name}"] = time.perf_counter() - t0
-        failed = checks[name].failures()
-        progress(f"  {name}: PPC extreme statistics: {', '.join(failed) if failed else 'none'}")
+        for replication in checks[name].replications:
+            failed = checks[name].failures(replication=replication)
+            progress(
+                f"  {name}: PPC extreme statistics ({replication}): "
+                + (", ".join(failed) if failed else "none")
+            )
 
     progress("comparing models by leave-one-page-out ELPD ...")
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bayesrate.cli import main
-from tests.conftest import seed_of
+from tests.helpers import seed_of
 
 with warnings.catch_warnings():
     # pymc 6.3 imports IfElse from its deprecated pytensor location (attributed to pymc)

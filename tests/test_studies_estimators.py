@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from bayesrate.cli import main
+from tests.helpers import shared_dataset
 
 ROWS = """page,time,changed,domain
 a,0,0,x
@@ -172,9 +173,10 @@ def test_online_fast(tmp_path):
     assert (out / "lam5_p3.png").exists() and (out / "sens_sam_beta.png").exists()
 
 
-def test_wikipedia_fast(tmp_path, shared_data):
+def test_wikipedia_fast(tmp_path):
+    data_dir = shared_dataset("wikipedia-revisions-westhad").parent
     out = tmp_path / "wk"
-    args = ["study", "wikipedia", "--fast", "--out", str(out), "--data-dir", str(shared_data)]
+    args = ["study", "wikipedia", "--fast", "--out", str(out), "--data-dir", str(data_dir)]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     # SOURCE.md: the US article has 1,521 revisions

@@ -5,7 +5,11 @@ method has one, ``lower_per_day, upper_per_day``. Methods (``docs/estimators.md`
 
 - batch: ``naive``, ``moment``, ``cho``, ``mle`` (profile-likelihood interval), ``mm``;
 - online, replayed in time order: ``lln``, ``sa``, ``sam`` (crawl rate ``p`` = each page's
-  observed visits per hour unless ``--crawl-rate`` is given), ``gamma-adf``;
+  observed visits per hour unless ``--crawl-rate`` is given), ``gamma-adf``. The paper's
+  LLN, SA and SAM assume Poisson visits; on a regular grid of interval ``τ`` they converge
+  to ``p(e^{λτ} − 1)``, so pages visited on a regular grid get the grid-consistent rate
+  ``log(1 + x/p)/τ`` (column ``grid_consistent``); ``--online-raw`` reports the paper's
+  raw estimate instead;
 - Gamma posteriors: ``gamma-exposure`` (``Gamma(α + c, β + T)``), ``gamma-adf`` and
   ``posterior-grid`` (exact posterior on a log-rate grid) with equal-tailed credible
   intervals. The prior's α is in pseudo-changes, β in pseudo-exposure **days**.
@@ -69,6 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_float,
         help="for lln/sa/sam: known crawl rate p in visits per day (default: each page's own)",
     )
+    parser.add_argument(
+        "--online-raw",
+        action="store_true",
+        help="for lln/sa/sam: the paper's raw estimate even on a regular visit grid",
+    )
     parser.add_argument("--out", metavar="FILE", help="output .csv or .parquet (default stdout)")
     parser.set_defaults(func=run)
 
@@ -82,6 +91,7 @@ def estimate(
     level=0.95,
     mle_interval="profile",
     crawl_rate_per_day=None,
+    online_raw=False,
 ):
     """The per-page table (per day) for ``method``; see the module docstring."""
     import math
@@ -115,7 +125,7 @@ def estimate(
     elif method == "gamma-adf":
         est = online.run_sequences(obs, "gamma-adf", prior_alpha=a, prior_beta=b_hours, level=level)
     elif method == "posterior-grid":
-        post = grid.grid_posterior(stats, a, b_hours)
+        post = grid.grid_posterior(stats, grid.gamma_log_prior(a, b_hours))
         est = batch.RateEstimate(
             method,
             post.mean(),
@@ -125,8 +135,11 @@ def estimate(
         )
     else:
         p = None if crawl_rate_per_day is None else crawl_rate_per_day / HOURS_PER_DAY
-        est = online.run_sequences(obs, method, p=p)
-    return est.to_frame(stats, per_day=True)
+        est = online.run_sequences(obs, method, p=p, grid_transform=not online_raw)
+    frame = est.to_frame(stats, per_day=True)
+    if "grid_consistent" in est.extra:
+        frame["grid_consistent"] = est.extra["grid_consistent"]
+    return frame
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,11 +161,18 @@ def run(args: argparse.Namespace) -> int:
             level=args.level,
             mle_interval=args.mle_interval,
             crawl_rate_per_day=args.crawl_rate,
+            online_raw=args.online_raw,
         )
     except ValueError as exc:
         if isinstance(exc, ObservationError):
             raise
         raise ObservationError(str(exc)) from exc
+    if "grid_consistent" in frame and frame["grid_consistent"].any():
+        progress(
+            f"{int(frame['grid_consistent'].sum()):,} pages are on a regular visit grid: "
+            f"reported the grid-consistent rate log(1 + x/p)/τ of {args.method} "
+            "(--online-raw for the paper's raw estimate)"
+        )
     if not args.out:
         frame.to_csv(sys.stdout, index=False)
         return 0

@@ -409,7 +409,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from bayesrate.scheduler.simulate import compare, plot
+    from bayesrate.scheduler.simulate import compare
 
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
@@ -434,7 +434,9 @@ def _simulate(args: argparse.Namespace) -> int:
         objective=args.objective,
     )
     if args.plot:
-        plot(result, args.plot)
+        from bayesrate import plots
+
+        plots.save(plots.freshness_over_time(result).figure, args.plot, dpi=120)
         progress(f"plot written to {args.plot}")
     if args.json:
         slim = {
