@@ -3,9 +3,12 @@
 (issue 11). Accounted for means: the number of visits (fetches) equals the number of rows,
 the set of ids equals the set of ids as written, and each id has as many visits as rows.
 
-Cells are drawn from pools of values that broke loaders before: ids that look like numbers
-or missing markers, times that are words, infinite, negative, huge, naive or aware
-timestamps, flags that are not 0/1, blank cells; columns may be missing or repeated.
+Each table starts valid (ids drawn from values that loaders used to rewrite or drop:
+``"007"``, ``"7.0"``, ``"NA"``, ``"null"``, quotes, commas, line breaks, a lone space) and
+then gets zero to two corruptions: a cell replaced by a bad value (a word, ``inf``, a naive
+timestamp, a flag of 2, ...), a blank cell, a dropped, repeated or extra column, two rows
+swapped. About a third of the tables stay valid, so both outcomes are exercised; the
+shares are printed by ``pytest --hypothesis-show-statistics``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bayesrate.errors import ObservationError
@@ -26,11 +29,29 @@ from bayesrate.io import from_fetch_log, from_visit_grid, read_observations
 
 IDS = ["007", "7", "7.0", "NA", "null", "None", "nan", "N/A", "TRUE", "1e3", "a b", "é",
        "x,y", 'q"uote', "line\nbreak", " ", "-1", "0"]  # fmt: skip
-TIMES = ["0", "1", "2.5", "24", "-3", "1e308", "inf", "-inf", "nan", "NA", "", "x",
-         "2024-01-01T00:00Z", "2024-01-01T01:00:00+02:00", "2024-01-01 00:00",
-         "480000", "480001.5", "1700000000"]  # fmt: skip
-FLAGS = ["0", "1", "", "NA", "2", "-1", "1.0", "0.0", "yes", "True", "false", " 1"]
-DOMAINS = ["001", "1", "NA", "", "null", "d"]
+DOMAINS = ["001", "1", "NA", "null", "d"]
+BAD = {
+    "page": [""],
+    "url": [""],
+    "time": [
+        "",
+        "NA",
+        "x",
+        "inf",
+        "-inf",
+        "nan",
+        "2024-01-01 00:00",
+        "2024-01-01T00:00Z",
+        "1e308",
+        "1700000000",
+        "-5",
+    ],
+    "changed": ["", "2", "-1", "yes", "NA", "1.5"],
+    "domain": ["", *DOMAINS],
+    "host": ["", "other"],
+    "weight": ["", "0", "-1", "inf", "x"],
+    "digest": ["", "NA"],
+}
 #: examples per loader (raise it with BAYESRATE_PROPERTY_EXAMPLES for a long search)
 EXAMPLES = int(os.environ.get("BAYESRATE_PROPERTY_EXAMPLES", "60"))
 SETTINGS = settings(
@@ -42,17 +63,59 @@ SETTINGS = settings(
 
 
 @st.composite
-def tables(draw, columns=("page", "time", "changed"), optional=("domain",), pools=None):
-    """A table as a list of header names and rows of strings (CSV cells)."""
-    pools = pools or {"page": IDS, "time": TIMES, "changed": FLAGS, "domain": DOMAINS}
-    n = draw(st.integers(0, 10))
-    header = [c for c in columns if draw(st.integers(0, 9)) > 0]  # sometimes missing
-    header += [c for c in optional if draw(st.booleans())]
-    if header and draw(st.integers(0, 9)) == 0:
-        header.append(header[0])  # a repeated column
-    header = draw(st.permutations(header))
-    rows = [[draw(st.sampled_from(pools[c])) for c in header] for _ in range(n)]
-    return list(header), rows
+def tables(draw, kind: str = "canonical"):
+    """``(header, rows)`` of strings: a valid table of ``kind``, then corrupted."""
+    id_col = "url" if kind == "fetches" else "page"
+    ids = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=4, unique=True))
+    per_id = []
+    for label in ids:
+        k = draw(st.integers(1, 4))
+        times = sorted(draw(st.sets(st.integers(0, 200), min_size=k, max_size=k)))
+        domain = draw(st.sampled_from(DOMAINS))
+        visits = []
+        for j, t in enumerate(times):
+            row = {id_col: label}
+            if kind == "fetches":
+                row |= {"time": str(480_000 + t), "changed": draw(st.sampled_from("01")),
+                        "host": domain if j == 0 else draw(st.sampled_from([domain, ""])),
+                        "weight": draw(st.sampled_from(["1", "2.5"]))}  # fmt: skip
+            elif kind == "fetch log":
+                row |= {"time": str(t), "digest": draw(st.sampled_from("abc")), "domain": domain}
+            else:
+                flag = draw(st.sampled_from(["", "0"])) if j == 0 else draw(st.sampled_from("01"))
+                row |= {"time": str(t), "changed": flag, "domain": domain}
+            visits.append(row)
+        per_id.append(visits)
+    # interleave pages at random, keeping each page's visits in time order
+    rows = []
+    while any(per_id):
+        pick = draw(st.sampled_from([i for i, v in enumerate(per_id) if v]))
+        rows.append(per_id[pick].pop(0))
+    header = list(rows[0])
+    if kind == "canonical" and draw(st.booleans()):
+        header.remove("domain")  # optional column
+    table = [[r[c] for c in header] for r in rows]
+    for corruption in draw(st.lists(st.sampled_from(["cell", "blank", "drop", "repeat",
+                                                     "extra", "swap"]), max_size=2)):  # fmt: skip
+        i = draw(st.integers(0, len(table) - 1))
+        c = draw(st.integers(0, len(header) - 1))
+        if corruption == "cell" and header[c] in BAD:
+            table[i][c] = draw(st.sampled_from(BAD[header[c]]))
+        elif corruption == "blank":
+            table[i][c] = ""
+        elif corruption == "drop" and len(header) > 1:
+            del header[c]
+            table = [r[:c] + r[c + 1 :] for r in table]
+        elif corruption == "repeat":
+            header.append(header[c])
+            table = [[*r, r[c]] for r in table]
+        elif corruption == "extra":
+            header.append("note")
+            table = [[*r, draw(st.sampled_from(["", "NA", "x"]))] for r in table]
+        elif corruption == "swap":
+            j = draw(st.integers(0, len(table) - 1))
+            table[i], table[j] = table[j], table[i]
+    return header, table
 
 
 def _csv_text(header, rows) -> str:
@@ -61,6 +124,19 @@ def _csv_text(header, rows) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return buf.getvalue()
+
+
+def _loaded(load, *args, **kwargs):
+    """``load(...)``, or ``None`` once it has failed with a clear :class:`ObservationError`
+    (any other exception fails the test)."""
+    try:
+        result = load(*args, **kwargs)
+    except ObservationError as exc:
+        assert str(exc).strip()
+        event("ObservationError")  # --hypothesis-show-statistics shows the shares
+        return None
+    event("loaded: every row accounted for")
+    return result
 
 
 def _accounted(ids_in: list[str], labels: list[str], counts: list[int]) -> None:
@@ -73,16 +149,6 @@ def _check_observations(header, rows, obs) -> None:
     ids = [r[header.index("page")] for r in rows]
     _accounted(ids, [str(p) for p in obs.pages.index], obs.visits_per_page.tolist())
     assert np.isfinite(obs.time).all() and set(np.unique(obs.changed)) <= {0, 1}
-
-
-def _loaded(load, *args, **kwargs):
-    """``load(...)``, or ``None`` once it has failed with a clear :class:`ObservationError`
-    (any other exception fails the test)."""
-    try:
-        return load(*args, **kwargs)
-    except ObservationError as exc:
-        assert str(exc).strip()
-        return None
 
 
 @SETTINGS
@@ -109,33 +175,24 @@ def test_canonical_parquet_and_gzip(tmp_path_factory, table, gz):
             return  # Parquet cannot hold repeated column names
         path = directory / "t.parquet"
         # strings as given, empty cells as nulls (what a Parquet writer would store)
-        frame = pd.DataFrame(
-            {c: pd.Series([r[i] or None for r in rows], dtype=object) for i, c in
-             enumerate(header)}
-        )  # fmt: skip
-        frame.to_parquet(path)
+        columns = {c: pd.Series([r[i] or None for r in rows], dtype=object)
+                   for i, c in enumerate(header)}  # fmt: skip
+        pd.DataFrame(columns).to_parquet(path)
     obs = _loaded(read_observations, path)
     if obs is not None:
         _check_observations(header, rows, obs)
 
 
 @SETTINGS
-@given(
-    table=tables(
-        columns=("page", "time", "digest"),
-        pools={"page": IDS, "time": TIMES, "digest": ["a", "b", "", "NA"], "domain": DOMAINS},
-    ),
-    failed=st.sampled_from(["error", "skip"]),
-)
+@given(table=tables("fetch log"), failed=st.sampled_from(["error", "skip"]))
 def test_fetch_log(table, failed):
     header, rows = table
-    frame = pd.DataFrame(
-        {c: [r[i] or None for r in rows] for i, c in enumerate(header)}
-    )  # one column per distinct name (a repeated one keeps its last values)
+    # one column per distinct name (a repeated one keeps its last values); blank = failed
+    frame = pd.DataFrame({c: [r[i] or None for r in rows] for i, c in enumerate(header)})
     obs = _loaded(from_fetch_log, frame, failed=failed)
     if obs is None:
         return
-    failed_rows = frame["digest"].isna().to_numpy() if "digest" in frame else []
+    failed_rows = frame["digest"].isna().to_numpy()
     _accounted(
         frame["page"][~failed_rows].tolist(), list(obs.pages.index), obs.visits_per_page.tolist()
     )
@@ -144,21 +201,23 @@ def test_fetch_log(table, failed):
 
 
 @SETTINGS
-@given(
-    n=st.integers(0, 6),
-    data=st.data(),
-)
+@given(n=st.integers(1, 6), data=st.data())
 def test_visit_grid(n, data):
-    ids = [data.draw(st.sampled_from([*IDS, None])) for _ in range(n)]
-    num = [data.draw(st.sampled_from([0, 1, 3, -1, 2.5, "4", "x", None, np.nan])) for _ in ids]
-    changes = [
-        data.draw(st.sampled_from([[], [1], [1, 3], [0], [5], "1 2", "[2]", None, "x", [1, 1]]))
-        for _ in ids
-    ]
-    domains = [data.draw(st.sampled_from([*DOMAINS, None])) for _ in ids]
-    frame = pd.DataFrame(
-        {"id": ids, "numVisits": num, "visitsWChanges": changes, "domain": domains}
-    )
+    ids = data.draw(st.lists(st.sampled_from(IDS), min_size=n, max_size=n, unique=True))
+    num = [data.draw(st.integers(0, 4)) for _ in ids]
+    changes = [sorted(data.draw(st.sets(st.integers(1, max(v, 1)), max_size=v))) for v in num]
+    domains = [data.draw(st.sampled_from(DOMAINS)) for _ in ids]
+    for _ in range(data.draw(st.integers(0, 2))):  # corruptions
+        i = data.draw(st.integers(0, n - 1))
+        column, bad = data.draw(st.sampled_from([
+            (num, [-1, 2.5, "4", "x", None, np.nan]),
+            (changes, [[0], [9], [1, 1], "1 2", "[2]", None, "x"]),
+            (ids, [None, ids[0]]),
+            (domains, [None]),
+        ]))  # fmt: skip
+        column[i] = data.draw(st.sampled_from(bad))
+    frame = pd.DataFrame({"id": ids, "numVisits": num, "visitsWChanges": changes,
+                          "domain": domains})  # fmt: skip
     obs = _loaded(from_visit_grid, frame, page="id")
     if obs is None:
         return
@@ -168,30 +227,7 @@ def test_visit_grid(n, data):
 
 
 @SETTINGS
-@given(
-    table=tables(
-        columns=("url", "time", "changed"),
-        optional=("host", "weight"),
-        pools={
-            "url": IDS,
-            "time": [
-                "480000",
-                "480001",
-                "480002.5",
-                "2024-01-01T00:00Z",
-                "x",
-                "",
-                "inf",
-                "1700000000",
-                "-5",
-                "NA",
-            ],
-            "changed": FLAGS,
-            "host": ["NA", "", "h", "007", "null"],
-            "weight": ["1", "2.5", "", "0", "-1", "inf", "x"],
-        },
-    )
-)
+@given(table=tables("fetches"))
 def test_scheduler_observe_csv(tmp_path_factory, table):
     from bayesrate.commands.schedule import read_fetches
     from bayesrate.scheduler.store import Store
@@ -201,21 +237,18 @@ def test_scheduler_observe_csv(tmp_path_factory, table):
     path = directory / "f.csv"
     path.write_text(_csv_text(header, rows))
     with Store.create(directory / "s.db") as store:
-        done = _loaded(lambda: store.observe(**read_fetches(str(path)), now=480_010.0))
-        st_ = store.refresh()
+        done = _loaded(lambda: store.observe(**read_fetches(str(path)), now=480_300.0))
+        state = store.refresh()
     if done is None:
-        assert st_.n == 0  # a rejected batch writes nothing
+        assert state.n == 0  # a rejected batch writes nothing
         return
     urls = [r[header.index("url")] for r in rows]
-    counts = dict(Counter(urls))
-    assert dict(zip(st_.urls, st_.n_fetch.tolist(), strict=True)) == counts
-    if "host" in header:  # hosts as written: a new URL takes the host its rows give
-        given = {}
-        for r in rows:
-            host = r[header.index("host")]
-            if host:
-                given.setdefault(r[header.index("url")], host)
-        assert [st_.hosts[h] for h in st_.host] == [given[u] for u in st_.urls]
+    assert dict(zip(state.urls, state.n_fetch.tolist(), strict=True)) == dict(Counter(urls))
+    given_host = {}  # hosts as written: a new URL takes the host its rows give
+    for r in rows:
+        if r[header.index("host")]:
+            given_host.setdefault(r[header.index("url")], r[header.index("host")])
+    assert [state.hosts[h] for h in state.host] == [given_host[u] for u in state.urls]
 
 
 @settings(max_examples=max(EXAMPLES // 3, 20), deadline=None, derandomize=EXAMPLES <= 60,
@@ -229,7 +262,6 @@ def test_dask_csv(tmp_path_factory, table):
     path = tmp_path_factory.mktemp("dask") / "t.csv"
     path.write_text(_csv_text(header, rows))
     stats = _loaded(lambda: interval_stats_from_dask(read_csv(str(path))))
-    if stats is None:
-        return
-    ids = [r[header.index("page")] for r in rows]
-    _accounted(ids, [str(p) for p in stats.pages], stats.n_visits.tolist())
+    if stats is not None:
+        ids = [r[header.index("page")] for r in rows]
+        _accounted(ids, [str(p) for p in stats.pages], stats.n_visits.tolist())
