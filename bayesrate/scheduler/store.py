@@ -539,6 +539,9 @@ def _checked_columns(
 
 
 def _sql_values(col: np.ndarray) -> list[Any]:
+    """Python values for SQLite (NaN → NULL)."""
+    values = col.tolist()
     if col.dtype.kind == "f":
-        return [None if np.isnan(x) else x for x in col.tolist()]
-    return col.tolist()
+        for i in np.flatnonzero(np.isnan(col)).tolist():
+            values[i] = None
+    return values
