@@ -490,7 +490,6 @@ class SchedulerState:
         new_urls: list[str] = []
         new_hosts: list[str | None] = []
         first_row: list[int] = []
-        unknown: list[int] = []
         mismatch: list[int] = []
         if hosts is not None:
             # a known URL may omit its host (blank); a host that is given must match
