@@ -97,12 +97,6 @@ def _totals(stats: IntervalStats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return stats.n_intervals, stats.n_changes, stats.exposure
 
 
-def mean_interval(stats: IntervalStats) -> np.ndarray:
-    """``τ̄ = T / n`` per page (hours; 0 for pages without intervals)."""
-    n, _, exposure = _totals(stats)
-    return np.divide(exposure, n, out=np.zeros(len(n)), where=n > 0)
-
-
 def naive(stats: IntervalStats) -> RateEstimate:
     """Detected changes per observed hour, ``c / T`` (biased low under censoring)."""
     _, c, exposure = _totals(stats)

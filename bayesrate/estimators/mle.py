@@ -287,23 +287,6 @@ def solve_mm(
     return _solve("mm", group_page, group_tau, group_n, group_changed, n_pages, **kwargs)
 
 
-def loglik_groups(
-    rate: np.ndarray,
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
-) -> np.ndarray:
-    """Exact per-page log-likelihood of per-page rates (``-inf`` where impossible)."""
-    x = np.asarray(rate, dtype=np.float64)[group_page] * group_tau
-    with np.errstate(divide="ignore"):
-        contrib = -(group_n - group_changed) * x
-        has = group_changed > 0
-        contrib[has] = contrib[has] + group_changed[has] * np.log(-np.expm1(-x[has]))
-    return np.bincount(group_page, weights=contrib, minlength=n_pages)
-
-
 def profile_interval(
     rate: np.ndarray,
     cap: np.ndarray,
