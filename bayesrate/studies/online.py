@@ -70,6 +70,7 @@ def trajectories(tau, flags, p: float, estimators: dict, *, offline: bool = True
 
     from bayesrate.estimators import mle as solver
     from bayesrate.estimators import online
+    from bayesrate.sufficient import IntervalStats
 
     runs, samples = flags.shape
     ks = checkpoints(samples) if ks is None else ks
@@ -95,10 +96,15 @@ def trajectories(tau, flags, p: float, estimators: dict, *, offline: bool = True
         out["MM"] = np.zeros((len(ks), runs))
         page = np.repeat(np.arange(runs), samples).reshape(runs, samples)
         for i, k in enumerate(ks):
-            args = (page[:, :k].ravel(), tau[:, :k].ravel(), np.ones(runs * k))
-            args = (*args, flags[:, :k].ravel().astype(np.float64), runs)
-            out["MLE"][i] = solver.solve_mle(*args).rate
-            out["MM"][i] = solver.solve_mm(*args).rate
+            stats = IntervalStats.from_groups(
+                page[:, :k].ravel(),
+                tau[:, :k].ravel(),
+                np.ones(runs * k),
+                flags[:, :k].ravel(),
+                runs,
+            )
+            out["MLE"][i] = solver.solve_mle(stats).rate
+            out["MM"][i] = solver.solve_mm(stats).rate
     return ks, out
 
 
