@@ -34,13 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bayesrate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"bayesrate.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"bayesrate.commands.{name}":
-                continue  # not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"bayesrate.commands.{name}").register(sub)
     return parser
 
 

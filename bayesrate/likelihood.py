@@ -20,6 +20,7 @@ fused numba kernel of :mod:`bayesrate.models.fused` are its tensor twins (tested
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,6 +28,7 @@ import numpy as np
 #: (relative error < e^{3a}/48: exact in double precision; ``e^a`` itself may underflow)
 SERIES_BELOW = -20.0
 LN2 = float(np.log(2.0))
+_EXP_SERIES_BELOW = float(np.exp(SERIES_BELOW))
 #: cap on (changed groups x columns) evaluated at once by :func:`loglik_grid`
 CHUNK_CELLS = 1 << 22
 
@@ -49,29 +51,54 @@ def log1mexp(x: np.ndarray) -> np.ndarray:
 def log1mexp_of_log(log_lam: np.ndarray) -> np.ndarray:
     """``log(1 − exp(−e^a))`` from ``a = log Λ``: the log-probability of a detected change.
 
-    Finite for every finite ``a`` (the series branch keeps its value when ``e^a``
-    underflows); ``0`` for large ``a``.
+    Finite for every finite ``a`` (the series ``a − e^a/2 + e^{2a}/24`` takes over below
+    :data:`SERIES_BELOW`, where ``e^a`` may underflow); ``0`` for large ``a``.
     """
     a = np.asarray(log_lam, dtype=np.float64)
-    small = a <= SERIES_BELOW
     with np.errstate(over="ignore"):
-        lam = np.exp(np.where(small, SERIES_BELOW, a))
-    exact = log1mexp(-lam)
-    a_small = np.where(small, a, SERIES_BELOW)
-    e = np.exp(a_small)
-    series = a_small - e / 2 + e * e / 24
-    return np.where(small, series, exact)
+        return log1mexp_of_rate(np.exp(a), a)
 
 
-def detection_score(x: np.ndarray) -> np.ndarray:
+def log1mexp_of_rate(
+    lam: np.ndarray, log_lam: np.ndarray | None = None, expm1_lam: np.ndarray | None = None
+) -> np.ndarray:
+    """``log(1 − e^{−Λ})`` from ``Λ`` (and ``log Λ``, used below ``e^``:data:`SERIES_BELOW`
+    where ``Λ`` may have underflowed; ``log(Λ)`` when not given).
+
+    Mächler (2012): ``log(−expm1(−Λ))`` for ``Λ ≤ ln 2`` — computed as
+    ``log(expm1(Λ)) − Λ`` when ``expm1_lam`` (``eˣ − 1``, shared with the score) is given —
+    and ``log1p(−e^{−Λ})`` above.
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if expm1_lam is None:
+            out = np.log(-np.expm1(-lam))
+        else:
+            out = np.log(expm1_lam) - lam
+        far = np.flatnonzero(lam > LN2)
+        if len(far):
+            out.flat[far] = np.log1p(-np.exp(-lam.flat[far]))
+    small = np.flatnonzero(lam <= _EXP_SERIES_BELOW)
+    if len(small):
+        e = lam.flat[small]
+        with np.errstate(divide="ignore"):
+            a = np.log(e) if log_lam is None else np.asarray(log_lam).flat[small]
+        out.flat[small] = a - e / 2 + e * e / 24
+    return out
+
+
+def detection_score(x: np.ndarray, expm1_x: np.ndarray | None = None) -> np.ndarray:
     """``x / (eˣ − 1)``: the derivative of ``log(1 − e^{−x})`` with respect to ``log x``.
 
-    ``1`` at ``x = 0``, ``0`` for large ``x``.
+    ``1`` at ``x = 0``, ``0`` for large ``x``; ``expm1_x`` may pass ``eˣ − 1`` if known.
     """
     x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = x / np.expm1(x)
-    return np.where(x < 1e-12, 1.0 - x / 2, np.nan_to_num(out, nan=0.0))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = x / (np.expm1(x) if expm1_x is None else expm1_x)
+    bad = np.flatnonzero(~np.isfinite(out))  # x = 0 (0/0) or x = inf (inf/inf)
+    if len(bad):
+        out.flat[bad] = np.where(x.flat[bad] == 0, 1.0, 0.0)
+    return out
 
 
 def detection_information(x: np.ndarray) -> np.ndarray:
@@ -111,6 +138,17 @@ class CensoredGroups:
     def n_pages(self) -> int:
         return len(self.unchanged)
 
+    @cached_property
+    def group_exposure(self) -> np.ndarray:
+        """``E_g`` of each changed group."""
+        return np.exp(self.group_log_exposure)
+
+    @cached_property
+    def starts(self) -> np.ndarray:
+        """Positions where a new page's changed groups begin."""
+        gp = self.group_page
+        return np.flatnonzero(np.r_[True, gp[1:] != gp[:-1]]) if len(gp) else np.zeros(0, int)
+
     @property
     def offsets(self) -> np.ndarray:
         """Changed groups of page ``i`` are ``offsets[i]:offsets[i + 1]``."""
@@ -137,13 +175,12 @@ class CensoredGroups:
         )
 
 
-def _sum_by_page(values: np.ndarray, group_page: np.ndarray, n_pages: int) -> np.ndarray:
-    """Sum rows of ``values`` (groups, ...) into their pages (groups sorted by page)."""
-    out = np.zeros((n_pages, *values.shape[1:]))
-    if len(group_page) == 0:
-        return out
-    starts = np.flatnonzero(np.r_[True, group_page[1:] != group_page[:-1]])
-    out[group_page[starts]] = np.add.reduceat(values, starts, axis=0)
+def _sum_by_page(values: np.ndarray, groups: CensoredGroups) -> np.ndarray:
+    """Sum rows of ``values`` (changed groups, ...) into their pages."""
+    out = np.zeros((groups.n_pages, *values.shape[1:]))
+    if len(groups.group_page):
+        starts = groups.starts
+        out[groups.group_page[starts]] = np.add.reduceat(values, starts, axis=0)
     return out
 
 
@@ -175,32 +212,39 @@ def loglik_grid(groups: CensoredGroups, theta: np.ndarray) -> np.ndarray:
             cols = slice(a, a + step)
             log_lam = theta[groups.group_page, cols] + groups.group_log_exposure[:, None]
             contrib = groups.group_count[:, None] * log1mexp_of_log(log_lam)
-            out[:, cols] += _sum_by_page(contrib, groups.group_page, groups.n_pages)
+            out[:, cols] += _sum_by_page(contrib, groups)
     return out
 
 
 def loglik(groups: CensoredGroups, log_rate: np.ndarray) -> np.ndarray:
     """``ℓ_p`` of every page at its own log-rate (``(n_pages,)`` in, ``(n_pages,)`` out)."""
-    return loglik_grid(groups, np.asarray(log_rate, dtype=np.float64)[:, None])[:, 0]
+    return loglik_derivatives(groups, log_rate, order=0)[0]
 
 
 def loglik_derivatives(
-    groups: CensoredGroups, log_rate: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Value, score ``dℓ/dθ`` and observed information ``−d²ℓ/dθ²`` per page at ``θ_p``."""
+    groups: CensoredGroups, log_rate: np.ndarray, order: int = 2
+) -> tuple[np.ndarray, ...]:
+    """Value, score ``dℓ/dθ`` and observed information ``−d²ℓ/dθ²`` per page at ``θ_p``.
+
+    ``order`` 0 returns the value only, 1 value and score, 2 all three.
+    """
     theta = np.asarray(log_rate, dtype=np.float64)
-    lam = np.exp(theta)
-    value = loglik(groups, theta)
-    score = -groups.unchanged * lam
-    info = groups.unchanged * lam
-    if len(groups.group_page):
-        x = np.exp(theta[groups.group_page] + groups.group_log_exposure)
-        n = groups.n_pages
-        score = score + _sum_by_page(groups.group_count * detection_score(x), groups.group_page, n)
-        info = info + _sum_by_page(
-            groups.group_count * detection_information(x), groups.group_page, n
-        )
-    return value, score, info
+    with np.errstate(over="ignore"):
+        lam = np.exp(theta)
+    exposure = groups.unchanged * lam
+    gp = groups.group_page
+    x = lam[gp] * groups.group_exposure
+    c = groups.group_count
+    with np.errstate(over="ignore"):
+        q = np.expm1(x)
+    out = [-exposure + _sum_by_page(c * log1mexp_of_rate(x, None, q), groups)]
+    if order >= 1:
+        s = detection_score(x, q)
+        out.append(-exposure + _sum_by_page(c * s, groups))
+        if order >= 2:
+            info = np.maximum(s * s + s * x - s, 0.0)
+            out.append(exposure + _sum_by_page(c * info, groups))
+    return tuple(out)
 
 
 def pointwise_loglik(groups: CensoredGroups, log_rate_draws: np.ndarray) -> np.ndarray:

@@ -327,13 +327,6 @@ def timestamps_to_hours(values: pd.Series | pd.DatetimeIndex) -> np.ndarray:
     return ns / _NS_PER_HOUR
 
 
-def hours_to_timestamps(hours: np.ndarray) -> pd.DatetimeIndex:
-    """Float hours since the Unix epoch to UTC timestamps (nanosecond rounding)."""
-    return pd.to_datetime(
-        np.round(np.asarray(hours) * _NS_PER_HOUR).astype("int64"), unit="ns", utc=True
-    )
-
-
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenate ``arange(s, s + c)`` for each start/count pair, without a loop."""
     starts = np.asarray(starts, dtype=np.int64)

@@ -25,7 +25,6 @@ Two simulation paths, equal in law:
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from bayesrate.clock import check_timezone, hour_of_week, utc_offset_hours
 from bayesrate.constants import DOMAIN, EPOCH_HOUR_OF_WEEK, N_HOUR_OF_WEEK, PAGE
 from bayesrate.errors import ObservationError
 from bayesrate.observations import DEFAULT_DOMAIN, Observations
+from bayesrate.seeds import rng_from
 
 __all__ = [
     "CASE_STUDY_CHANGES",
@@ -82,28 +82,6 @@ CASE_STUDY_CHANGES = {
 _UTC_NAMES = ("UTC", "utc", "Etc/UTC")
 # UTC offsets are probed on this grid to find their changes (transitions fall on quarter hours)
 _TRANSITION_STEP = 0.25
-
-
-def rng_from(seed: int | str | np.random.Generator | None) -> np.random.Generator:
-    """A NumPy generator from an integer, a string, or an existing generator.
-
-    Parameters
-    ----------
-    seed
-        ``int``: ``numpy.random.default_rng(seed)``. ``str``: seeded from the SHA-256 of
-        the UTF-8 string (all 256 bits, stable across platforms and runs). A
-        :class:`numpy.random.Generator` is returned unchanged. ``None`` draws fresh OS
-        entropy (not reproducible).
-    """
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, str):
-        return np.random.default_rng(
-            int.from_bytes(hashlib.sha256(seed.encode()).digest(), "little")
-        )
-    if seed is None or isinstance(seed, (int, np.integer)):
-        return np.random.default_rng(None if seed is None else int(seed))
-    raise TypeError(f"seed must be an int, str or numpy Generator, not {type(seed).__name__}")
 
 
 # =========================================================================================

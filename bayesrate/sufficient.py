@@ -80,6 +80,47 @@ class IntervalStats:
     n_changes: np.ndarray
     exposure: np.ndarray
 
+    @classmethod
+    def from_groups(
+        cls,
+        group_page: np.ndarray,
+        group_tau: np.ndarray,
+        group_n: np.ndarray,
+        group_changed: np.ndarray,
+        n_pages: int,
+    ) -> IntervalStats:
+        """Statistics of pages ``0..n_pages-1`` from interval groups given directly.
+
+        Groups need not be merged (one per interval with ``n = 1`` is fine) nor sorted;
+        pages are labelled by position and share one domain.
+        """
+        group_page = np.asarray(group_page, dtype=np.int64)
+        order = np.argsort(group_page, kind="stable")
+        group_page = group_page[order]
+        group_tau = np.asarray(group_tau, dtype=np.float64)[order]
+        group_n = np.asarray(group_n, dtype=np.int64)[order]
+        group_changed = np.asarray(group_changed, dtype=np.int64)[order]
+        if len(group_tau) and not np.all(group_tau > 0):
+            bad = np.flatnonzero(~(group_tau > 0))[:10].tolist()
+            raise ValueError(f"interval lengths must be positive (groups {bad})")
+        n = np.bincount(group_page, weights=group_n, minlength=n_pages).astype(np.int64)
+        return cls(
+            pages=pd.RangeIndex(n_pages, name="page"),
+            domain=np.zeros(n_pages, np.int64),
+            domains=pd.Index(["(none)"], name="domain"),
+            group_page=group_page,
+            group_tau=group_tau,
+            group_n=group_n,
+            group_changed=group_changed,
+            group_offsets=np.searchsorted(group_page, np.arange(n_pages + 1)).astype(np.int64),
+            n_visits=n + 1,
+            n_intervals=n,
+            n_changes=np.bincount(group_page, weights=group_changed, minlength=n_pages).astype(
+                np.int64
+            ),
+            exposure=np.bincount(group_page, weights=group_n * group_tau, minlength=n_pages),
+        )
+
     @property
     def n_pages(self) -> int:
         return len(self.pages)

@@ -5,20 +5,21 @@ Imported explicitly (``from tests.helpers import ...``); fixtures live in ``conf
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from pathlib import Path
 
 import pytest
 
+from bayesrate import seeds
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("BAYESRATE_SHARED", REPO.parent / "shared"))
 
 
 def seed_of(text: str) -> int:
-    """A 32-bit seed from a string (stable across runs and platforms)."""
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+    """A 32-bit seed from a string (the package's one string-to-seed mapping)."""
+    return seeds.seed_int(text, bits=32)
 
 
 def raw_loglik(obs, page: int, lam: float) -> float:

@@ -14,6 +14,7 @@ from scipy import optimize, stats
 
 from bayesrate.estimators import batch, gamma, grid, mle, online
 from bayesrate.observations import Observations
+from bayesrate.sufficient import IntervalStats
 
 
 def make_obs(pages: dict[str, tuple[list[float], list[int]]]) -> Observations:
@@ -202,9 +203,7 @@ def test_edge_cases_are_finite(irregular, irregular_mle):
 
 def test_mle_chunking_does_not_change_results(irregular, irregular_mle):
     st = irregular.interval_stats
-    small = mle.solve_mle(
-        st.group_page, st.group_tau, st.group_n, st.group_changed, st.n_pages, block_groups=7
-    )
+    small = mle.solve_mle(st, block_groups=7)
     np.testing.assert_allclose(small.rate, irregular_mle.rate, rtol=1e-10)
 
 
@@ -471,8 +470,8 @@ def test_mle_properties(intervals):
     taus = np.array([t for t, _ in intervals])
     flags = np.array([int(f) for _, f in intervals])
     n, c = len(taus), int(flags.sum())
-    args = (np.zeros(n, np.int64), taus, np.ones(n), flags.astype(float), 1)
-    res = mle.solve_mle(*args)
+    st = IntervalStats.from_groups(np.zeros(n, np.int64), taus, np.ones(n), flags, 1)
+    res = mle.solve_mle(st)
     rate, cap = res.rate[0], res.cap[0]
     assert np.isfinite(rate) and 0 <= rate <= cap
     assert cap == pytest.approx(math.log(2 * n + 1) / taus.min())
@@ -485,22 +484,19 @@ def test_mle_properties(intervals):
         best = loglik_page(rate, taus, flags)
         for f in (1 - 1e-6, 1 + 1e-6):
             assert loglik_page(rate * f, taus, flags) <= best + 1e-9 * max(1.0, abs(best))
-    lo, hi = mle.profile_interval(res.rate, res.cap, *args)
+    lo, hi = mle.profile_interval(st, res.rate, res.cap)
     assert lo[0] <= rate <= hi[0]
     # adding a changed interval never lowers the estimate; an unchanged one never raises it
+    page = np.zeros(n + 1, np.int64)
     more = mle.solve_mle(
-        np.zeros(n + 1, np.int64),
-        np.append(taus, 1.0),
-        np.ones(n + 1),
-        np.append(flags, 1).astype(float),
-        1,
+        IntervalStats.from_groups(
+            page, np.append(taus, 1.0), np.ones(n + 1), np.append(flags, 1), 1
+        )
     )
     less = mle.solve_mle(
-        np.zeros(n + 1, np.int64),
-        np.append(taus, 1.0),
-        np.ones(n + 1),
-        np.append(flags, 0).astype(float),
-        1,
+        IntervalStats.from_groups(
+            page, np.append(taus, 1.0), np.ones(n + 1), np.append(flags, 0), 1
+        )
     )
     if not (more.clipped[0] or res.clipped[0]):
         assert more.rate[0] >= rate * (1 - 1e-9)

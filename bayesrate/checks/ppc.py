@@ -266,7 +266,7 @@ def posterior_predictive_checks(
     seed
         Seed (int or string).
     """
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     rng = rng_from(seed)
     rate_draws = np.asarray(rate_draws, dtype=np.float64)
@@ -488,7 +488,7 @@ def mixed_rate_draws(model, obs: Observations, n_draws: int, rng: np.random.Gene
 
 def ppc_for(model, obs: Observations, seed: int | str = "ppc", n_draws: int = 200) -> ModelChecks:
     """Posterior predictive checks of a fitted model: conditional and mixed replications."""
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     post = model.idata_["posterior"]
     rates = stack_draws(post["rate"], DIM_PAGE)

@@ -28,20 +28,7 @@ from bayesrate.commands.common import (
     positive_float,
     progress,
 )
-
-METHODS = (
-    "naive",
-    "moment",
-    "cho",
-    "mle",
-    "mm",
-    "lln",
-    "sa",
-    "sam",
-    "gamma-exposure",
-    "gamma-adf",
-    "posterior-grid",
-)
+from bayesrate.estimators.estimate import METHODS, estimate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,66 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--out", metavar="FILE", help="output .csv or .parquet (default stdout)")
     parser.set_defaults(func=run)
-
-
-def estimate(
-    obs,
-    method: str,
-    *,
-    alpha=None,
-    beta_days=None,
-    level=0.95,
-    mle_interval="profile",
-    crawl_rate_per_day=None,
-    online_raw=False,
-):
-    """The per-page table (per day) for ``method``; see the module docstring."""
-    import math
-
-    from bayesrate.constants import HOURS_PER_DAY
-    from bayesrate.estimators import batch, grid, online
-    from bayesrate.priors import DEFAULT_PRIOR
-
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}")
-    if not 0 < level < 1:
-        raise ValueError("--level must be in (0, 1)")
-    stats = obs.interval_stats
-    a = DEFAULT_PRIOR[0] if alpha is None else alpha
-    b_days = DEFAULT_PRIOR[1] if beta_days is None else beta_days
-    if method.startswith(("gamma", "posterior")) and not (
-        math.isfinite(a) and math.isfinite(b_days) and a > 0 and b_days > 0
-    ):
-        raise ValueError("--prior-alpha and --prior-beta must be finite and positive")
-    if crawl_rate_per_day is not None and not (
-        math.isfinite(crawl_rate_per_day) and crawl_rate_per_day > 0
-    ):
-        raise ValueError("--crawl-rate must be a finite number of visits per day > 0")
-    b_hours = b_days * HOURS_PER_DAY
-    if method == "mle":
-        est = batch.mle(stats, interval=mle_interval, level=level)
-    elif method in batch.BATCH:
-        est = batch.BATCH[method](stats)
-    elif method == "gamma-exposure":
-        est = batch.gamma_exposure(stats, a, b_hours, level=level)
-    elif method == "gamma-adf":
-        est = online.run_sequences(obs, "gamma-adf", prior_alpha=a, prior_beta=b_hours, level=level)
-    elif method == "posterior-grid":
-        post = grid.grid_posterior(stats, grid.gamma_log_prior(a, b_hours))
-        est = batch.RateEstimate(
-            method,
-            post.mean(),
-            post.quantile(0.5 - level / 2),
-            post.quantile(0.5 + level / 2),
-            level,
-        )
-    else:
-        p = None if crawl_rate_per_day is None else crawl_rate_per_day / HOURS_PER_DAY
-        est = online.run_sequences(obs, method, p=p, grid_transform=not online_raw)
-    frame = est.to_frame(stats, per_day=True)
-    if "grid_consistent" in est.extra:
-        frame["grid_consistent"] = est.extra["grid_consistent"]
-    return frame
 
 
 def run(args: argparse.Namespace) -> int:

@@ -78,10 +78,10 @@ LOWER_Q, UPPER_Q = 0.05, 0.95
 
 
 def seed_int(seed: int | str) -> int:
-    """An int seed from an int or a string (stable: SHA-256 of the string)."""
-    if isinstance(seed, (int, np.integer)):
-        return int(seed)
-    return int.from_bytes(hashlib.sha256(str(seed).encode()).digest()[:4], "little")
+    """The sampler's 32-bit seed (:func:`bayesrate.seeds.seed_int` mod 2^32)."""
+    from bayesrate import seeds
+
+    return seeds.seed_int(seed if isinstance(seed, str) else int(seed), bits=32)
 
 
 def library_versions() -> dict[str, str]:

@@ -349,7 +349,7 @@ def run(
         Per policy: ``freshness``, ``harmonic_staleness`` (weighted time averages),
         ``fetches``, and ``series`` (weighted freshness averaged per ``series_every`` hours).
     """
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     if budget is not None and (not np.isfinite(budget) or budget < 0):
         raise ObservationError(
@@ -446,7 +446,7 @@ def calibrate(
     reach ``1 − tol/2`` of the budget (tokens make more than the budget impossible).
     :func:`compare` checks the result on the whole world. Returns ``(scale, runs)``.
     """
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     rng = rng_from(seed)
     rows = rng.choice(world.n, size=min(sample, world.n), replace=False)

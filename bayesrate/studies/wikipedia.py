@@ -1,33 +1,34 @@
 """Real edit traces as ground truth: estimator error vs visit interval (Wikipedia).
 
-The three articles in ``../shared/data/wikipedia-revisions-westhad`` carry exact edit
-times (uncensored). Each article's history is cut into 30-day windows; each window is a
-"page" whose true rate is its number of edits per hour over the observed span. A crawler
-visiting on a regular grid (15 min … 1 week, aligned with the window start) records only
-whether at least one edit happened since its previous visit; every estimator is applied
-to those censored flags and compared with the window's uncensored rate. The whole
-history of each article (one page per article) is reported as well.
+Three Wikipedia articles (Ebola virus disease, Ebola virus disease in the United States,
+Monsanto; the ``wikipedia-revisions-westhad`` traces: one CSV of revisions per article,
+``<article>.Revisions.csv``) carry exact edit times (uncensored). Each article's history
+is cut into 30-day windows; each window is a "page" whose true rate is its number of edits
+per hour over the observed span. A crawler visiting on a regular grid (15 min … 1 week,
+aligned with the window start) records only whether at least one edit happened since its
+previous visit; every estimator is applied to those censored flags and compared with the
+window's uncensored rate. The whole history of each article (one page per article) is
+reported as well.
 
-Parsing (SOURCE.md: the CSV is messy): the file is read line by line, split on commas,
+Parsing (the CSV is messy): the file is read line by line, split on commas,
 and a line is kept when its first field is an integer revision id and its 7th field
 starts with ``https://``; the time is the 5th field (seconds since the first edit).
 Line-wise splitting keeps the rows that a quoting CSV reader swallows into multi-line
-comments (SOURCE.md's counts 7,650 / 3,955 / 1,521 are the CSV reader's; line-wise gives
+comments (the counts 7,650 / 3,955 / 1,521 are the CSV reader's; line-wise gives
 7,792 / 3,984 / 1,521, all with distinct ids and non-decreasing times). Every dropped
 line is counted in ``summary.json``.
 
-The data have no licence: they are read from ``--data-dir`` (default
-``$BAYESRATE_SHARED/data`` or ``../shared/data`` next to the repository), never copied.
+The traces have no stated licence, so they are not shipped: ``run(data_dir=...)`` (``bayesrate
+study wikipedia --data-dir DIR``) reads them from ``DIR/wikipedia-revisions-westhad/``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 from pathlib import Path
 
 import numpy as np
+
+from bayesrate.studies import Progress, StudyResult, silent
 
 DESCRIPTION = "Wikipedia edit traces subsampled on visit grids: estimator error vs interval"
 
@@ -47,18 +48,6 @@ METHODS = (
     "gamma-exposure",
     "gamma-adf",
 )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help=f"directory holding {DATASET}/ (default ../shared/data)")
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("BAYESRATE_SHARED")
-    if env:
-        return Path(env) / "data"
-    repo = Path(__file__).resolve().parents[2]
-    return repo.parent / "shared" / "data"
 
 
 def read_trace(path: Path) -> tuple:
@@ -126,8 +115,8 @@ ARTICLE_METHODS = ("naive", "moment", "cho", "mle", "mm", "gamma-exposure")
 
 def estimate_all(page, time, changed, methods=METHODS) -> tuple:
     """Per-page rates per hour for every method, on observations built from arrays."""
-    from bayesrate.commands.estimate import estimate
     from bayesrate.constants import HOURS_PER_DAY
+    from bayesrate.estimators.estimate import estimate
     from bayesrate.observations import Observations
 
     labels = np.char.add("w", np.char.zfill(page.astype(str), 6))
@@ -142,20 +131,44 @@ def estimate_all(page, time, changed, methods=METHODS) -> tuple:
     return out, capped
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    *,
+    data_dir: str | Path,
+    seed: int | str = "bayesrate-wikipedia",
+    fast: bool = False,
+    progress: Progress = silent,
+) -> StudyResult:
+    """Censor the traces on every visit grid and score every estimator; see the module docstring.
+
+    Parameters
+    ----------
+    data_dir
+        Directory holding ``wikipedia-revisions-westhad/*.Revisions.csv``.
+    seed
+        Unused (the study is deterministic); accepted like every study's.
+    fast
+        Two visit intervals (1 h, 1 day) and 40 windows (smoke tests).
+    progress
+        Called with one line per step.
+
+    Raises
+    ------
+    ObservationError
+        When the directory holds no trace.
+    """
     import pandas as pd
 
-    from bayesrate.commands.common import progress
+    from bayesrate import plots
     from bayesrate.errors import ObservationError
 
-    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    folder = data_dir / DATASET
+    folder = Path(data_dir) / DATASET
     files = sorted(folder.glob("*.Revisions.csv"))
     if not files:
-        raise ObservationError(f"no *.Revisions.csv under {folder} (use --data-dir)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    intervals = (1.0, 24.0) if args.fast else INTERVALS_HOURS
+        raise ObservationError(
+            f"no *.Revisions.csv under {folder}: the Wikipedia traces are not shipped "
+            "(no licence); pass the directory that holds wikipedia-revisions-westhad/"
+        )
+    intervals = (1.0, 24.0) if fast else INTERVALS_HOURS
 
     traces, parse = {}, {}
     for f in files:
@@ -184,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     win_start = np.concatenate(win_start)
     win_end = np.concatenate(win_end)
     win_article = np.asarray(win_article)
-    if args.fast:
+    if fast:
         pick = np.linspace(0, len(win_start) - 1, min(40, len(win_start))).astype(int)
         win_start, win_end, win_article = win_start[pick], win_end[pick], win_article[pick]
 
@@ -248,10 +261,7 @@ def run(args: argparse.Namespace) -> int:
                     }
                 )
     table = pd.DataFrame(rows)
-    table.to_csv(out / "windows.csv", index=False)
     articles = pd.DataFrame(article_rows)
-    articles.to_csv(out / "articles.csv", index=False)
-    _plot(out, table)
     summary = {
         "data": str(folder),
         "parse": parse,
@@ -263,33 +273,14 @@ def run(args: argparse.Namespace) -> int:
             for m, part in table.groupby("method", sort=False)
         },
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     wide = table.pivot(index="interval_hours", columns="method", values="median_ratio")
-    print("median estimate / true rate over 30-day windows")
-    print(wide[list(METHODS)].to_string(float_format=lambda v: f"{v:.3f}"))
-    progress(f"wikipedia: wrote {out}")
-    return 0
-
-
-def _plot(out: Path, table) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for method, part in table.groupby("method", sort=False):
-        a1.plot(part.interval_hours, part.median_ratio, marker="o", ms=3, label=method)
-        a2.plot(part.interval_hours, part.mean_abs_rel_error, marker="o", ms=3, label=method)
-    for ax in (a1, a2):
-        ax.set_xscale("log")
-        ax.set_xlabel("visit interval (hours)")
-    a1.axhline(1.0, color="k", ls="--", lw=1)
-    a1.set_yscale("log")
-    a1.set_ylabel("median estimate / true rate")
-    a2.set_ylabel("mean |relative error|")
-    a2.set_yscale("log")
-    a2.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "wikipedia.png", dpi=110)
-    plt.close(fig)
+    text = "median estimate / true rate over 30-day windows\n" + wide[list(METHODS)].to_string(
+        float_format=lambda v: f"{v:.3f}"
+    )
+    return StudyResult(
+        name="wikipedia",
+        tables={"windows": table, "articles": articles},
+        summary=summary,
+        figures={"wikipedia": plots.ratio_by_interval(table)},
+        text=text,
+    )
