@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bayesrate.atomic import atomic_path
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
 
@@ -37,6 +38,30 @@ class CalibrationResult:
     recommended: str | None
     report: Path
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def check_artifact_owner(
+    models_root: str | Path, dataset: str, fingerprint: str, *, force: bool = False
+) -> None:
+    """Refuse to overwrite artifacts named ``dataset`` that were fitted on other data.
+
+    Every ``<models_root>/<dataset>/*/priors.json`` records the fingerprint of the data it
+    was fitted on; one that differs from ``fingerprint`` raises :class:`ArtifactError`
+    unless ``force`` (then it will be overwritten).
+    """
+    from bayesrate.priors import PRIORS_FILE, PriorSet
+
+    directory = Path(models_root) / dataset
+    if force or not directory.is_dir():
+        return
+    for path in sorted(directory.glob(f"*/{PRIORS_FILE}")):
+        theirs = PriorSet.load(path).metadata.get("data_fingerprint")
+        if theirs and theirs != fingerprint:
+            raise ArtifactError(
+                f"{path.parent} holds priors fitted on other data (fingerprint {theirs[:12]}; "
+                f"this data {fingerprint[:12]}): choose another --name, or pass --force to "
+                "overwrite them"
+            )
 
 
 def calibrate(
@@ -79,6 +104,7 @@ def calibrate(
     from bayesrate.models.base import seed_int
 
     start = time.perf_counter()
+    check_artifact_owner(models_root, dataset, obs.fingerprint, force=force)
     out = Path(out) if out is not None else Path("reports") / dataset
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -139,11 +165,14 @@ def calibrate(
             refused[name] = str(exc)
             progress(f"  not exported: {exc}")
     for name, model in fits.items():
-        model.save(out / f"fit-{name}.nc")
+        with atomic_path(out / f"fit-{name}.nc") as tmp:
+            model.save(tmp)
     recommended = next((n for n in comparison.table.index if n in artifacts), None)
     if recommended is not None:
-        path = Path(models_root) / dataset / RECOMMENDED_FILE
-        path.write_text(json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2))
+        with atomic_path(Path(models_root) / dataset / RECOMMENDED_FILE) as tmp:
+            tmp.write_text(
+                json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2)
+            )
     seconds["total_before_report"] = time.perf_counter() - start
 
     from bayesrate.report import write_report

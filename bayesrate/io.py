@@ -20,7 +20,12 @@ import pandas as pd
 
 from bayesrate.constants import CHANGED, DEFAULT_TIME_UNIT, DOMAIN, PAGE, TIME, TIME_UNITS
 from bayesrate.errors import ObservationError, format_items
-from bayesrate.observations import Observations, load_table, timestamps_to_hours
+from bayesrate.observations import (
+    Observations,
+    ids_as_strings,
+    load_table,
+    timestamps_to_hours,
+)
 
 GRID_COLUMNS = ("numVisits", "visitsWChanges")
 
@@ -86,7 +91,7 @@ def from_fetch_log(
             )
     if failed not in ("error", "skip"):
         raise ValueError("failed must be 'error' or 'skip'")
-    frame = frame.reset_index(drop=True)
+    frame = ids_as_strings(frame.reset_index(drop=True), (page, domain or page))
     notes = []
     missing = frame[digest].isna().to_numpy()
     if missing.any():
@@ -169,7 +174,7 @@ def from_visit_grid(
             raise ObservationError("start must be timezone-aware", field="start")
         t0 = float(timestamps_to_hours(pd.DatetimeIndex([ts]))[0])
 
-    frame = frame.reset_index(drop=True)
+    frame = ids_as_strings(frame.reset_index(drop=True), (page or DOMAIN, DOMAIN))
     n_raw = pd.to_numeric(frame["numVisits"], errors="coerce").to_numpy(dtype=float)
     bad_n = ~np.isfinite(n_raw) | (n_raw < 0) | (n_raw != np.round(n_raw))
     if bad_n.any():
@@ -179,6 +184,17 @@ def from_visit_grid(
             rows=np.flatnonzero(bad_n),
         )
     n_revisits = n_raw.astype(np.int64)
+    if page is not None and page not in frame.columns:
+        raise ObservationError(
+            f"visit-grid table lacks column {page!r}; have {list(frame.columns)}", field=page
+        )
+    for col in (page, DOMAIN):
+        if col is not None and col in frame.columns and frame[col].isna().any():
+            raise ObservationError(
+                f"missing values in {col!r}",
+                field=col,
+                rows=np.flatnonzero(frame[col].isna().to_numpy()),
+            )
     labels = (
         frame[page].to_numpy() if page is not None else np.arange(1, len(frame) + 1).astype(str)
     )

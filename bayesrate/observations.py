@@ -13,6 +13,7 @@ in memory, and computes the sufficient statistics every consumer shares once.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -561,17 +562,83 @@ def _build_from_frame(
     )
 
 
-def load_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame (no validation)."""
+#: columns that hold identifiers: read as text exactly as written
+ID_COLUMNS = (PAGE, DOMAIN)
+
+
+def ids_as_strings(frame: pd.DataFrame, columns: Iterable[str] = ID_COLUMNS) -> pd.DataFrame:
+    """``frame`` with its identifier columns as strings (missing cells stay missing).
+
+    Identifiers are labels, not numbers: ``"007"`` and ``"7"`` are different pages, and
+    ``"NA"``, ``"null"`` and ``"None"`` are ids like any other. Values that are not strings
+    (e.g. integers from a Parquet file) become their text (``7`` → ``"7"``); ``None``/NaN
+    stay missing, for the validation to report by row.
+    """
+    present = [c for c in columns if c in frame.columns]
+    converted = {}
+    for col in present:
+        series = frame[col]
+        if isinstance(series.dtype, pd.StringDtype) or (
+            series.dtype == object
+            and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
+        ):
+            continue
+        missing = series.isna().to_numpy()
+        values = series.to_numpy(dtype=object)
+        converted[col] = np.array(
+            [
+                None if gone else (v.decode() if isinstance(v, bytes) else str(v))
+                for v, gone in zip(values, missing, strict=True)
+            ],
+            dtype=object,
+        )
+    if not converted:
+        return frame
+    return frame.assign(**converted)
+
+
+def load_table(path: str | Path, *, id_columns: Iterable[str] = ID_COLUMNS) -> pd.DataFrame:
+    """Read a CSV or Parquet file into a DataFrame (no validation of its content).
+
+    Identifier columns (``id_columns``) are read as strings exactly as written. No cell is
+    guessed to be missing: only empty cells are (``"NA"``, ``"null"``, ``"None"`` are kept
+    as text, so that an id is never rewritten and a stray word in a numeric column is
+    reported by row instead of becoming a silent missing value).
+
+    Raises
+    ------
+    ObservationError
+        Naming the file, when it does not exist, is a directory, has an unsupported type,
+        is empty, or cannot be read as its type (truncated or non-gzip ``.gz``, garbage).
+    """
     path = Path(path)
+    id_columns = tuple(id_columns)
     if not path.exists():
         raise ObservationError(f"no such file: {path}")
+    if path.is_dir():
+        raise ObservationError(f"{path} is a directory, not a table file")
     suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
-        return pd.read_parquet(path)
-    if suffixes.endswith((".csv", ".csv.gz", ".tsv", ".txt")):
-        sep = "\t" if ".tsv" in suffixes else ","
-        return pd.read_csv(path, sep=sep)
-    raise ObservationError(
-        f"unsupported file type {path.suffix!r} for {path}; use .csv, .csv.gz or .parquet"
-    )
+    if suffixes.endswith((".parquet", ".pq")):
+        kind = "Parquet"
+    elif suffixes.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")):
+        kind = "TSV" if ".tsv" in suffixes else "CSV"
+    else:
+        raise ObservationError(
+            f"unsupported file type {path.suffix!r} for {path}; use .csv, .csv.gz or .parquet"
+        )
+    try:
+        if kind == "Parquet":
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(
+                path,
+                sep="\t" if kind == "TSV" else ",",
+                dtype=dict.fromkeys(id_columns, str),
+                keep_default_na=False,
+                na_values=[""],
+            )
+    except pd.errors.EmptyDataError as exc:
+        raise ObservationError(f"{path} is empty (no header, no rows)") from exc
+    except (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError) as exc:
+        raise ObservationError(f"cannot read {path} as {kind}: {exc}") from exc
+    return ids_as_strings(frame, id_columns)

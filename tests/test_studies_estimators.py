@@ -109,8 +109,8 @@ def test_bad_input_names_rows_and_writes_nothing(tmp_path, capsys):
 def test_bad_prior_is_an_error(table, tmp_path, capsys):
     out = tmp_path / "est.csv"
     args = ["estimate", "--input", str(table), "--method", "gamma-adf", "--prior-beta", "0"]
-    assert main([*args, "--out", str(out)]) == 1
-    assert "prior" in capsys.readouterr().err
+    assert main([*args, "--out", str(out)]) == 2  # an invalid option value: usage error
+    assert "--prior-beta: must be a finite number > 0" in capsys.readouterr().err
     assert not out.exists()
 
 

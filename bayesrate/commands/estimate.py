@@ -18,12 +18,16 @@ method has one, ``lower_per_day, upper_per_day``. Methods (``docs/estimators.md`
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from bayesrate.commands.common import add_input_options, load_observations, progress
+from bayesrate.commands.common import (
+    add_input_options,
+    check_output_file,
+    load_observations,
+    positive_float,
+    progress,
+)
 from bayesrate.estimators.estimate import METHODS, estimate
 
 
@@ -37,10 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_options(parser)
     parser.add_argument("--method", required=True, choices=METHODS, help="estimator")
     parser.add_argument(
-        "--prior-alpha", type=float, help="Gamma prior shape, pseudo-changes (default 1)"
+        "--prior-alpha", type=positive_float, help="Gamma prior shape, pseudo-changes (default 1)"
     )
     parser.add_argument(
-        "--prior-beta", type=float, help="Gamma prior rate, pseudo-exposure in days (default 1)"
+        "--prior-beta",
+        type=positive_float,
+        help="Gamma prior rate, pseudo-exposure in days (default 1)",
     )
     parser.add_argument("--level", type=float, default=0.95, help="interval coverage")
     parser.add_argument(
@@ -51,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--crawl-rate",
-        type=float,
+        type=positive_float,
         help="for lln/sa/sam: known crawl rate p in visits per day (default: each page's own)",
     )
     parser.add_argument(
@@ -66,6 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from bayesrate.errors import ObservationError
 
+    if args.out:
+        check_output_file(args.out)  # before any work
+    if not 0 < args.level < 1:
+        raise ObservationError(f"--level must be in (0, 1), got {args.level}", field="level")
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
     obs = load_observations(args)
     progress(f"{obs.n_pages:,} pages, {obs.n_visits:,} visits; estimating with {args.method}")
@@ -100,16 +110,11 @@ def run(args: argparse.Namespace) -> int:
 
 def write_atomic(frame, path: Path) -> None:
     """Write CSV/Parquet to a temporary file next to ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from bayesrate.atomic import atomic_path
+
     suffix = "".join(path.suffixes) or ".csv"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         if suffix.endswith(".parquet"):
             frame.to_parquet(tmp, index=False)
         else:
             frame.to_csv(tmp, index=False, compression="gzip" if suffix.endswith(".gz") else None)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

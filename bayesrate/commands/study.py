@@ -10,19 +10,30 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from bayesrate.commands.common import progress
+from bayesrate.commands.common import (
+    check_output_dir,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    progress,
+)
 
 #: per study, its options (flag, argparse keywords): the flag's name is the keyword of the
 #: study's ``run``; an option not given is not passed, so ``run``'s own default applies
 OPTIONS: dict[str, list[tuple[str, dict]]] = {
-    "case-study": [("--replications", {"type": int, "help": "replications (default 2,000)"})],
+    "case-study": [
+        ("--replications", {"type": positive_int, "help": "replications (default 2,000)"})
+    ],
     "online": [
-        ("--runs", {"type": int, "help": "runs per experiment (default 100)"}),
-        ("--samples", {"type": int, "help": "crawls per run (default 2,000)"}),
-        ("--prior-alpha", {"type": float, "help": "Gamma prior α (default 1)"}),
+        ("--runs", {"type": positive_int, "help": "runs per experiment (default 100)"}),
+        ("--samples", {"type": positive_int, "help": "crawls per run (default 2,000)"}),
+        ("--prior-alpha", {"type": positive_float, "help": "Gamma prior α (default 1)"}),
         (
             "--prior-beta-intervals",
-            {"type": float, "help": "Gamma prior β in mean crawl intervals 1/p (default 0.1)"},
+            {
+                "type": positive_float,
+                "help": "Gamma prior β in mean crawl intervals 1/p (default 0.1)",
+            },
         ),
     ],
     "wikipedia": [
@@ -36,11 +47,14 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ),
     ],
     "recovery": [
-        ("--pages", {"type": int, "help": "pages per simulated data set (default 1,000)"}),
-        ("--modulation-pages", {"type": int, "help": "pages per modulation scenario (200)"}),
-        ("--draws", {"type": int, "help": "NUTS draws per chain (default 1,000)"}),
-        ("--tune", {"type": int, "help": "NUTS tuning steps (default 1,000)"}),
-        ("--chains", {"type": int, "help": "chains (default 4)"}),
+        ("--pages", {"type": positive_int, "help": "pages per simulated data set (default 1,000)"}),
+        (
+            "--modulation-pages",
+            {"type": positive_int, "help": "pages per modulation scenario (200)"},
+        ),
+        ("--draws", {"type": positive_int, "help": "NUTS draws per chain (default 1,000)"}),
+        ("--tune", {"type": non_negative_int, "help": "NUTS tuning steps (default 1,000)"}),
+        ("--chains", {"type": positive_int, "help": "chains (default 4)"}),
     ],
 }
 
@@ -65,6 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from bayesrate.studies import STUDIES
 
+    check_output_dir(args.out)  # before any work
     module = importlib.import_module(STUDIES[args.study])
     names = [flag.removeprefix("--").replace("-", "_") for flag, _ in OPTIONS.get(args.study, [])]
     keywords = {k: getattr(args, k) for k in names if getattr(args, k) is not None}

@@ -56,8 +56,11 @@ def estimate(
     Raises
     ------
     ValueError
-        For an unknown method, a level outside (0, 1) or a non-positive prior.
+        For an unknown method, a level outside (0, 1), a prior that is not finite and
+        positive, or a crawl rate that is not finite and positive.
     """
+    import math
+
     from bayesrate.constants import HOURS_PER_DAY
     from bayesrate.estimators import batch, grid, online
     from bayesrate.priors import DEFAULT_PRIOR
@@ -69,8 +72,14 @@ def estimate(
     stats = obs.interval_stats
     a = DEFAULT_PRIOR[0] if alpha is None else alpha
     b_days = DEFAULT_PRIOR[1] if beta_days is None else beta_days
-    if method.startswith(("gamma", "posterior")) and not (a > 0 and b_days > 0):
-        raise ValueError("--prior-alpha and --prior-beta must be positive")
+    if method.startswith(("gamma", "posterior")) and not (
+        math.isfinite(a) and math.isfinite(b_days) and a > 0 and b_days > 0
+    ):
+        raise ValueError("--prior-alpha and --prior-beta must be finite and positive")
+    if crawl_rate_per_day is not None and not (
+        math.isfinite(crawl_rate_per_day) and crawl_rate_per_day > 0
+    ):
+        raise ValueError("--crawl-rate must be a finite number of visits per day > 0")
     b_hours = b_days * HOURS_PER_DAY
     if method == "mle":
         est = batch.mle(stats, interval=mle_interval, level=level)

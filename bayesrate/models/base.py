@@ -115,6 +115,19 @@ def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, what: s
     return out
 
 
+def check_config_numbers(
+    config: Mapping[str, Any], *, positive: tuple[str, ...] = (), finite: tuple[str, ...] = ()
+) -> None:
+    """Raise ``ValueError`` unless the ``positive`` keys are finite numbers > 0 and the
+    ``finite`` keys finite numbers (booleans are not numbers here)."""
+    for key in (*positive, *finite):
+        value = config[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and (key not in positive or value > 0)):
+            kind = "a finite number > 0" if key in positive else "a finite number"
+            raise ValueError(f"model_config {key!r} must be {kind}, got {value!r}")
+
+
 class RateModel:
     """A PyMC model of per-page change rates fitted on sufficient statistics.
 

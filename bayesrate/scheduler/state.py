@@ -22,7 +22,7 @@ information (its flag is counted in ``baseline_flags_ignored``, not used).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -171,6 +171,29 @@ class Modulation:
 # ---------------------------------------------------------------------- state
 _FLOAT_COLUMNS = ("alpha", "beta", "last_fetch", "last_change", "weight", "target")
 _INT_COLUMNS = ("host", "n_fetch", "n_changed")
+#: every per-URL column, in storage order
+COLUMNS = (
+    "host",
+    "weight",
+    "alpha",
+    "beta",
+    "last_fetch",
+    "last_change",
+    "n_fetch",
+    "n_changed",
+    "target",
+)
+
+
+def host_name(value: object) -> str | None:
+    """A host as given, or ``None`` when it is missing (``None``, NaN or ``""``).
+
+    Host names are strings used as they are: ``"NA"``, ``"null"`` and ``"007"`` are hosts.
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    text = str(value)
+    return text if text else None
 
 
 class SchedulerState:
@@ -275,9 +298,14 @@ class SchedulerState:
         repeated, and for weights that are not finite and positive.
         """
         urls = [str(u) for u in urls]
-        hosts = [str(h) for h in hosts]
         if len(hosts) != len(urls):
             raise ObservationError("urls and hosts must have the same length", field="host")
+        hosts = [host_name(h) for h in hosts]
+        blank = [i for i, h in enumerate(hosts) if h is None]
+        if blank:
+            raise ObservationError(
+                "missing host", field="host", rows=blank, pages=[urls[i] for i in blank]
+            )
         w = self._check_weights(weights, len(urls))
         dup = [i for i, u in enumerate(urls) if u in self.index]
         if dup:
@@ -314,6 +342,51 @@ class SchedulerState:
         self.n += k
         return idx
 
+    def set_rows(self, urls: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Overwrite the rows of known URLs and append new ones; returns their positions.
+
+        For persistence (:mod:`bayesrate.scheduler.store`): ``urls`` are distinct,
+        ``columns`` holds an array for every name in :data:`COLUMNS` and host codes index
+        :attr:`hosts`. No validation or update happens here.
+        """
+        urls = list(urls)
+        get = self.index.get
+        pos = np.fromiter((get(u, -1) for u in urls), dtype=np.int64, count=len(urls))
+        new = np.flatnonzero(pos < 0)
+        if len(new):
+            start = self.n
+            self._grow(start + len(new))
+            pos[new] = np.arange(start, start + len(new))
+            added = [urls[i] for i in new.tolist()]
+            self.urls.extend(added)
+            self.index.update(zip(added, pos[new].tolist(), strict=True))
+            self.n += len(new)
+        for name in COLUMNS:
+            getattr(self, "_" + name)[pos] = columns[name]
+        return pos
+
+    def reset(self, urls: Sequence[str], *, keep_rate: bool = False) -> np.ndarray:
+        """Forget URLs' fetch history, so that their next fetch is a new baseline.
+
+        For operators correcting a URL whose state is wrong (e.g. a fetch time in the
+        future). ``last_fetch``, ``last_change``, the fetch/change counters and the planned
+        rate are cleared; the rate posterior goes back to the host's prior unless
+        ``keep_rate``. Unknown URLs raise :class:`ObservationError` (nothing changes).
+        Returns the positions reset.
+        """
+        rows = self.rows(urls)
+        if not keep_rate:
+            alpha, beta = self.prior_per_hour(self.hosts)
+            self._alpha[rows] = alpha[self._host[rows]]
+            self._beta[rows] = beta[self._host[rows]]
+        self._last_fetch[rows] = np.nan
+        self._last_change[rows] = np.nan
+        self._n_fetch[rows] = 0
+        self._n_changed[rows] = 0
+        self._target[rows] = 0.0
+        self.version += 1
+        return rows
+
     @staticmethod
     def _check_weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
         if weights is None:
@@ -349,7 +422,8 @@ class SchedulerState:
             1 if the content differed from the URL's previous fetch, else 0.
         hosts
             Hosts of the URLs; required for URLs not yet in the state (they are added
-            with their host's prior). For known URLs it must match the stored host.
+            with their host's prior). For known URLs it may be missing (``None``, NaN or
+            ``""``); when given it must match the stored host.
         weights
             Importance weights; set (or update) the URLs' weights.
 
@@ -411,33 +485,37 @@ class SchedulerState:
         # map URLs (C-speed dict lookups); new ones get negative placeholders -(k+1)
         get = self.index.get
         idx = np.fromiter((get(u, -1) for u in urls), dtype=np.int64, count=n)
+        names = [None] * n if hosts is None else [host_name(h) for h in hosts]
         new_pos: dict[str, int] = {}
         new_urls: list[str] = []
-        new_hosts: list[str] = []
+        new_hosts: list[str | None] = []
         first_row: list[int] = []
-        unknown: list[int] = []
         mismatch: list[int] = []
         if hosts is not None:
+            # a known URL may omit its host (blank); a host that is given must match
             host_of = self.host_index.get
-            codes = np.fromiter((host_of(str(h), -1) for h in hosts), dtype=np.int64, count=n)
-            known = idx >= 0
+            codes = np.fromiter(
+                (-2 if h is None else host_of(h, -1) for h in names), dtype=np.int64, count=n
+            )
+            known = (idx >= 0) & (codes != -2)
             mismatch = np.flatnonzero(known & (codes != self._host[np.where(known, idx, 0)]))
             mismatch = mismatch.tolist()
         for i in np.flatnonzero(idx < 0).tolist():
-            if hosts is None:
-                unknown.append(i)
-                continue
             u = urls[i]
             k = new_pos.get(u)
             if k is None:
                 k = len(new_urls)
                 new_pos[u] = k
                 new_urls.append(u)
-                new_hosts.append(str(hosts[i]))
+                new_hosts.append(names[i])
                 first_row.append(i)
-            elif new_hosts[k] != str(hosts[i]):
-                mismatch.append(i)
+            elif names[i] is not None:
+                if new_hosts[k] is None:
+                    new_hosts[k] = names[i]
+                elif new_hosts[k] != names[i]:
+                    mismatch.append(i)
             idx[i] = -k - 1
+        unknown = [i for i in np.flatnonzero(idx < 0).tolist() if new_hosts[-idx[i] - 1] is None]
         if unknown:
             raise ObservationError(
                 "unknown URLs (give their host to add them)",
@@ -510,8 +588,10 @@ class SchedulerState:
     def _log(self, hosts: np.ndarray, times: np.ndarray) -> None:
         if self.config.politeness_limit is None or len(times) == 0:
             return
-        self.log_host = np.concatenate([self.log_host, hosts.astype(np.int32)])
-        self.log_time = np.concatenate([self.log_time, times])
+        log_host = np.concatenate([self.log_host, hosts.astype(np.int32)])
+        log_time = np.concatenate([self.log_time, times])
+        order = np.lexsort((log_host, log_time))  # by time (then host), as stored
+        self.log_host, self.log_time = log_host[order], log_time[order]
         horizon = self.log_time.max() - self.config.politeness_window
         keep = self.log_time > horizon
         if not keep.all():
