@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from bayesrate.atomic import atomic_directory
 from bayesrate.constants import DIM_DOMAIN, HOURS_PER_DAY
 from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
@@ -193,8 +194,7 @@ def write_artifact(
     from bayesrate import __version__
     from bayesrate.models.base import library_versions
 
-    directory = Path(root) / dataset / model.model_type
-    directory.mkdir(parents=True, exist_ok=True)
+    target = Path(root) / dataset / model.model_type
     meta = {
         "dataset": dataset,
         "created_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -210,12 +210,13 @@ def write_artifact(
         "command": command,
     }
     priors = domain_priors(model, metadata=meta)
-    save_compact_fit(model, directory / FIT_FILE)
-    priors.save(directory)
     card = model_card(model, priors, dataset=dataset, ppc=ppc, comparison=comparison,
                       failures=failures, command=command, notes=notes)  # fmt: skip
-    (directory / CARD_FILE).write_text(card)
-    return directory
+    with atomic_directory(target) as directory:
+        save_compact_fit(model, directory / FIT_FILE)
+        priors.save(directory)
+        (directory / CARD_FILE).write_text(card)
+    return target
 
 
 def save_compact_fit(model, path: Path, max_draws: int = ARTIFACT_DRAWS) -> Path:

@@ -13,16 +13,15 @@ in memory, and computes the sufficient statistics every consumer shares once.
 from __future__ import annotations
 
 import hashlib
-import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from bayesrate.clock import NS_PER_HOUR, to_hours, to_timestamp, to_timestamps
 from bayesrate.constants import (
     CHANGED,
     DEFAULT_TIME_UNIT,
@@ -37,8 +36,6 @@ from bayesrate.errors import ObservationError
 if TYPE_CHECKING:
     from bayesrate.sufficient import HourOfWeekStats, IntervalStats
 
-_EPOCH = pd.Timestamp(0, tz="UTC")
-_NS_PER_HOUR = 3_600_000_000_000
 DEFAULT_DOMAIN = "(none)"
 
 
@@ -269,9 +266,7 @@ class Observations:
         for col in self.pages.columns:
             frame[col] = self.pages[col].to_numpy()[pos]
         if self.time_kind == "datetime":
-            frame[TIME] = pd.to_datetime(
-                np.round(self.time * _NS_PER_HOUR).astype("int64"), unit="ns", utc=True
-            )
+            frame[TIME] = to_timestamps(self.time)
         else:
             frame[TIME] = self.time
         flags = pd.array(self.changed, dtype="Int8")
@@ -302,8 +297,8 @@ class Observations:
             "notes": list(self.notes),
         }
         if self.time_kind == "datetime" and self.n_visits:
-            out["first_visit"] = str(_hours_to_timestamp(float(self.time.min())))
-            out["last_visit"] = str(_hours_to_timestamp(float(self.time.max())))
+            out["first_visit"] = str(to_timestamp(float(self.time.min())))
+            out["last_visit"] = str(to_timestamp(float(self.time.max())))
         return out
 
     def __repr__(self) -> str:
@@ -315,16 +310,6 @@ class Observations:
 
 # ---------------------------------------------------------------------------------------
 # helpers
-
-
-def _hours_to_timestamp(hours: float) -> pd.Timestamp:
-    return _EPOCH + pd.to_timedelta(round(hours * 3600.0, 6), unit="s")
-
-
-def timestamps_to_hours(values: pd.Series | pd.DatetimeIndex) -> np.ndarray:
-    """UTC timestamps to float hours since the Unix epoch."""
-    ns = pd.DatetimeIndex(values).tz_convert("UTC").as_unit("ns").asi8
-    return ns / _NS_PER_HOUR
 
 
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -348,12 +333,13 @@ def _rows(mask: np.ndarray, order: np.ndarray | None = None) -> list[int]:
     return hits.tolist()
 
 
-def _times_to_hours(
+def times_to_hours(
     col: pd.Series, time_unit: str, origin: pd.Timestamp | str | None
 ) -> tuple[np.ndarray, str]:
-    """Convert a ``time`` column to float hours since the epoch; validate kinds and units."""
+    """A ``time`` column as float hours since the epoch, and its kind (``"datetime"`` or
+    ``"numeric"``); validates kinds and units, naming the offending rows."""
     if isinstance(col.dtype, pd.DatetimeTZDtype):
-        return timestamps_to_hours(col), "datetime"
+        return to_hours(col), "datetime"
     if pd.api.types.is_datetime64_dtype(col.dtype):
         raise ObservationError(
             "timestamps are timezone-naive; localize them (e.g. "
@@ -372,7 +358,7 @@ def _times_to_hours(
             origin_ts = pd.Timestamp(origin)
             if origin_ts.tzinfo is None:
                 raise ObservationError("origin must be timezone-aware", field="origin")
-            hours = hours + float(timestamps_to_hours(pd.DatetimeIndex([origin_ts]))[0])
+            hours = hours + float(to_hours([origin_ts])[0])
         return hours, "numeric"
     # object / string column: per-element parsing so mixed kinds can be reported by row
     values = col.to_numpy(dtype=object)
@@ -409,7 +395,7 @@ def _times_to_hours(
             rows=_rows(numeric),
         )
     if numeric.all():
-        return _times_to_hours(pd.Series(parsed, index=col.index), time_unit, origin)
+        return times_to_hours(pd.Series(parsed, index=col.index), time_unit, origin)
     return parsed, "datetime"
 
 
@@ -432,7 +418,7 @@ def _parse_time_value(value: object) -> tuple[str, float]:
         return "missing", np.nan
     if ts.tzinfo is None:
         return "naive", np.nan
-    return "aware", float(ts.tz_convert("UTC").value) / _NS_PER_HOUR
+    return "aware", float(ts.tz_convert("UTC").value) / NS_PER_HOUR
 
 
 def _changed_flags(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -475,7 +461,7 @@ def _build_from_frame(
     if null_time.any():
         raise ObservationError("missing values in 'time'", field=TIME, rows=_rows(null_time))
 
-    hours, time_kind = _times_to_hours(frame[TIME], time_unit, origin)
+    hours, time_kind = times_to_hours(frame[TIME], time_unit, origin)
     if not np.isfinite(hours).all():
         raise ObservationError(
             "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
@@ -597,48 +583,26 @@ def ids_as_strings(frame: pd.DataFrame, columns: Iterable[str] = ID_COLUMNS) -> 
     return frame.assign(**converted)
 
 
-def load_table(path: str | Path, *, id_columns: Iterable[str] = ID_COLUMNS) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame (no validation of its content).
-
-    Identifier columns (``id_columns``) are read as strings exactly as written. No cell is
-    guessed to be missing: only empty cells are (``"NA"``, ``"null"``, ``"None"`` are kept
-    as text, so that an id is never rewritten and a stray word in a numeric column is
-    reported by row instead of becoming a silent missing value).
-
-    Raises
-    ------
-    ObservationError
-        Naming the file, when it does not exist, is a directory, has an unsupported type,
-        is empty, or cannot be read as its type (truncated or non-gzip ``.gz``, garbage).
-    """
-    path = Path(path)
-    id_columns = tuple(id_columns)
-    if not path.exists():
-        raise ObservationError(f"no such file: {path}")
-    if path.is_dir():
-        raise ObservationError(f"{path} is a directory, not a table file")
-    suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith((".parquet", ".pq")):
-        kind = "Parquet"
-    elif suffixes.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")):
-        kind = "TSV" if ".tsv" in suffixes else "CSV"
-    else:
+def concat(parts: Sequence[Observations], *, source: str = "") -> Observations:
+    """Stack observations of disjoint page sets."""
+    if not parts:
+        raise ObservationError("nothing to concatenate")
+    pages = pd.concat([p.pages for p in parts])
+    if pages.index.duplicated().any():
         raise ObservationError(
-            f"unsupported file type {path.suffix!r} for {path}; use .csv, .csv.gz or .parquet"
+            "the same page appears in more than one part",
+            pages=pages.index[pages.index.duplicated()].tolist(),
         )
-    try:
-        if kind == "Parquet":
-            frame = pd.read_parquet(path)
-        else:
-            frame = pd.read_csv(
-                path,
-                sep="\t" if kind == "TSV" else ",",
-                dtype=dict.fromkeys(id_columns, str),
-                keep_default_na=False,
-                na_values=[""],
-            )
-    except pd.errors.EmptyDataError as exc:
-        raise ObservationError(f"{path} is empty (no header, no rows)") from exc
-    except (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError) as exc:
-        raise ObservationError(f"cannot read {path} as {kind}: {exc}") from exc
-    return ids_as_strings(frame, id_columns)
+    counts = np.concatenate([p.visits_per_page for p in parts])
+    kinds = {p.time_kind for p in parts}
+    if len(kinds) > 1:
+        raise ObservationError("cannot mix datetime and numeric observations", field=TIME)
+    return Observations(
+        pages=pages,
+        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        time=np.concatenate([p.time for p in parts]),
+        changed=np.concatenate([p.changed for p in parts]),
+        time_kind=kinds.pop(),
+        notes=tuple(n for p in parts for n in p.notes),
+        source=source or "+".join(p.source for p in parts),
+    )

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesrate.clock import check_timezone, hour_of_week, utc_offset_hours
-from bayesrate.constants import DOMAIN, EPOCH_HOUR_OF_WEEK, N_HOUR_OF_WEEK, PAGE
+from bayesrate.clock import check_timezone, cumulative_multiplier, hour_of_week
+from bayesrate.constants import DOMAIN, N_HOUR_OF_WEEK, PAGE
 from bayesrate.errors import ObservationError
 from bayesrate.observations import DEFAULT_DOMAIN, Observations
 from bayesrate.seeds import rng_from
@@ -49,7 +49,6 @@ __all__ = [
     "HourOfWeekModulated",
     "Periodic",
     "SimulatedData",
-    "cumulative_multiplier",
     "detect",
     "pages_like",
     "poisson_crawl",
@@ -78,10 +77,6 @@ CASE_STUDY_CHANGES = {
     "q3": 296.5,
     "max": 719.0,
 }
-
-_UTC_NAMES = ("UTC", "utc", "Etc/UTC")
-# UTC offsets are probed on this grid to find their changes (transitions fall on quarter hours)
-_TRANSITION_STEP = 0.25
 
 
 # =========================================================================================
@@ -352,81 +347,6 @@ class Periodic(ChangeProcess):
             times = nominal + rng.uniform(-self.jitter, self.jitter, len(nominal))
         times = np.sort(times)
         return times[(times > start) & (times <= end)]
-
-
-def cumulative_multiplier(
-    times: np.ndarray,
-    multipliers: np.ndarray,
-    which: np.ndarray | None = None,
-    timezone: str = "UTC",
-) -> np.ndarray:
-    """``F(t) = integral of m[hour_of_week(u)] du`` from a fixed origin to each time.
-
-    ``F(t_k) - F(t_{k-1})`` is the integrated multiplier over the interval
-    ``(t_{k-1}, t_k]`` (in hour-units), exact: on a stretch of constant UTC offset the
-    local clock is a shift of UTC and the integral of a function that is constant on
-    each local hour is a week count times ``sum(m)`` plus a prefix sum plus a fraction;
-    at each change of UTC offset (daylight saving) ``F`` is kept continuous.
-
-    Parameters
-    ----------
-    times
-        Hours since the Unix epoch.
-    multipliers
-        ``(g, 168)`` rows of hour-of-week multipliers (bucket 0 = Monday 00:00 local).
-    which
-        Row of ``multipliers`` to use at each time (default: row 0 everywhere).
-    timezone
-        Clock the buckets are read on.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``F`` at each time (only differences between times are meaningful).
-    """
-    times = np.asarray(times, dtype=np.float64)
-    m = np.asarray(multipliers, dtype=np.float64).reshape(-1, N_HOUR_OF_WEEK)
-    rows = np.zeros(len(times), dtype=np.int64) if which is None else np.asarray(which)
-    prefix = np.concatenate([np.zeros((len(m), 1)), np.cumsum(m, axis=1)], axis=1)
-    week_total = prefix[:, -1]
-
-    def at_local(local: np.ndarray, row: np.ndarray) -> np.ndarray:
-        shifted = local + EPOCH_HOUR_OF_WEEK  # bucket = floor(shifted) mod 168
-        weeks = np.floor(shifted / N_HOUR_OF_WEEK)
-        within = shifted - weeks * N_HOUR_OF_WEEK
-        bucket = np.minimum(within.astype(np.int64), N_HOUR_OF_WEEK - 1)
-        if len(m) == 1:  # one multiplier vector: 1-D lookups are much cheaper
-            return weeks * week_total[0] + prefix[0, bucket] + (within - bucket) * m[0, bucket]
-        flat = row * N_HOUR_OF_WEEK + bucket
-        return (
-            weeks * week_total[row]
-            + prefix[:, :-1].ravel()[flat]
-            + (within - bucket) * m.ravel()[flat]
-        )
-
-    if timezone in _UTC_NAMES or len(times) == 0:
-        return at_local(times, rows)
-    check_timezone(timezone)
-    lo = np.floor(times.min()) - 1.0
-    hi = np.ceil(times.max()) + 1.0
-    probe = np.arange(lo, hi + _TRANSITION_STEP, _TRANSITION_STEP)
-    offsets = utc_offset_hours(probe, timezone)
-    out = at_local(times + utc_offset_hours(times, timezone), rows)
-    cut = np.flatnonzero(np.diff(offsets) != 0) + 1  # probe[cut] is the first instant after
-    if len(cut):
-        # jump that keeps F continuous at transition j, for every row of multipliers
-        t_cut = probe[cut]
-        before = offsets[cut - 1]
-        after = offsets[cut]
-        n_rows = len(m)
-        jumps = np.empty((len(cut), n_rows))
-        for r in range(n_rows):
-            rr = np.full(len(cut), r)
-            jumps[:, r] = at_local(t_cut + before, rr) - at_local(t_cut + after, rr)
-        passed = np.searchsorted(t_cut, times, side="right")  # transitions at or before t
-        total = np.vstack([np.zeros((1, n_rows)), np.cumsum(jumps, axis=0)])
-        out += total[passed, rows]
-    return out
 
 
 # =========================================================================================

@@ -247,6 +247,12 @@ def test_scheduler_observe_errors(tmp_path, capsys, state):
     future = time.time() / 3600 + 48
     (tmp_path / "future.csv").write_text(f"url,time,changed\nhttps://a/1,{future},0\n")
     assert_error(["schedule", "observe", state, tmp_path / "future.csv"], capsys, "future")
+    # one rule for timestamps everywhere: without an offset they are refused, by row
+    (tmp_path / "naive.csv").write_text(
+        "url,time,changed\nhttps://a/1,2025-01-02T00:00Z,0\nhttps://a/1,2025-01-03T00:00,1\n"
+    )
+    err = assert_error(["schedule", "observe", state, tmp_path / "naive.csv"], capsys, "naive")
+    assert "rows: 1" in err
     # nothing of the above was applied
     rc, out, _ = run(["schedule", "stats", state, "--json"], capsys)
     assert rc == 0 and json.loads(out)["fetches"] == 3
@@ -261,6 +267,7 @@ def test_scheduler_observe_errors(tmp_path, capsys, state):
         ("-1e300", "not a plausible date"),
         ("yesterday-ish", "cannot read time"),
         ("9999-01-01T00:00:00Z", "not a plausible date"),
+        ("2025-01-01T00:00", "no offset"),
     ],
 )
 def test_due_now_is_validated(state, capsys, now, match):

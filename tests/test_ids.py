@@ -111,7 +111,7 @@ def test_visit_grid_ids_are_strings_and_missing_domain_is_an_error():
 
 def test_dask_csv_ids_are_strings(tmp_path):
     pytest.importorskip("dask.dataframe")
-    from bayesrate.distributed import interval_stats_from_dask, read_csv
+    from bayesrate.io.dask import interval_stats_from_dask, read_csv
 
     stats = interval_stats_from_dask(read_csv(str(_tricky_csv(tmp_path / "ids.csv"))))
     assert sorted(stats.pages) == sorted(TRICKY)

@@ -9,7 +9,7 @@ import pytest
 from bayesrate import datasets
 from bayesrate.errors import ObservationError
 from bayesrate.io import from_fetch_log, from_visit_grid, read_observations, read_rda, to_visit_grid
-from bayesrate.ota import DEFAULT_GRIDS, GridEra, from_changelog
+from bayesrate.io.ota import DEFAULT_GRIDS, GridEra, from_changelog
 from tests.helpers import TEST_DATA
 
 DATA = TEST_DATA

@@ -256,7 +256,7 @@ def test_scheduler_observe_csv(tmp_path_factory, table):
 @given(table=tables())
 def test_dask_csv(tmp_path_factory, table):
     pytest.importorskip("dask.dataframe")
-    from bayesrate.distributed import interval_stats_from_dask, read_csv
+    from bayesrate.io.dask import interval_stats_from_dask, read_csv
 
     header, rows = table
     path = tmp_path_factory.mktemp("dask") / "t.csv"

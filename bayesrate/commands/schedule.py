@@ -162,7 +162,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------- helpers
 def parse_time(value: Any, *, field: str = "now") -> float:
-    """Hours since the epoch from a number or an ISO timestamp (naive = UTC).
+    """Hours since the epoch from a number or an ISO timestamp with an offset (``Z``, ``+02:00``).
+
+    A timestamp without an offset is refused, as everywhere in the package.
 
     The result must be a plausible date (1990 to 2100), else :class:`ObservationError`
     naming the unit.
@@ -181,39 +183,35 @@ def parse_time(value: Any, *, field: str = "now") -> float:
 
 
 def _times(column: Any, unit: str) -> Any:
-    import numpy as np
-    import pandas as pd
+    """Hours since the epoch of a time column: numbers in ``unit``, or timestamps with an
+    offset (parsed, validated and reported by row exactly as for observations)."""
+    from bayesrate.observations import times_to_hours
 
-    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-        return column.to_numpy(dtype=np.float64, na_value=np.nan) * TIME_UNITS[unit]
-    try:
-        parsed = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
-        # resolution-independent (pandas may store seconds, micro- or nanoseconds)
-        hours = ((parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)).to_numpy(
-            dtype=float, na_value=np.nan
-        )
-    except (ValueError, OverflowError):  # out-of-range dates: one value at a time
-        hours = np.array([_one_time(v) for v in column.to_numpy(dtype=object)], dtype=float)
-    bad = np.flatnonzero(np.isnan(hours))
-    if len(bad):
-        raise ObservationError(
-            "unreadable times (give hours since the epoch or ISO 8601 timestamps)",
-            field="time",
-            rows=bad,
-        )
-    return hours
+    return times_to_hours(column.reset_index(drop=True), unit, None)[0]
 
 
 def _one_time(value: Any) -> float:
-    """Hours since the epoch of one ISO timestamp, NaN if it cannot be read."""
+    """Hours since the epoch of one ISO timestamp, NaN if it cannot be read.
+
+    Raises
+    ------
+    ObservationError
+        For a timestamp without an offset.
+    """
     import pandas as pd
 
     try:
         ts = pd.Timestamp(value)
-        ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-        return ts.timestamp() / 3600.0
-    except (ValueError, TypeError, OverflowError, AttributeError):
+    except (ValueError, TypeError, OverflowError):
         return float("nan")
+    if ts is pd.NaT:
+        return float("nan")
+    if ts.tzinfo is None:
+        raise ObservationError(
+            f"timestamp {value!r} has no offset; give one (e.g. '2024-01-01T00:00Z')",
+            field="time",
+        )
+    return ts.tz_convert("UTC").timestamp() / 3600.0
 
 
 def read_fetches(path: str, time_unit: str = DEFAULT_TIME_UNIT) -> dict[str, Any]:
@@ -229,7 +227,7 @@ def read_fetches(path: str, time_unit: str = DEFAULT_TIME_UNIT) -> dict[str, Any
     import numpy as np
     import pandas as pd
 
-    from bayesrate.observations import load_table
+    from bayesrate.io.table import load_table
 
     df = load_table(path, id_columns=("url", "host"))
     missing = [c for c in ("url", "time", "changed") if c not in df.columns]
@@ -278,11 +276,11 @@ def _load_priors(path: str | None):
 def _iso(hours: float) -> str:
     import math
 
-    import pandas as pd
+    from bayesrate.clock import to_timestamp
 
     if hours is None or not math.isfinite(hours):
         return "-"
-    return pd.Timestamp(round(hours * 3.6e12), tz="UTC").isoformat()
+    return to_timestamp(hours).isoformat()
 
 
 # ---------------------------------------------------------------------- handlers

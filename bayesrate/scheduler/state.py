@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from bayesrate.clock import UTC_NAMES, cumulative_multiplier
 from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_DAY, N_HOUR_OF_WEEK
 from bayesrate.errors import ObservationError
 from bayesrate.estimators.gamma import adf_update, exposure_update
 from bayesrate.priors import PriorSet
 
 UPDATES = ("adf", "exposure")
-_UTC = ("UTC", "utc", "Etc/UTC", "Z")
 
 
 @dataclass(frozen=True)
@@ -105,35 +105,22 @@ class SchedulerConfig:
 class Modulation:
     """Integrated hour-of-week multipliers ``M(s, t) = ∫_s^t m(how(u)) du`` (hours).
 
-    Exact. In UTC (or any zone without offset changes in the interval) it is a difference of
-    a piecewise-linear cumulative function; intervals whose ends have different UTC offsets
-    fall back to :func:`bayesrate.clock.hour_of_week_overlap`.
+    Exact in any time zone: differences of :func:`bayesrate.clock.cumulative_multiplier`,
+    which stays continuous across changes of UTC offset.
     """
 
     def __init__(self, multipliers: np.ndarray | None, timezone: str = "UTC") -> None:
         self.timezone = timezone
         self.multipliers = None if multipliers is None else np.asarray(multipliers, dtype=float)
         if self.multipliers is not None:
-            m = self.multipliers
-            self._cum = np.concatenate([[0.0], np.cumsum(m)])
+            self._cum = np.concatenate([[0.0], np.cumsum(self.multipliers)])
 
     @property
     def active(self) -> bool:
         return self.multipliers is not None
 
-    def _local(self, t: np.ndarray) -> np.ndarray:
-        if self.timezone in _UTC:
-            return t
-        from bayesrate.clock import local_hours
-
-        return local_hours(t, self.timezone)
-
-    def _cumulative(self, local: np.ndarray) -> np.ndarray:
-        x = local + EPOCH_HOUR_OF_WEEK  # x = 0 is Monday 00:00 local
-        weeks = np.floor(x / N_HOUR_OF_WEEK)
-        rem = x - weeks * N_HOUR_OF_WEEK
-        cell = np.minimum(np.floor(rem).astype(np.int64), N_HOUR_OF_WEEK - 1)
-        return weeks * self._cum[-1] + self._cum[cell] + (rem - cell) * self.multipliers[cell]
+    def _cumulative(self, t: np.ndarray) -> np.ndarray:
+        return cumulative_multiplier(t, self.multipliers[None, :], timezone=self.timezone)
 
     def integral(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """``M(start, end)`` per interval (= ``end - start`` without multipliers)."""
@@ -141,23 +128,13 @@ class Modulation:
         end = np.asarray(end, dtype=np.float64)
         if self.multipliers is None:
             return end - start
-        ls, le = self._local(start), self._local(end)
-        out = self._cumulative(le) - self._cumulative(ls)
-        shifted = np.flatnonzero(np.abs((le - end) - (ls - start)) > 1e-9)
-        if len(shifted):
-            from bayesrate.clock import hour_of_week_overlap
-
-            for chunk in np.array_split(shifted, max(1, len(shifted) // 20_000)):
-                out[chunk] = hour_of_week_overlap(start[chunk], end[chunk], self.timezone) @ (
-                    self.multipliers
-                )
-        return np.maximum(out, 0.0)
+        return np.maximum(self._cumulative(end) - self._cumulative(start), 0.0)
 
     def advance(self, start: np.ndarray, amount: np.ndarray) -> np.ndarray:
         """The time ``t`` with ``M(start, t) = amount`` (UTC clock; mean rate otherwise)."""
         start = np.asarray(start, dtype=np.float64)
         amount = np.asarray(amount, dtype=np.float64)
-        if self.multipliers is None or self.timezone not in _UTC:
+        if self.multipliers is None or self.timezone not in UTC_NAMES:
             return start + amount
         target = self._cumulative(start) + amount
         total = self._cum[-1]

@@ -59,11 +59,18 @@ class StudyResult:
     summary_file: str = "summary.json"
 
     def save(self, directory: str | Path) -> list[Path]:
-        """Write every table, the summary and every figure into ``directory``."""
+        """Write every table, the summary and every figure into ``directory`` (replaced as a
+        whole, atomically: a failed save leaves the previous output as it was)."""
+        from bayesrate.atomic import atomic_directory
+
+        target = Path(directory)
+        with atomic_directory(target) as tmp:
+            names = self._write(tmp)
+        return [target / name for name in names]
+
+    def _write(self, directory: Path) -> list[str]:
         from bayesrate import plots
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         paths = []
         for name, table in self.tables.items():
             path = directory / f"{name}.csv"
@@ -74,7 +81,7 @@ class StudyResult:
         paths.append(path)
         for name, fig in self.figures.items():
             paths.append(plots.save(fig, directory / f"{name}.png"))
-        return paths
+        return [p.name for p in paths]
 
 
 def _json_default(value: Any) -> Any:

@@ -79,7 +79,7 @@ def read_csv(urlpath: Any, **kwargs: Any) -> Any:
 
     ``dask.dataframe.read_csv`` with ``page`` and ``domain`` read as strings and no
     missing-value guessing (only empty cells are missing), as
-    :func:`bayesrate.observations.load_table` reads one file: ``"007"`` and ``"7"`` stay two
+    :func:`bayesrate.io.table.load_table` reads one file: ``"007"`` and ``"7"`` stay two
     pages and ``"NA"`` is an id. Further keyword arguments go to ``dask.dataframe.read_csv``.
     """
     import dask.dataframe as dd

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bayesrate.clock import to_hours
 from bayesrate.constants import DOMAIN, PAGE
 from bayesrate.errors import ObservationError
-from bayesrate.observations import Observations, concat_ranges, timestamps_to_hours
+from bayesrate.observations import Observations, concat_ranges
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class GridEra:
         )
         utc = local.tz_convert("UTC")
         keep = (utc >= start) & (utc < end) if self.end else (utc >= start) & (utc <= end)
-        return timestamps_to_hours(utc[keep])
+        return to_hours(utc[keep])
 
 
 #: Nominal visit grids per collection (see module docstring and SOURCE.md).
@@ -175,7 +176,7 @@ def from_changelog(
         raise ObservationError(
             "unparseable time_utc", field="time_utc", rows=np.flatnonzero(bad_time)
         )
-    hours = timestamps_to_hours(times)
+    hours = to_hours(times)
     last_run = times.max()
     grid_times = visit_grid(eras, last_run)
     notes: list[str] = []
