@@ -228,7 +228,7 @@ class Observations:
 
         Cached per time zone.
         """
-        cache = self.__dict__.setdefault("_how_cache", {})
+        cache = self.__dict__.setdefault("_hour_of_week_cache", {})
         if timezone not in cache:
             from bayesrate.sufficient import hour_of_week_stats
 
