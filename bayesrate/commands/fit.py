@@ -21,8 +21,6 @@ from bayesrate.commands.common import (
     progress,
 )
 
-MODEL_NAMES = ("censored", "hierarchical", "modulated")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -32,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_options(parser)
-    parser.add_argument("--model", choices=MODEL_NAMES, default="hierarchical")
+    from bayesrate.models import MODELS
+
+    parser.add_argument("--model", choices=sorted(MODELS), default="hierarchical")
     parser.add_argument("--method", choices=("nuts", "advi", "pathfinder"), default="nuts")
     parser.add_argument(
         "--draws",
