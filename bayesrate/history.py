@@ -228,7 +228,9 @@ class ChangeHistory:
             "start": str(hours_to_timestamps([self.start])[0]),
             "end": str(hours_to_timestamps([self.end])[0]),
             "span_days": (self.end - self.start) / HOURS_PER_DAY,
-            "changes_per_page": {f"q{int(q * 100)}": float(np.quantile(per_page, q)) for q in quantiles}
+            "changes_per_page": {
+                f"q{int(q * 100)}": float(np.quantile(per_page, q)) for q in quantiles
+            }
             | {"mean": float(per_page.mean()) if self.n_pages else 0.0},
             "notes": list(self.notes),
         }
@@ -306,19 +308,27 @@ def _event_times(col: pd.Series, time_unit: str) -> np.ndarray:
             parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
             if not parsed.isna().any():
                 return timestamps_to_hours(parsed)
-    hours, kind = _times_to_hours(col, time_unit, None)
-    return hours
+    return _times_to_hours(col, time_unit, None)[0]
+
+
+def hours_of(value: pd.Timestamp | str | float, field: str = TIME) -> float:
+    """Hours since the epoch of a tz-aware timestamp (or a number of hours)."""
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError) as exc:
+        raise ObservationError(f"cannot read {field} {value!r} as a time", field=field) from exc
+    if ts.tzinfo is None:
+        raise ObservationError(
+            f"{field} {value!r} has no time zone; give one (e.g. '2026-01-01T00:00Z')",
+            field=field,
+        )
+    return float(timestamps_to_hours(pd.DatetimeIndex([ts]))[0])
 
 
 def _end_hours(end: pd.Timestamp | str | float | None) -> float | None:
-    if end is None:
-        return None
-    if isinstance(end, (int, float, np.integer, np.floating)):
-        return float(end)
-    ts = pd.Timestamp(end)
-    if ts.tzinfo is None:
-        raise ObservationError("end must be timezone-aware", field="end")
-    return float(timestamps_to_hours(pd.DatetimeIndex([ts]))[0])
+    return None if end is None else hours_of(end, "end")
 
 
 def _build(
@@ -347,7 +357,9 @@ def _build(
     pages_text = _as_text(frame[PAGE]).to_numpy()
     hours = _event_times(frame[TIME], time_unit)
     if not np.isfinite(hours).all():
-        raise ObservationError("non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours)))
+        raise ObservationError(
+            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
+        )
     notes_out = list(notes)
     if EVENT in frame.columns:
         events = frame[EVENT].astype(str).str.strip().str.lower().to_numpy()
@@ -395,7 +407,9 @@ def _build(
     new_pos = np.cumsum(keep) - 1
     change_keep = keep[resolved.change_page]
     pages = pd.DataFrame({DOMAIN: domain[keep]}, index=pd.Index(page_labels[keep], name=PAGE))
-    change_counts = np.bincount(new_pos[resolved.change_page[change_keep]], minlength=int(keep.sum()))
+    change_counts = np.bincount(
+        new_pos[resolved.change_page[change_keep]], minlength=int(keep.sum())
+    )
     return ChangeHistory(
         pages=pages,
         offsets=np.concatenate([[0], np.cumsum(change_counts)]).astype(np.int64),
@@ -624,11 +638,17 @@ class FixedInterval:
     """Visit every ``every_hours``; each page gets its own phase.
 
     ``phase="random"`` draws a phase per page uniformly in ``[0, every_hours)`` (hours
-    after the epoch, modulo the period); a number fixes one phase for every page.
+    after the epoch, modulo the period) on a grid of ``phase_step_hours`` (default
+    ``1/4096`` h, 0.9 s: visit times are then exact binary numbers, so a page's intervals
+    are all exactly ``every_hours`` long); a number fixes one phase for every page.
+    ``phase_step_hours=1`` gives each page a whole-hour phase (a daily crawl at a
+    page-specific hour): every interval then has one of ``every_hours`` hour-of-week
+    overlap patterns per weekday, which keeps the modulated model's exact likelihood small.
     """
 
     every_hours: float
     phase: str | float = "random"
+    phase_step_hours: float = 1.0 / PHASE_TICKS
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.every_hours) and self.every_hours > 0):
@@ -637,9 +657,19 @@ class FixedInterval:
             )
         if self.phase != "random" and not np.isfinite(float(self.phase)):
             raise ObservationError("phase must be 'random' or a number", field="phase")
+        step = self.phase_step_hours
+        if not (np.isfinite(step) and 0 < step <= self.every_hours):
+            raise ObservationError(
+                "phase_step_hours must be in (0, every_hours]", field="phase_step_hours"
+            )
 
     def describe(self) -> str:
-        return f"every {self.every_hours:g} h ({'random phase per page' if self.phase == 'random' else f'phase {self.phase} h'})"
+        phase = (
+            f"random phase per page, on a {self.phase_step_hours:g} h grid"
+            if self.phase == "random"
+            else f"phase {self.phase} h"
+        )
+        return f"every {self.every_hours:g} h ({phase})"
 
 
 @dataclass(frozen=True)
@@ -733,12 +763,11 @@ def crawl(
     if isinstance(schedule, FixedInterval):
         step = float(schedule.every_hours)
         if schedule.phase == "random":
-            phase = rng.uniform(0.0, step, history.n_pages)[life_page]
+            grid = schedule.phase_step_hours
+            slots = max(int(np.floor(step / grid)), 1)
+            phase = (rng.integers(0, slots, history.n_pages) * grid)[life_page]
         else:
             phase = np.full(len(a), float(schedule.phase) % step)
-        # phases on a 2^-12 h (0.9 s) grid: visit times are then exact binary numbers and
-        # every interval of a page is exactly ``step`` long (one sufficient-statistic group)
-        phase = np.round(phase * PHASE_TICKS) / PHASE_TICKS
         k0 = np.ceil((a - phase) / step)
         k1 = np.ceil((b - phase) / step) - 1
         counts = np.maximum(k1 - k0 + 1, 0).astype(np.int64)

@@ -127,9 +127,7 @@ def _history_cached(name: str) -> ChangeHistory:
     if prov["kind"] == CRAWL_LOG:
         return from_observations(_load_cached(name))
     events = pd.read_parquet(str(files(__name__) / "data" / f"{name}.parquet"))
-    events = events.assign(
-        **{col: events[col].astype(str) for col in ("page", "domain", "event")}
-    )
+    events = events.assign(**{col: events[col].astype(str) for col in ("page", "domain", "event")})
     return ChangeHistory.from_frame(
         events,
         end=prov.get("end"),

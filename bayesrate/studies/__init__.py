@@ -12,4 +12,6 @@ STUDIES = {
     "online": "bayesrate.studies.online",
     "wikipedia": "bayesrate.studies.wikipedia",
     "recovery": "bayesrate.studies.recovery",
+    # library code in bayesrate.studies.forecast; this module is its command-line layer
+    "forecast": "bayesrate.commands.study_forecast",
 }
