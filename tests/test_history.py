@@ -68,11 +68,19 @@ def test_ids_stay_text_and_missing_cells_are_named(tmp_path):
             r"constant within a page.*rows: 1",
         ),
         (
-            [["a", "d", ts(0), "created"], ["a", "d", ts(1), "deleted"], ["a", "d", ts(2), "changed"]],
+            [
+                ["a", "d", ts(0), "created"],
+                ["a", "d", ts(1), "deleted"],
+                ["a", "d", ts(2), "changed"],
+            ],
             r"impossible event sequence.*rows: 2.*pages: 'a'",
         ),
         (
-            [["b", "d", ts(0), "created"], ["b", "d", ts(3), "created"], ["c", "d", ts(1), "changed"]],
+            [
+                ["b", "d", ts(0), "created"],
+                ["b", "d", ts(3), "created"],
+                ["c", "d", ts(1), "changed"],
+            ],
             r"impossible event sequence.*rows: 1",
         ),
     ],
@@ -93,9 +101,7 @@ def test_missing_columns_and_end_before_last_event():
 
 def test_page_time_only_means_every_row_is_a_change(tmp_path):
     path = tmp_path / "h.csv.gz"
-    pd.DataFrame({"page": ["x", "x", "y"], "time": [ts(1), ts(2), ts(3)]}).to_csv(
-        path, index=False
-    )
+    pd.DataFrame({"page": ["x", "x", "y"], "time": [ts(1), ts(2), ts(3)]}).to_csv(path, index=False)
     h = read_history(path)
     assert h.n_changes == 3 and h.changes_per_page.tolist() == [2, 1]
     assert any("every row is a change" in n for n in h.notes)
