@@ -140,7 +140,8 @@ def test_lifetimes_recreation_and_same_instant_rules():
     def lives(p):
         i = by[p]
         sl = slice(h.life_offsets[i], h.life_offsets[i + 1])
-        return list(zip((h.life_start[sl] - t0).tolist(), (h.life_end[sl] - t0).tolist()))
+        starts, ends = (h.life_start[sl] - t0).tolist(), (h.life_end[sl] - t0).tolist()
+        return list(zip(starts, ends, strict=True))
 
     assert changes("a") == [2, 6, 8] and lives("a") == [(0, 4), (6, 9)]
     assert changes("b") == [1] and lives("b") == [(0, 3)]
