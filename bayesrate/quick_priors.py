@@ -35,12 +35,15 @@ def calibrate_priors(
     **sampler
         Overrides of :data:`QUICK_SAMPLER` (``chains``, ``draws``, ``tune``).
     """
+    from threadpoolctl import threadpool_limits
+
     from bayesrate.export import domain_priors
     from bayesrate.models import get_model
 
     config = {**QUICK_SAMPLER, **sampler, "seed": seed}
     model = get_model("hierarchical")(sampler_config=config)
-    with warnings.catch_warnings():
+    # single-threaded BLAS: nutpie's chain threads would contend with BLAS threads
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
         warnings.simplefilter("ignore")  # gates are reported below, not raised
         model.fit(obs)
     d = model.diagnostics_

@@ -40,9 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated (default {','.join(METHODS)})",
     )
     parser.add_argument("--max-pages", type=int, help="score a random subset of pages")
-    parser.add_argument("--draws", type=int, help="NUTS draws per chain (default: the model's)")
-    parser.add_argument("--tune", type=int, help="NUTS tuning steps per chain")
-    parser.add_argument("--chains", type=int, help="NUTS chains")
+    parser.add_argument("--draws", type=int, help="NUTS draws per chain (default 500)")
+    parser.add_argument("--tune", type=int, help="NUTS tuning steps per chain (default 500)")
+    parser.add_argument("--chains", type=int, help="NUTS chains (default 4)")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
 
 

@@ -64,6 +64,9 @@ MIN_PROBABILITY = 1e-300
 #: test intervals per chunk when computing hour-of-week overlaps
 OVERLAP_CHUNK = 50_000
 DEFAULT_HORIZON_DAYS = 180.0
+#: NUTS settings of the study's fits unless given (the models' own defaults, 4 x 1000 draws
+#: + 1000 tuning steps, take about 2.5x longer; docs/histories.md compares the two)
+STUDY_SAMPLER = {"chains": 4, "draws": 500, "tune": 500}
 FAST = {"max_pages": 300, "draws": 200, "tune": 300, "chains": 2, "predictive_draws": 200}
 
 
@@ -483,11 +486,19 @@ def score(
 
 
 def fit_model(name: str, train: Observations, sampler: dict[str, Any]):
-    """Fit a model on the training crawl's sufficient statistics (NUTS)."""
+    """Fit a model on the training crawl's sufficient statistics (NUTS).
+
+    BLAS runs single-threaded during the fit: nutpie samples chains in threads, and a
+    multi-threaded BLAS ``dot`` (the modulated model's pages x 168 exposure product) then
+    contends with them — measured on 6,909 tldr pages: 8.6 ms per gradient with OpenBLAS
+    threads on the shared 2-core machine, 1.1 ms with one.
+    """
+    from threadpoolctl import threadpool_limits
+
     from bayesrate.models import get_model
 
     model = get_model(name)(sampler_config=sampler)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
         warnings.simplefilter("ignore")  # gates are reported in the diagnostics
         model.fit(train)
     return model
@@ -507,7 +518,7 @@ def run(
     draws: int | None = None,
     tune: int | None = None,
     chains: int | None = None,
-    predictive_draws: int = 1000,
+    predictive_draws: int = 500,
     progress: Callable[[str], None] = lambda message: None,
 ) -> ForecastResult:
     """Run the forecast study on a change history.
@@ -532,7 +543,7 @@ def run(
     max_pages
         Score a random subset of this many eligible pages.
     draws, tune, chains
-        NUTS settings of the model fits (default: each model's defaults).
+        NUTS settings of the model fits (default :data:`STUDY_SAMPLER`).
     predictive_draws
         Posterior draws used for the predictive (a random subset of the fit's draws).
     progress
@@ -572,7 +583,8 @@ def run(
     )
     pit_noise = rng_from(f"{seed}-pit").random(d.n_pages)
     by_length = length_groups(d)
-    sampler = {k: v for k, v in (("draws", draws), ("tune", tune), ("chains", chains)) if v}
+    given = {"draws": draws, "tune": tune, "chains": chains}
+    sampler = {k: v if v else STUDY_SAMPLER[k] for k, v in given.items()}
     sampler["seed"] = str(seed)
     results: dict[str, MethodForecast] = {}
     for name in methods:
