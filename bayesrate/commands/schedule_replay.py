@@ -1,7 +1,7 @@
 """``bayesrate schedule replay``: every policy on what really happened (thin CLI layer).
 
 The library is :mod:`bayesrate.scheduler.replay` (no PyMC); calibrating ours' priors on the
-warm-up log (:mod:`bayesrate.quick_priors`, PyMC) is imported here, lazily, only when
+warm-up log (:mod:`bayesrate.quick_fit`, PyMC) is imported here, lazily, only when
 ``--priors`` is not given.
 """
 
@@ -96,16 +96,13 @@ def run(args: argparse.Namespace) -> int:
         priors, where = _load_priors(args.priors)
         progress(f"priors: {where}")
     else:
-        from bayesrate.quick_priors import calibrate_priors
+        from bayesrate.quick_fit import calibrate_priors, describe_fit
 
         t = time.perf_counter()
         priors, calibration = calibrate_priors(warm.observations, seed=f"{args.seed}-priors")
-        progress(
-            f"priors: hierarchical quick fit on the warm-up log, {time.perf_counter() - t:.0f} s, "
-            f"R-hat max {calibration['r_hat_max']:.3f}, bulk ESS min "
-            f"{calibration['ess_bulk_min']:.0f}, divergences {calibration['divergences']}"
-            + ("" if calibration["converged"] else " — FAILED convergence gates")
-        )
+        took = time.perf_counter() - t
+        progress(f"priors: hierarchical quick fit on the warm-up log, {took:.0f} s")
+        progress(f"  {describe_fit(calibration)}")
     result = replay.replay_policies(
         setup, budget=args.budget, priors=priors, seed=args.seed, progress=progress
     )

@@ -24,7 +24,8 @@ the live pages, exploration floor — as in ``schedule simulate``) and ``oracle-
 bound, when rates drift).
 
 Never imports PyMC: priors come in as a :class:`~bayesrate.priors.PriorSet` (calibrating
-them from the warm-up log is :mod:`bayesrate.quick_priors`, called by the command layer).
+them from the warm-up log is :func:`bayesrate.quick_fit.calibrate_priors`, which the command
+layer calls).
 """
 
 from __future__ import annotations

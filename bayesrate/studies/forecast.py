@@ -30,7 +30,6 @@ true change in the window (the rate a Bayesian model predicts is its posterior m
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -485,25 +484,6 @@ def score(
     )
 
 
-def fit_model(name: str, train: Observations, sampler: dict[str, Any]):
-    """Fit a model on the training crawl's sufficient statistics (NUTS).
-
-    BLAS runs single-threaded during the fit: nutpie samples chains in threads, and a
-    multi-threaded BLAS ``dot`` (the modulated model's pages x 168 exposure product) then
-    contends with them — measured on 6,909 tldr pages: 8.6 ms per gradient with OpenBLAS
-    threads on the shared 2-core machine, 1.1 ms with one.
-    """
-    from threadpoolctl import threadpool_limits
-
-    from bayesrate.models import get_model
-
-    model = get_model(name)(sampler_config=sampler)
-    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
-        warnings.simplefilter("ignore")  # gates are reported in the diagnostics
-        model.fit(train)
-    return model
-
-
 # --------------------------------------------------------------------------- entry point
 def run(
     history: ChangeHistory,
@@ -593,14 +573,11 @@ def run(
             pred = point_prediction(name, d, by_length)
             groups, diag = by_length, None
         else:
+            from bayesrate.quick_fit import describe_fit, fit_model
+
             model = fit_model(name, d.train, sampler)
-            diag = _diagnostics(model)
-            progress(
-                f"  {name}: fitted in {time.perf_counter() - t0:.0f} s, R-hat max "
-                f"{diag['r_hat_max']:.3f}, bulk ESS min {diag['ess_bulk_min']:.0f}, "
-                f"divergences {diag['divergences']}"
-                + ("" if diag["converged"] else " — FAILED convergence gates")
-            )
+            diag = model.diagnostics_.to_dict()
+            progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
             groups = (
                 pattern_groups(d, model.model_config["timezone"])
                 if name == "modulated"
@@ -638,20 +615,6 @@ def run(
         notes=(*d.notes, *history.notes),
         seconds=seconds,
     )
-
-
-def _diagnostics(model) -> dict[str, Any]:
-    d = model.diagnostics_
-    return {
-        "converged": bool(model.converged_),
-        "r_hat_max": float(d.r_hat_max),
-        "ess_bulk_min": float(d.ess_bulk_min),
-        "ess_tail_min": float(d.ess_tail_min),
-        "divergences": int(d.divergences),
-        "chains": int(d.chains),
-        "draws": int(d.draws),
-        "fit_seconds": float(d.seconds),
-    }
 
 
 def _iso(hours: float) -> str:
