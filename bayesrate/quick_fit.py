@@ -25,7 +25,7 @@ from bayesrate.observations import Observations
 from bayesrate.priors import PriorSet
 
 #: NUTS settings of the priors' quick fit
-QUICK_SAMPLER = {"chains": 4, "draws": 300, "tune": 400}
+QUICK_SAMPLER = {"chains": 4, "draws": 500, "tune": 500}
 
 
 def fit_model(name: str, obs: Observations, sampler: dict[str, Any]):

@@ -43,6 +43,11 @@ def register(ops: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--priors", metavar="PATH", help="priors.json for ours (default: calibrated on the warm-up)"
     )
+    p.add_argument(
+        "--save-priors",
+        metavar="DIR",
+        help="write the priors calibrated on the warm-up log to DIR/priors.json (reuse: --priors)",
+    )
     p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours (default 0.5)")
     p.add_argument("--seed", default="bayesrate-schedule-replay")
     p.add_argument("--json", action="store_true")
@@ -103,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         took = time.perf_counter() - t
         progress(f"priors: hierarchical quick fit on the warm-up log, {took:.0f} s")
         progress(f"  {describe_fit(calibration)}")
+        if args.save_priors:
+            progress(f"priors written to {priors.save(args.save_priors)}")
     result = replay.replay_policies(
         setup, budget=args.budget, priors=priors, seed=args.seed, progress=progress
     )
