@@ -105,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
         f"split {result.split}, horizon {result.horizon_days:g} days"
     )
     print(result.table().to_string(float_format=lambda v: f"{v:.4f}"))
+    ref = result.reference
+    if ref is not None:
+        print(
+            f"hindsight reference (knows each page's realised test rate): log score "
+            f"{ref.log_score:.4f}, Brier {ref.brier:.4f}, coverage90 {ref.coverage90:.3f}"
+        )
     return 0
 
 

@@ -135,6 +135,7 @@ class ForecastResult:
     training: dict[str, Any]
     notes: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
+    reference: MethodForecast | None = None
 
     @property
     def n_pages(self) -> int:
@@ -182,6 +183,13 @@ class ForecastResult:
                 "seconds": round(m.seconds, 2),
                 "floored_probabilities": m.floored_probabilities,
                 **({"diagnostics": m.diagnostics} if m.diagnostics else {}),
+            }
+        if self.reference is not None:
+            out["hindsight_reference"] = {
+                **self.reference.scores(),
+                "what": "plug-in Binomial with each page's realised rate over its test intervals "
+                "(knows the future: how much any constant-rate forecast loses to the window's "
+                "own rate; not a bound, since changes cluster within the window)",
             }
         out["seconds"] = {k: round(v, 2) for k, v in self.seconds.items()}
         out["notes"] = list(self.notes)
@@ -410,6 +418,20 @@ def point_prediction(name: str, d: _Design, groups: _Groups) -> _Prediction:
     )
 
 
+def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
+    """The realised rate of each page over its test intervals: a reference that knows the
+    future (no floor: a page without a change in its test intervals has no detection)."""
+    span = np.bincount(
+        d.interval_page, weights=d.interval_end - d.interval_start, minlength=d.n_pages
+    )
+    rate = np.bincount(d.interval_page, weights=d.interval_truth, minlength=d.n_pages) / span
+    return _Prediction(
+        group_lambda=(rate[groups.page] * groups.key)[None, :],
+        window_lambda=(rate * d.window_hours)[None, :],
+        rate_per_hour=rate,
+    )
+
+
 def model_prediction(
     model, d: _Design, groups: _Groups, n_draws: int, seed: int | str
 ) -> _Prediction:
@@ -591,6 +613,7 @@ def run(
             f"  {name}: log score {m.log_score:.4f}, Brier {m.brier:.4f}, coverage90 "
             f"{m.coverage90:.3f}, rate log-RMSE {m.rate_log_rmse:.3f} ({seconds[name]:.1f} s)"
         )
+    reference = score("hindsight", hindsight_prediction(d, by_length), by_length, d, pit_noise, 0.0)
     seconds["total"] = time.perf_counter() - t_start
     stats = d.train.interval_stats
     return ForecastResult(
@@ -614,6 +637,7 @@ def run(
         },
         notes=(*d.notes, *history.notes),
         seconds=seconds,
+        reference=reference,
     )
 
 

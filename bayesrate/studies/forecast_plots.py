@@ -108,6 +108,10 @@ def log_score_figure(result: ForecastResult) -> Figure:
             va="center",
             fontsize=8,
         )
+    if result.reference is not None:
+        ref = result.reference.log_score
+        ax.axvline(ref, color="k", ls="--", lw=1, label=f"hindsight reference {ref:.3f}")
+        ax.legend(fontsize=8, loc="lower left")
     ax.set_xlabel("mean log P(detected count) per page (higher is better)")
     ax.invert_yaxis()
     ax.set_title(_title(result), fontsize=9)
