@@ -771,26 +771,27 @@ def crawl(
         k0 = np.ceil((a - phase) / step)
         k1 = np.ceil((b - phase) / step) - 1
         counts = np.maximum(k1 - k0 + 1, 0).astype(np.int64)
-        within = concat_ranges(np.zeros(len(a), np.int64), counts)
-        owner = np.repeat(np.arange(len(a)), counts)
-        times = phase[owner] + (k0[owner] + within) * step
+        # visit j of the crawl is first[l] + (j - block[l])·step for its lifetime l: one repeat
+        # and one arange (all terms are exact binary numbers, so the times are exact)
+        block = np.cumsum(counts) - counts
+        times = np.repeat(phase + (k0 - block) * step, counts)
+        times += np.arange(int(counts.sum()), dtype=np.float64) * step
     elif isinstance(schedule, PoissonVisits):
         span = np.maximum(b - a, 0.0)
         counts = rng.poisson(schedule.rate_per_hour * span).astype(np.int64)
         owner = np.repeat(np.arange(len(a)), counts)
-        times = a[owner] + rng.random(len(owner)) * span[owner]
-        order = np.lexsort((times, owner))
-        owner, times = owner[order], times[order]
+        # uniform positions sorted within each lifetime: one sort of ``lifetime + position/2``
+        # (the halving keeps every key below the next lifetime's, whatever the rounding)
+        position = 2.0 * (np.sort(owner + 0.5 * rng.random(len(owner))) - owner)
+        times = a[owner] + position * span[owner]
     elif isinstance(schedule, VisitGrid):
         grid = np.asarray(schedule.times, dtype=np.float64)
         first = np.searchsorted(grid, a, side="left")
         counts = np.maximum(np.searchsorted(grid, b, side="left") - first, 0).astype(np.int64)
-        owner = np.repeat(np.arange(len(a)), counts)
         times = grid[concat_ranges(first, counts)]
     else:
         raise ObservationError(f"unknown schedule {schedule!r}", field="schedule")
-    visit_page = life_page[owner]
-    per_page = np.bincount(visit_page, minlength=history.n_pages)
+    per_page = np.bincount(life_page, weights=counts, minlength=history.n_pages).astype(np.int64)
     seen = np.flatnonzero(per_page > 0)
     visit_offsets = np.concatenate([[0], np.cumsum(per_page)]).astype(np.int64)
 
