@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE
-from bayesrate.draws import stack_draws
+from bayesrate.atomic import atomic_directory, atomic_path
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
 
@@ -41,17 +40,28 @@ class CalibrationResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def ppc_for(model, obs: Observations, seed: int | str):
-    """Posterior predictive checks of a fitted model (rates, and multipliers if any)."""
-    from bayesrate.checks.ppc import posterior_predictive_checks
+def check_artifact_owner(
+    models_root: str | Path, dataset: str, fingerprint: str, *, force: bool = False
+) -> None:
+    """Refuse to overwrite artifacts named ``dataset`` that were fitted on other data.
 
-    post = model.idata_["posterior"]
-    rates = stack_draws(post["rate"], DIM_PAGE)
-    mult = None
-    if "hour_of_week_multiplier" in post:
-        mult = stack_draws(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
-    timezone = model.model_config.get("timezone", "UTC")
-    return posterior_predictive_checks(obs, rates, mult, timezone=timezone, seed=seed)
+    Every ``<models_root>/<dataset>/*/priors.json`` records the fingerprint of the data it
+    was fitted on; one that differs from ``fingerprint`` raises :class:`ArtifactError`
+    unless ``force`` (then it will be overwritten).
+    """
+    from bayesrate.priors import PRIORS_FILE, PriorSet
+
+    directory = Path(models_root) / dataset
+    if force or not directory.is_dir():
+        return
+    for path in sorted(directory.glob(f"*/{PRIORS_FILE}")):
+        theirs = PriorSet.load(path).metadata.get("data_fingerprint")
+        if theirs and theirs != fingerprint:
+            raise ArtifactError(
+                f"{path.parent} holds priors fitted on other data (fingerprint {theirs[:12]}; "
+                f"this data {fingerprint[:12]}): choose another --name, or pass --force to "
+                "overwrite them"
+            )
 
 
 def calibrate(
@@ -88,45 +98,109 @@ def calibrate(
         Export even when gates fail; the artifacts then say they were forced.
     """
     from bayesrate.checks.compare import compare
-    from bayesrate.export import EXPORTABLE, write_artifact
-    from bayesrate.models import get_model
     from bayesrate.models.base import seed_int
 
     start = time.perf_counter()
+    check_artifact_owner(models_root, dataset, obs.fingerprint, force=force)
     out = Path(out) if out is not None else Path("reports") / dataset
-    out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
-    fits: dict[str, Any] = {}
-    checks: dict[str, Any] = {}
     sampler = dict(sampler or {})
     sampler.setdefault("seed", seed_int(seed))
+    fits, checks = {}, {}
     for name in models:
-        progress(f"fitting {name} ({method}) on {obs.n_pages:,} pages ...")
-        t0 = time.perf_counter()
-        model = get_model(name)(dict((model_configs or {}).get(name, {})), sampler)
-        with warnings.catch_warnings():
-            # a failed gate is reported in the diagnostics and the report, not as a warning
-            warnings.simplefilter("ignore")
-            model.fit(obs, method=method)
-        fits[name] = model
-        seconds[f"fit_{name}"] = time.perf_counter() - t0
-        d = model.diagnostics_
-        progress(
-            f"  {name}: {seconds[f'fit_{name}']:.0f} s, r_hat_max {d.r_hat_max:.3f}, "
-            f"ess_bulk_min {d.ess_bulk_min:.0f}, divergences {d.divergences} — "
-            + ("converged" if model.converged_ else "FAILED convergence gates")
+        config = dict((model_configs or {}).get(name, {}))
+        fits[name], checks[name] = _fit_and_check(
+            name, obs, config, sampler, method, f"{seed}-ppc-{name}", seconds, progress
         )
-        t0 = time.perf_counter()
-        checks[name] = ppc_for(model, obs, seed=f"{seed}-ppc-{name}")
-        seconds[f"ppc_{name}"] = time.perf_counter() - t0
-        failed = checks[name].failures()
-        progress(f"  {name}: PPC extreme statistics: {', '.join(failed) if failed else 'none'}")
 
     progress("comparing models by leave-one-page-out ELPD ...")
     t0 = time.perf_counter()
     comparison = compare(fits)
     seconds["loo"] = time.perf_counter() - t0
     progress(f"  {comparison.verdict}")
+
+    artifacts, refused = _export(
+        fits, checks, comparison, dataset, models_root, force, command, obs.notes, progress
+    )
+    recommended = next((n for n in comparison.table.index if n in artifacts), None)
+    if recommended is not None:
+        with atomic_path(Path(models_root) / dataset / RECOMMENDED_FILE) as tmp:
+            tmp.write_text(
+                json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2)
+            )
+    seconds["total_before_report"] = time.perf_counter() - start
+
+    from bayesrate.report import write_report
+
+    progress(f"writing report to {out} ...")
+    with atomic_directory(out) as staging:
+        for name, model in fits.items():
+            model.save(staging / f"fit-{name}.nc")
+        report = (
+            out
+            / write_report(
+                staging,
+                dataset=dataset,
+                obs=obs,
+                fits=fits,
+                ppc=checks,
+                comparison=comparison,
+                artifacts=artifacts,
+                refused=refused,
+                recommended=recommended,
+                seconds=seconds,
+                command=command,
+            ).name
+        )
+    seconds["total"] = time.perf_counter() - start
+    return CalibrationResult(
+        dataset=dataset,
+        observations=obs,
+        fits=fits,
+        ppc=checks,
+        comparison=comparison,
+        artifacts=artifacts,
+        refused=refused,
+        recommended=recommended,
+        report=report,
+        seconds=seconds,
+    )
+
+
+def _fit_and_check(name, obs, config, sampler, method, seed, seconds, progress):
+    """Fit one model and run its posterior predictive checks, reporting as it goes."""
+    from bayesrate.checks.ppc import ppc_for
+    from bayesrate.models import get_model
+
+    progress(f"fitting {name} ({method}) on {obs.n_pages:,} pages ...")
+    t0 = time.perf_counter()
+    model = get_model(name)(config, sampler)
+    with warnings.catch_warnings():
+        # a failed gate is reported in the diagnostics and the report, not as a warning
+        warnings.simplefilter("ignore")
+        model.fit(obs, method=method)
+    seconds[f"fit_{name}"] = time.perf_counter() - t0
+    d = model.diagnostics_
+    progress(
+        f"  {name}: {seconds[f'fit_{name}']:.0f} s, r_hat_max {d.r_hat_max:.3f}, "
+        f"ess_bulk_min {d.ess_bulk_min:.0f}, divergences {d.divergences} — "
+        + ("converged" if model.converged_ else "FAILED convergence gates")
+    )
+    t0 = time.perf_counter()
+    checks = ppc_for(model, obs, seed=seed)
+    seconds[f"ppc_{name}"] = time.perf_counter() - t0
+    for replication in checks.replications:
+        failed = checks.failures(replication=replication)
+        progress(
+            f"  {name}: PPC extreme statistics ({replication}): "
+            + (", ".join(failed) if failed else "none")
+        )
+    return model, checks
+
+
+def _export(fits, checks, comparison, dataset, models_root, force, command, notes, progress):
+    """Write an artifact for every exportable model whose gates pass (or all, if forced)."""
+    from bayesrate.export import EXPORTABLE, write_artifact
 
     artifacts: dict[str, Path] = {}
     refused: dict[str, str] = {}
@@ -142,46 +216,10 @@ def calibrate(
                 comparison=comparison,
                 force=force,
                 command=command,
-                notes=obs.notes,
+                notes=notes,
             )
             progress(f"  exported {artifacts[name]}")
         except ArtifactError as exc:
             refused[name] = str(exc)
             progress(f"  not exported: {exc}")
-    for name, model in fits.items():
-        model.save(out / f"fit-{name}.nc")
-    recommended = next((n for n in comparison.table.index if n in artifacts), None)
-    if recommended is not None:
-        path = Path(models_root) / dataset / RECOMMENDED_FILE
-        path.write_text(json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2))
-    seconds["total_before_report"] = time.perf_counter() - start
-
-    from bayesrate.report import write_report
-
-    progress(f"writing report to {out} ...")
-    report = write_report(
-        out,
-        dataset=dataset,
-        obs=obs,
-        fits=fits,
-        ppc=checks,
-        comparison=comparison,
-        artifacts=artifacts,
-        refused=refused,
-        recommended=recommended,
-        seconds=seconds,
-        command=command,
-    )
-    seconds["total"] = time.perf_counter() - start
-    return CalibrationResult(
-        dataset=dataset,
-        observations=obs,
-        fits=fits,
-        ppc=checks,
-        comparison=comparison,
-        artifacts=artifacts,
-        refused=refused,
-        recommended=recommended,
-        report=report,
-        seconds=seconds,
-    )
+    return artifacts, refused

@@ -34,27 +34,68 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bayesrate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"bayesrate.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"bayesrate.commands.{name}":
-                continue  # not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"bayesrate.commands.{name}").register(sub)
     return parser
 
 
+#: failures the user can act on: a message and exit status 1, no traceback
+EXPECTED_ERRORS = (ObservationError, ArtifactError, ConvergenceError, OSError)
+#: exit status of unexpected failures (``EX_SOFTWARE``)
+INTERNAL_ERROR = 70
+BUG_REPORT = (
+    "this is a bug in bayesrate {version}: please report it on the bayesrate issue tracker "
+    "with the command line, a description of the input and the traceback above"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; the one error boundary: every failure becomes a message and an exit code.
+
+    Invalid options (argparse: a bad number, ``--draws -1``) print ``bayesrate CMD: error:
+    ...`` and return 2. Expected failures (bad input, unusable artifacts or state files,
+    convergence, file system errors) print ``bayesrate CMD: error: ...`` and return 1; an
+    interrupt returns 130; anything else prints its traceback, says where to report it,
+    and returns 70.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (status 2, message printed), --help, --version
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    name = " ".join(
+        str(v)
+        for v in (args.command, getattr(args, "op", None), getattr(args, "action", None))
+        if v
+    )
     try:
         return int(args.func(args) or 0)
-    except (ObservationError, ArtifactError, ConvergenceError) as exc:
-        print(f"bayesrate {args.command}: error: {exc}", file=sys.stderr)
+    except EXPECTED_ERRORS as exc:
+        print(f"bayesrate {name}: error: {_message(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"bayesrate {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the boundary: nothing unexpected escapes without a report
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"bayesrate {name}: internal error: {type(exc).__name__}: {exc}\n"
+            + BUG_REPORT.format(version=__version__),
+            file=sys.stderr,
+        )
+        return INTERNAL_ERROR
+
+
+def _message(exc: BaseException) -> str:
+    """The exception as one line."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

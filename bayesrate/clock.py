@@ -1,6 +1,8 @@
-"""Wall-clock arithmetic: hour-of-week buckets in a time zone and exact interval overlaps.
+"""The one clock: timestamps ↔ hours, hour-of-week buckets in a time zone, exact overlaps.
 
-Times are hours since the Unix epoch (UTC). A time zone maps them to local wall-clock
+Times are hours since the Unix epoch (UTC); :func:`to_hours` and :func:`to_timestamps`
+convert (timezone-naive timestamps are refused everywhere: a time without an offset is
+ambiguous). A time zone maps them to local wall-clock
 hours; bucket ``b = 24 * weekday + hour`` (Monday 00:00-01:00 local is bucket 0).
 
 :func:`hour_of_week_overlap` returns, for each interval ``(start, end]``, how many hours of
@@ -20,9 +22,42 @@ import pandas as pd
 from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK, N_HOUR_OF_WEEK
 from bayesrate.errors import ObservationError
 
-_NS_PER_HOUR = 3_600_000_000_000
+NS_PER_HOUR = 3_600_000_000_000
+#: names of the UTC clock (no offset, no transitions)
+UTC_NAMES = ("UTC", "utc", "Etc/UTC", "Z")
 # offsets are sampled on this grid to find transitions (covers :30 and :45 zones)
 _TRANSITION_STEP_HOURS = 0.25
+
+
+_EPOCH = pd.Timestamp(0, tz="UTC")
+
+
+def to_hours(values) -> np.ndarray:
+    """Timezone-aware timestamps (Series, DatetimeIndex, list) to float hours since the epoch.
+
+    Raises
+    ------
+    ObservationError
+        For timezone-naive timestamps.
+    """
+    index = pd.DatetimeIndex(values)
+    if index.tz is None:
+        raise ObservationError(
+            "timestamps are timezone-naive; give an offset (e.g. '2024-01-01T00:00Z')",
+            field="time",
+        )
+    return index.tz_convert("UTC").as_unit("ns").asi8 / NS_PER_HOUR
+
+
+def to_timestamps(hours: np.ndarray) -> pd.DatetimeIndex:
+    """Float hours since the epoch to UTC timestamps (rounded to the nanosecond)."""
+    ns = np.round(np.asarray(hours, dtype=np.float64) * NS_PER_HOUR).astype("int64")
+    return pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
+
+
+def to_timestamp(hours: float) -> pd.Timestamp:
+    """One time in hours since the epoch as a UTC timestamp."""
+    return to_timestamps(np.array([hours]))[0]
 
 
 def check_timezone(timezone: str) -> str:
@@ -38,12 +73,11 @@ def utc_offset_hours(hours: np.ndarray, timezone: str) -> np.ndarray:
     """UTC offset (local − UTC, in hours) in force at each time."""
     check_timezone(timezone)
     hours = np.asarray(hours, dtype=np.float64)
-    if timezone in ("UTC", "utc", "Etc/UTC"):
+    if timezone in UTC_NAMES:
         return np.zeros_like(hours)
-    ns = np.round(hours * _NS_PER_HOUR).astype("int64")
-    utc = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
+    utc = to_timestamps(hours)
     local = utc.tz_convert(timezone).tz_localize(None)
-    return (local.asi8 - utc.tz_localize(None).asi8) / _NS_PER_HOUR
+    return (local.asi8 - utc.tz_localize(None).asi8) / NS_PER_HOUR
 
 
 def local_hours(hours: np.ndarray, timezone: str = "UTC") -> np.ndarray:
@@ -72,7 +106,7 @@ def _split_at_transitions(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Cut intervals at UTC-offset changes: (piece_start, piece_end, piece_offset, owner)."""
     n = len(start)
-    if timezone in ("UTC", "utc", "Etc/UTC") or n == 0:
+    if timezone in UTC_NAMES or n == 0:
         return start, end, np.zeros(n), np.arange(n)
     lo = int(np.floor(start.min())) - 1
     hi = int(np.ceil(end.max())) + 1
@@ -145,4 +179,79 @@ def _fixed_offset_overlap(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         np.maximum(overlap, 0.0, out=overlap)
         bucket = (cell_lo.astype(np.int64) + EPOCH_HOUR_OF_WEEK) % N_HOUR_OF_WEEK
         out[active, bucket] += overlap
+    return out
+
+
+def cumulative_multiplier(
+    times: np.ndarray,
+    multipliers: np.ndarray,
+    which: np.ndarray | None = None,
+    timezone: str = "UTC",
+) -> np.ndarray:
+    """``F(t) = integral of m[hour_of_week(u)] du`` from a fixed origin to each time.
+
+    ``F(t_k) - F(t_{k-1})`` is the integrated multiplier over the interval
+    ``(t_{k-1}, t_k]`` (in hour-units), exact: on a stretch of constant UTC offset the
+    local clock is a shift of UTC and the integral of a function that is constant on
+    each local hour is a week count times ``sum(m)`` plus a prefix sum plus a fraction;
+    at each change of UTC offset (daylight saving) ``F`` is kept continuous.
+
+    Parameters
+    ----------
+    times
+        Hours since the Unix epoch.
+    multipliers
+        ``(g, 168)`` rows of hour-of-week multipliers (bucket 0 = Monday 00:00 local).
+    which
+        Row of ``multipliers`` to use at each time (default: row 0 everywhere).
+    timezone
+        Clock the buckets are read on.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``F`` at each time (only differences between times are meaningful).
+    """
+    times = np.asarray(times, dtype=np.float64)
+    m = np.asarray(multipliers, dtype=np.float64).reshape(-1, N_HOUR_OF_WEEK)
+    rows = np.zeros(len(times), dtype=np.int64) if which is None else np.asarray(which)
+    prefix = np.concatenate([np.zeros((len(m), 1)), np.cumsum(m, axis=1)], axis=1)
+    week_total = prefix[:, -1]
+
+    def at_local(local: np.ndarray, row: np.ndarray) -> np.ndarray:
+        shifted = local + EPOCH_HOUR_OF_WEEK  # bucket = floor(shifted) mod 168
+        weeks = np.floor(shifted / N_HOUR_OF_WEEK)
+        within = shifted - weeks * N_HOUR_OF_WEEK
+        bucket = np.minimum(within.astype(np.int64), N_HOUR_OF_WEEK - 1)
+        if len(m) == 1:  # one multiplier vector: 1-D lookups are much cheaper
+            return weeks * week_total[0] + prefix[0, bucket] + (within - bucket) * m[0, bucket]
+        flat = row * N_HOUR_OF_WEEK + bucket
+        return (
+            weeks * week_total[row]
+            + prefix[:, :-1].ravel()[flat]
+            + (within - bucket) * m.ravel()[flat]
+        )
+
+    if timezone in UTC_NAMES or len(times) == 0:
+        return at_local(times, rows)
+    check_timezone(timezone)
+    lo = np.floor(times.min()) - 1.0
+    hi = np.ceil(times.max()) + 1.0
+    probe = np.arange(lo, hi + _TRANSITION_STEP_HOURS, _TRANSITION_STEP_HOURS)
+    offsets = utc_offset_hours(probe, timezone)
+    out = at_local(times + utc_offset_hours(times, timezone), rows)
+    cut = np.flatnonzero(np.diff(offsets) != 0) + 1  # probe[cut] is the first instant after
+    if len(cut):
+        # jump that keeps F continuous at transition j, for every row of multipliers
+        t_cut = probe[cut]
+        before = offsets[cut - 1]
+        after = offsets[cut]
+        n_rows = len(m)
+        jumps = np.empty((len(cut), n_rows))
+        for r in range(n_rows):
+            rr = np.full(len(cut), r)
+            jumps[:, r] = at_local(t_cut + before, rr) - at_local(t_cut + after, rr)
+        passed = np.searchsorted(t_cut, times, side="right")  # transitions at or before t
+        total = np.vstack([np.zeros((1, n_rows)), np.cumsum(jumps, axis=0)])
+        out += total[passed, rows]
     return out

@@ -12,7 +12,6 @@ PAGE: Final = "page"
 DOMAIN: Final = "domain"
 TIME: Final = "time"
 CHANGED: Final = "changed"
-CANONICAL_COLUMNS: Final = (PAGE, DOMAIN, TIME, CHANGED)
 
 # --- units ---------------------------------------------------------------------------------
 HOURS_PER_DAY: Final = 24.0
@@ -34,7 +33,6 @@ DEFAULT_TIME_UNIT: Final = "h"
 
 # --- hour-of-week buckets ------------------------------------------------------------------
 N_HOURS_OF_DAY: Final = 24
-N_DAYS_OF_WEEK: Final = 7
 N_HOUR_OF_WEEK: Final = 168
 #: Bucket 0 is Monday 00:00-01:00 in the clock's time zone. The Unix epoch was a Thursday,
 #: so local hour h since the epoch falls in bucket (h + EPOCH_HOUR_OF_WEEK) mod 168.

@@ -39,24 +39,23 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bayesrate.clock import to_hours, to_timestamp
 from bayesrate.constants import DEFAULT_TIME_UNIT, DOMAIN, HOURS_PER_DAY, PAGE, TIME
 from bayesrate.errors import ObservationError, format_items
 from bayesrate.observations import (
     DEFAULT_DOMAIN,
     Observations,
     _rows,
-    _times_to_hours,
     concat_ranges,
-    hours_to_timestamps,
-    timestamps_to_hours,
+    ids_as_strings,
+    times_to_hours,
 )
-from bayesrate.simulate import rng_from
+from bayesrate.seeds import rng_from
 
 EVENT = "event"
 CREATED, CHANGED, DELETED = "created", "changed", "deleted"
@@ -78,8 +77,8 @@ APPROXIMATE_NOTE = (
 class ChangeHistory:
     """Exact change times and lifetimes of many pages (hours since the Unix epoch).
 
-    Build one with :meth:`from_frame`, :func:`read_history`, :func:`from_observations`
-    or :func:`bayesrate.datasets.load_history`.
+    Build one with :meth:`from_frame`, :func:`bayesrate.io.history.read_history`,
+    :func:`from_observations` or :func:`bayesrate.datasets.load_history`.
 
     Attributes
     ----------
@@ -225,8 +224,8 @@ class ChangeHistory:
             "changes": self.n_changes,
             "lifetimes": len(self.life_start),
             "alive_at_end": int(self.alive_at(self.end - 1e-9).sum()),
-            "start": str(hours_to_timestamps([self.start])[0]),
-            "end": str(hours_to_timestamps([self.end])[0]),
+            "start": str(to_timestamp(self.start)),
+            "end": str(to_timestamp(self.end)),
             "span_days": (self.end - self.start) / HOURS_PER_DAY,
             "changes_per_page": {
                 f"q{int(q * 100)}": float(np.quantile(per_page, q)) for q in quantiles
@@ -242,53 +241,7 @@ class ChangeHistory:
         )
 
 
-# --------------------------------------------------------------------------- reading
-def read_history(
-    path: str | Path,
-    *,
-    time_unit: str = DEFAULT_TIME_UNIT,
-    end: pd.Timestamp | str | float | None = None,
-) -> ChangeHistory:
-    """Read a change-history table from ``.csv``, ``.csv.gz`` or ``.parquet``.
-
-    CSV cells are read as text with no missing-value guessing: page and domain ids such as
-    ``"007"`` or ``"NA"`` stay as written; only empty cells are missing.
-    """
-    return ChangeHistory.from_frame(
-        read_event_table(path), time_unit=time_unit, end=end, source=str(path)
-    )
-
-
-def read_event_table(path: str | Path) -> pd.DataFrame:
-    """The raw event table of a file (ids as strings, no validation)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ObservationError(f"no such file: {path}")
-    suffixes = "".join(path.suffixes).lower()
-    try:
-        if suffixes.endswith((".parquet", ".pq")):
-            frame = pd.read_parquet(path)
-            for col in (PAGE, DOMAIN, EVENT):
-                if col in frame.columns:
-                    frame[col] = _as_text(frame[col])
-            return frame
-        if suffixes.endswith((".csv", ".csv.gz")):
-            return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ObservationError(f"cannot read {path}: {exc}") from exc
-    raise ObservationError(
-        f"unsupported file type {path.suffix!r} for {path}; use .csv, .csv.gz or .parquet"
-    )
-
-
-def _as_text(col: pd.Series) -> pd.Series:
-    """Ids as Python strings; missing stays missing."""
-    values = col.astype(object).to_numpy()
-    missing = pd.isna(values)
-    out = np.where(missing, None, values.astype(str))
-    return pd.Series(out, index=col.index, dtype=object)
-
-
+# --------------------------------------------------------------------------- validation
 def _missing(col: pd.Series) -> np.ndarray:
     """Missing cells: NA or empty/blank text."""
     values = col.astype(object).to_numpy()
@@ -307,8 +260,8 @@ def _event_times(col: pd.Series, time_unit: str) -> np.ndarray:
         if text.str.match(_AWARE_ISO).all():
             parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
             if not parsed.isna().any():
-                return timestamps_to_hours(parsed)
-    return _times_to_hours(col, time_unit, None)[0]
+                return to_hours(parsed)
+    return times_to_hours(col, time_unit, None)[0]
 
 
 def hours_of(value: pd.Timestamp | str | float, field: str = TIME) -> float:
@@ -324,7 +277,7 @@ def hours_of(value: pd.Timestamp | str | float, field: str = TIME) -> float:
             f"{field} {value!r} has no time zone; give one (e.g. '2026-01-01T00:00Z')",
             field=field,
         )
-    return float(timestamps_to_hours(pd.DatetimeIndex([ts]))[0])
+    return float(to_hours(pd.DatetimeIndex([ts]))[0])
 
 
 def _end_hours(end: pd.Timestamp | str | float | None) -> float | None:
@@ -354,7 +307,8 @@ def _build(
         null = _missing(frame[col])
         if null.any():
             raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
-    pages_text = _as_text(frame[PAGE]).to_numpy()
+    frame = ids_as_strings(frame, (PAGE, DOMAIN, EVENT))
+    pages_text = frame[PAGE].to_numpy(dtype=object)
     hours = _event_times(frame[TIME], time_unit)
     if not np.isfinite(hours).all():
         raise ObservationError(
@@ -430,7 +384,7 @@ def _page_domains(
     n_pages = len(labels)
     if DOMAIN not in frame.columns:
         return np.full(n_pages, DEFAULT_DOMAIN, dtype=object)
-    values = _as_text(frame[DOMAIN]).to_numpy()[order]
+    values = frame[DOMAIN].to_numpy(dtype=object)[order]
     first = np.searchsorted(code_s, np.arange(n_pages))
     per_page = values[first]
     varies = values != per_page[code_s]

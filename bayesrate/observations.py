@@ -13,15 +13,15 @@ in memory, and computes the sufficient statistics every consumer shares once.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from bayesrate.clock import NS_PER_HOUR, to_hours, to_timestamp, to_timestamps
 from bayesrate.constants import (
     CHANGED,
     DEFAULT_TIME_UNIT,
@@ -36,8 +36,6 @@ from bayesrate.errors import ObservationError
 if TYPE_CHECKING:
     from bayesrate.sufficient import HourOfWeekStats, IntervalStats
 
-_EPOCH = pd.Timestamp(0, tz="UTC")
-_NS_PER_HOUR = 3_600_000_000_000
 DEFAULT_DOMAIN = "(none)"
 
 
@@ -230,7 +228,7 @@ class Observations:
 
         Cached per time zone.
         """
-        cache = self.__dict__.setdefault("_how_cache", {})
+        cache = self.__dict__.setdefault("_hour_of_week_cache", {})
         if timezone not in cache:
             from bayesrate.sufficient import hour_of_week_stats
 
@@ -268,9 +266,7 @@ class Observations:
         for col in self.pages.columns:
             frame[col] = self.pages[col].to_numpy()[pos]
         if self.time_kind == "datetime":
-            frame[TIME] = pd.to_datetime(
-                np.round(self.time * _NS_PER_HOUR).astype("int64"), unit="ns", utc=True
-            )
+            frame[TIME] = to_timestamps(self.time)
         else:
             frame[TIME] = self.time
         flags = pd.array(self.changed, dtype="Int8")
@@ -301,8 +297,8 @@ class Observations:
             "notes": list(self.notes),
         }
         if self.time_kind == "datetime" and self.n_visits:
-            out["first_visit"] = str(_hours_to_timestamp(float(self.time.min())))
-            out["last_visit"] = str(_hours_to_timestamp(float(self.time.max())))
+            out["first_visit"] = str(to_timestamp(float(self.time.min())))
+            out["last_visit"] = str(to_timestamp(float(self.time.max())))
         return out
 
     def __repr__(self) -> str:
@@ -314,23 +310,6 @@ class Observations:
 
 # ---------------------------------------------------------------------------------------
 # helpers
-
-
-def _hours_to_timestamp(hours: float) -> pd.Timestamp:
-    return _EPOCH + pd.to_timedelta(round(hours * 3600.0, 6), unit="s")
-
-
-def timestamps_to_hours(values: pd.Series | pd.DatetimeIndex) -> np.ndarray:
-    """UTC timestamps to float hours since the Unix epoch."""
-    ns = pd.DatetimeIndex(values).tz_convert("UTC").as_unit("ns").asi8
-    return ns / _NS_PER_HOUR
-
-
-def hours_to_timestamps(hours: np.ndarray) -> pd.DatetimeIndex:
-    """Float hours since the Unix epoch to UTC timestamps (nanosecond rounding)."""
-    return pd.to_datetime(
-        np.round(np.asarray(hours) * _NS_PER_HOUR).astype("int64"), unit="ns", utc=True
-    )
 
 
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -354,12 +333,13 @@ def _rows(mask: np.ndarray, order: np.ndarray | None = None) -> list[int]:
     return hits.tolist()
 
 
-def _times_to_hours(
+def times_to_hours(
     col: pd.Series, time_unit: str, origin: pd.Timestamp | str | None
 ) -> tuple[np.ndarray, str]:
-    """Convert a ``time`` column to float hours since the epoch; validate kinds and units."""
+    """A ``time`` column as float hours since the epoch, and its kind (``"datetime"`` or
+    ``"numeric"``); validates kinds and units, naming the offending rows."""
     if isinstance(col.dtype, pd.DatetimeTZDtype):
-        return timestamps_to_hours(col), "datetime"
+        return to_hours(col), "datetime"
     if pd.api.types.is_datetime64_dtype(col.dtype):
         raise ObservationError(
             "timestamps are timezone-naive; localize them (e.g. "
@@ -378,7 +358,7 @@ def _times_to_hours(
             origin_ts = pd.Timestamp(origin)
             if origin_ts.tzinfo is None:
                 raise ObservationError("origin must be timezone-aware", field="origin")
-            hours = hours + float(timestamps_to_hours(pd.DatetimeIndex([origin_ts]))[0])
+            hours = hours + float(to_hours([origin_ts])[0])
         return hours, "numeric"
     # object / string column: per-element parsing so mixed kinds can be reported by row
     values = col.to_numpy(dtype=object)
@@ -415,7 +395,7 @@ def _times_to_hours(
             rows=_rows(numeric),
         )
     if numeric.all():
-        return _times_to_hours(pd.Series(parsed, index=col.index), time_unit, origin)
+        return times_to_hours(pd.Series(parsed, index=col.index), time_unit, origin)
     return parsed, "datetime"
 
 
@@ -438,7 +418,7 @@ def _parse_time_value(value: object) -> tuple[str, float]:
         return "missing", np.nan
     if ts.tzinfo is None:
         return "naive", np.nan
-    return "aware", float(ts.tz_convert("UTC").value) / _NS_PER_HOUR
+    return "aware", float(ts.tz_convert("UTC").value) / NS_PER_HOUR
 
 
 def _changed_flags(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -461,6 +441,34 @@ def _build_from_frame(
     source: str,
     notes: tuple[str, ...],
 ) -> Observations:
+    frame = _check_columns(frame, page_attributes)
+    hours, time_kind = times_to_hours(frame[TIME], time_unit, origin)
+    if not np.isfinite(hours).all():
+        raise ObservationError(
+            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
+        )
+    flags, invalid = _changed_flags(frame[CHANGED])
+    if invalid.any():
+        raise ObservationError(
+            "'changed' must be 0 or 1 (or True/False)", field=CHANGED, rows=_rows(invalid)
+        )
+    page_codes, page_labels = pd.factorize(frame[PAGE], sort=False)
+    order = np.lexsort((np.arange(len(frame)), page_codes))  # stable: input order per page
+    sorted_ = _Sorted(order, page_codes[order], page_labels)
+    _check_sequences(sorted_, hours[order], flags[order])
+    return Observations(
+        pages=_page_table(frame, sorted_, page_attributes),
+        offsets=sorted_.offsets,
+        time=np.ascontiguousarray(hours[order], dtype=np.float64),
+        changed=np.nan_to_num(flags[order], nan=0.0).astype(np.int8),
+        time_kind=time_kind,
+        notes=notes,
+        source=source,
+    )
+
+
+def _check_columns(frame: pd.DataFrame, page_attributes: tuple[str, ...]) -> pd.DataFrame:
+    """The frame (re-indexed) if it has every required column and no missing values."""
     if not isinstance(frame, pd.DataFrame):
         raise ObservationError(f"expected a pandas DataFrame, got {type(frame).__name__}")
     if len(frame) == 0:
@@ -472,113 +480,153 @@ def _build_from_frame(
             field=missing[0],
         )
     frame = frame.reset_index(drop=True)
-
-    for col in (PAGE, *([DOMAIN] if DOMAIN in frame.columns else []), *page_attributes):
+    for col in (PAGE, *([DOMAIN] if DOMAIN in frame.columns else []), *page_attributes, TIME):
         null = frame[col].isna().to_numpy()
         if null.any():
             raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
-    null_time = frame[TIME].isna().to_numpy()
-    if null_time.any():
-        raise ObservationError("missing values in 'time'", field=TIME, rows=_rows(null_time))
+    return frame
 
-    hours, time_kind = _times_to_hours(frame[TIME], time_unit, origin)
-    if not np.isfinite(hours).all():
-        raise ObservationError(
-            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
-        )
-    flags, invalid = _changed_flags(frame[CHANGED])
-    if invalid.any():
-        raise ObservationError(
-            "'changed' must be 0 or 1 (or True/False)", field=CHANGED, rows=_rows(invalid)
-        )
 
-    page_codes, page_labels = pd.factorize(frame[PAGE], sort=False)
-    order = np.lexsort((np.arange(len(frame)), page_codes))  # stable: input order per page
-    codes_sorted = page_codes[order]
-    hours_sorted = hours[order]
-    flags_sorted = flags[order]
-    counts = np.bincount(codes_sorted, minlength=len(page_labels))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    first = np.zeros(len(frame), dtype=bool)
-    first[offsets[:-1]] = True
+@dataclass(frozen=True)
+class _Sorted:
+    """Input rows sorted by page (stable), with the page of each sorted row."""
 
-    step = np.diff(hours_sorted, prepend=np.nan)
+    order: np.ndarray
+    codes: np.ndarray
+    labels: pd.Index
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.codes, minlength=len(self.labels))
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+
+    def rows(self, mask: np.ndarray) -> list[int]:
+        return _rows(mask, self.order)
+
+    def pages(self, mask: np.ndarray) -> list:
+        return list(pd.unique(self.labels[self.codes[mask]]))
+
+
+def _check_sequences(sorted_: _Sorted, hours: np.ndarray, flags: np.ndarray) -> None:
+    """Each page's visits strictly increase in time; flags are set after the baseline only."""
+    first = np.zeros(len(hours), dtype=bool)
+    first[sorted_.offsets[:-1]] = True
+    step = np.diff(hours, prepend=np.nan)
     step[first] = np.nan
     dup = step == 0
     if dup.any():
-        rows = _rows(dup, order)
         raise ObservationError(
             "duplicate visits: the same page at the same time (zero-length interval)",
             field=TIME,
-            rows=rows,
-            pages=list(pd.unique(page_labels[codes_sorted[dup]])),
+            rows=sorted_.rows(dup),
+            pages=sorted_.pages(dup),
         )
     back = step < 0
     if back.any():
         raise ObservationError(
             "times out of order within a page (negative interval); sort each page's visits by time",
             field=TIME,
-            rows=_rows(back, order),
-            pages=list(pd.unique(page_labels[codes_sorted[back]])),
+            rows=sorted_.rows(back),
+            pages=sorted_.pages(back),
         )
-    missing_flag = np.isnan(flags_sorted) & ~first
+    missing_flag = np.isnan(flags) & ~first
     if missing_flag.any():
         raise ObservationError(
             "missing 'changed' on a visit that is not its page's first (baseline) visit",
             field=CHANGED,
-            rows=_rows(missing_flag, order),
+            rows=sorted_.rows(missing_flag),
         )
-    baseline_changed = first & (flags_sorted == 1)
+    baseline_changed = first & (flags == 1)
     if baseline_changed.any():
         raise ObservationError(
             "the first visit of a page is its baseline and carries no change flag "
             "(leave it empty or 0)",
             field=CHANGED,
-            rows=_rows(baseline_changed, order),
-            pages=list(page_labels[codes_sorted[baseline_changed]]),
+            rows=sorted_.rows(baseline_changed),
+            pages=list(sorted_.labels[sorted_.codes[baseline_changed]]),
         )
 
+
+def _page_table(frame: pd.DataFrame, sorted_: _Sorted, page_attributes) -> pd.DataFrame:
+    """One row per page: its domain and attributes, each constant within the page."""
     attrs = [DOMAIN, *[a for a in page_attributes if a != DOMAIN]]
-    page_table = pd.DataFrame(index=pd.Index(page_labels, name=PAGE))
+    table = pd.DataFrame(index=pd.Index(sorted_.labels, name=PAGE))
     for col in attrs:
         if col not in frame.columns:  # domain is optional
-            page_table[col] = DEFAULT_DOMAIN
+            table[col] = DEFAULT_DOMAIN
             continue
-        values = frame[col].to_numpy()[order]
-        per_page = values[offsets[:-1]]
-        varies = values != np.repeat(per_page, counts)
+        values = frame[col].to_numpy()[sorted_.order]
+        per_page = values[sorted_.offsets[:-1]]
+        varies = values != np.repeat(per_page, sorted_.counts)
         if varies.any():
             raise ObservationError(
                 f"{col!r} must be constant within a page",
                 field=col,
-                rows=_rows(varies, order),
-                pages=list(pd.unique(page_labels[codes_sorted[varies]])),
+                rows=sorted_.rows(varies),
+                pages=sorted_.pages(varies),
             )
-        page_table[col] = per_page.astype(str) if col == DOMAIN else per_page
+        table[col] = per_page.astype(str) if col == DOMAIN else per_page
+    return table
 
-    changed = np.nan_to_num(flags_sorted, nan=0.0).astype(np.int8)
+
+#: columns that hold identifiers: read as text exactly as written
+ID_COLUMNS = (PAGE, DOMAIN)
+
+
+def ids_as_strings(frame: pd.DataFrame, columns: Iterable[str] = ID_COLUMNS) -> pd.DataFrame:
+    """``frame`` with its identifier columns as strings (missing cells stay missing).
+
+    Identifiers are labels, not numbers: ``"007"`` and ``"7"`` are different pages, and
+    ``"NA"``, ``"null"`` and ``"None"`` are ids like any other. Values that are not strings
+    (e.g. integers from a Parquet file) become their text (``7`` → ``"7"``); ``None``/NaN
+    stay missing, for the validation to report by row.
+    """
+    present = [c for c in columns if c in frame.columns]
+    converted = {}
+    for col in present:
+        series = frame[col]
+        if isinstance(series.dtype, pd.StringDtype) or (
+            series.dtype == object
+            and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
+        ):
+            continue
+        missing = series.isna().to_numpy()
+        values = series.to_numpy(dtype=object)
+        converted[col] = np.array(
+            [
+                None if gone else (v.decode() if isinstance(v, bytes) else str(v))
+                for v, gone in zip(values, missing, strict=True)
+            ],
+            dtype=object,
+        )
+    if not converted:
+        return frame
+    return frame.assign(**converted)
+
+
+def concat(parts: Sequence[Observations], *, source: str = "") -> Observations:
+    """Stack observations of disjoint page sets."""
+    if not parts:
+        raise ObservationError("nothing to concatenate")
+    pages = pd.concat([p.pages for p in parts])
+    if pages.index.duplicated().any():
+        raise ObservationError(
+            "the same page appears in more than one part",
+            pages=pages.index[pages.index.duplicated()].tolist(),
+        )
+    counts = np.concatenate([p.visits_per_page for p in parts])
+    kinds = {p.time_kind for p in parts}
+    if len(kinds) > 1:
+        raise ObservationError("cannot mix datetime and numeric observations", field=TIME)
     return Observations(
-        pages=page_table,
-        offsets=offsets,
-        time=np.ascontiguousarray(hours_sorted, dtype=np.float64),
-        changed=changed,
-        time_kind=time_kind,
-        notes=notes,
-        source=source,
-    )
-
-
-def load_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame (no validation)."""
-    path = Path(path)
-    if not path.exists():
-        raise ObservationError(f"no such file: {path}")
-    suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
-        return pd.read_parquet(path)
-    if suffixes.endswith((".csv", ".csv.gz", ".tsv", ".txt")):
-        sep = "\t" if ".tsv" in suffixes else ","
-        return pd.read_csv(path, sep=sep)
-    raise ObservationError(
-        f"unsupported file type {path.suffix!r} for {path}; use .csv, .csv.gz or .parquet"
+        pages=pages,
+        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        time=np.concatenate([p.time for p in parts]),
+        changed=np.concatenate([p.changed for p in parts]),
+        time_kind=kinds.pop(),
+        notes=tuple(n for p in parts for n in p.notes),
+        source=source or "+".join(p.source for p in parts),
     )

@@ -25,7 +25,6 @@ Two simulation paths, equal in law:
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,10 +33,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesrate.clock import check_timezone, hour_of_week, utc_offset_hours
-from bayesrate.constants import DOMAIN, EPOCH_HOUR_OF_WEEK, N_HOUR_OF_WEEK, PAGE
+from bayesrate.clock import check_timezone, cumulative_multiplier, hour_of_week
+from bayesrate.constants import DOMAIN, N_HOUR_OF_WEEK, PAGE
 from bayesrate.errors import ObservationError
 from bayesrate.observations import DEFAULT_DOMAIN, Observations
+from bayesrate.seeds import rng_from
 
 __all__ = [
     "CASE_STUDY_CHANGES",
@@ -49,7 +49,6 @@ __all__ = [
     "HourOfWeekModulated",
     "Periodic",
     "SimulatedData",
-    "cumulative_multiplier",
     "detect",
     "pages_like",
     "poisson_crawl",
@@ -78,32 +77,6 @@ CASE_STUDY_CHANGES = {
     "q3": 296.5,
     "max": 719.0,
 }
-
-_UTC_NAMES = ("UTC", "utc", "Etc/UTC")
-# UTC offsets are probed on this grid to find their changes (transitions fall on quarter hours)
-_TRANSITION_STEP = 0.25
-
-
-def rng_from(seed: int | str | np.random.Generator | None) -> np.random.Generator:
-    """A NumPy generator from an integer, a string, or an existing generator.
-
-    Parameters
-    ----------
-    seed
-        ``int``: ``numpy.random.default_rng(seed)``. ``str``: seeded from the SHA-256 of
-        the UTF-8 string (all 256 bits, stable across platforms and runs). A
-        :class:`numpy.random.Generator` is returned unchanged. ``None`` draws fresh OS
-        entropy (not reproducible).
-    """
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, str):
-        return np.random.default_rng(
-            int.from_bytes(hashlib.sha256(seed.encode()).digest(), "little")
-        )
-    if seed is None or isinstance(seed, (int, np.integer)):
-        return np.random.default_rng(None if seed is None else int(seed))
-    raise TypeError(f"seed must be an int, str or numpy Generator, not {type(seed).__name__}")
 
 
 # =========================================================================================
@@ -376,81 +349,6 @@ class Periodic(ChangeProcess):
         return times[(times > start) & (times <= end)]
 
 
-def cumulative_multiplier(
-    times: np.ndarray,
-    multipliers: np.ndarray,
-    which: np.ndarray | None = None,
-    timezone: str = "UTC",
-) -> np.ndarray:
-    """``F(t) = integral of m[hour_of_week(u)] du`` from a fixed origin to each time.
-
-    ``F(t_k) - F(t_{k-1})`` is the integrated multiplier over the interval
-    ``(t_{k-1}, t_k]`` (in hour-units), exact: on a stretch of constant UTC offset the
-    local clock is a shift of UTC and the integral of a function that is constant on
-    each local hour is a week count times ``sum(m)`` plus a prefix sum plus a fraction;
-    at each change of UTC offset (daylight saving) ``F`` is kept continuous.
-
-    Parameters
-    ----------
-    times
-        Hours since the Unix epoch.
-    multipliers
-        ``(g, 168)`` rows of hour-of-week multipliers (bucket 0 = Monday 00:00 local).
-    which
-        Row of ``multipliers`` to use at each time (default: row 0 everywhere).
-    timezone
-        Clock the buckets are read on.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``F`` at each time (only differences between times are meaningful).
-    """
-    times = np.asarray(times, dtype=np.float64)
-    m = np.asarray(multipliers, dtype=np.float64).reshape(-1, N_HOUR_OF_WEEK)
-    rows = np.zeros(len(times), dtype=np.int64) if which is None else np.asarray(which)
-    prefix = np.concatenate([np.zeros((len(m), 1)), np.cumsum(m, axis=1)], axis=1)
-    week_total = prefix[:, -1]
-
-    def at_local(local: np.ndarray, row: np.ndarray) -> np.ndarray:
-        shifted = local + EPOCH_HOUR_OF_WEEK  # bucket = floor(shifted) mod 168
-        weeks = np.floor(shifted / N_HOUR_OF_WEEK)
-        within = shifted - weeks * N_HOUR_OF_WEEK
-        bucket = np.minimum(within.astype(np.int64), N_HOUR_OF_WEEK - 1)
-        if len(m) == 1:  # one multiplier vector: 1-D lookups are much cheaper
-            return weeks * week_total[0] + prefix[0, bucket] + (within - bucket) * m[0, bucket]
-        flat = row * N_HOUR_OF_WEEK + bucket
-        return (
-            weeks * week_total[row]
-            + prefix[:, :-1].ravel()[flat]
-            + (within - bucket) * m.ravel()[flat]
-        )
-
-    if timezone in _UTC_NAMES or len(times) == 0:
-        return at_local(times, rows)
-    check_timezone(timezone)
-    lo = np.floor(times.min()) - 1.0
-    hi = np.ceil(times.max()) + 1.0
-    probe = np.arange(lo, hi + _TRANSITION_STEP, _TRANSITION_STEP)
-    offsets = utc_offset_hours(probe, timezone)
-    out = at_local(times + utc_offset_hours(times, timezone), rows)
-    cut = np.flatnonzero(np.diff(offsets) != 0) + 1  # probe[cut] is the first instant after
-    if len(cut):
-        # jump that keeps F continuous at transition j, for every row of multipliers
-        t_cut = probe[cut]
-        before = offsets[cut - 1]
-        after = offsets[cut]
-        n_rows = len(m)
-        jumps = np.empty((len(cut), n_rows))
-        for r in range(n_rows):
-            rr = np.full(len(cut), r)
-            jumps[:, r] = at_local(t_cut + before, rr) - at_local(t_cut + after, rr)
-        passed = np.searchsorted(t_cut, times, side="right")  # transitions at or before t
-        total = np.vstack([np.zeros((1, n_rows)), np.cumsum(jumps, axis=0)])
-        out += total[passed, rows]
-    return out
-
-
 # =========================================================================================
 # crawl processes and detection
 
@@ -661,47 +559,8 @@ def simulate_pages(
     if n_pages == 0:
         raise ObservationError("no pages to simulate")
     labels = _page_labels(n_pages)
-
-    procs: list[ChangeProcess] | None
-    if scalar and isinstance(processes, ChangeProcess):
-        procs = [processes] * n_pages
-    elif not scalar and all(isinstance(p, ChangeProcess) for p in processes):  # type: ignore[union-attr]
-        procs = list(processes)  # type: ignore[arg-type]
-    else:
-        procs = None
-    if procs is None:
-        try:
-            rates = np.broadcast_to(np.asarray(processes, dtype=np.float64), (n_pages,))
-        except (TypeError, ValueError) as exc:
-            raise ObservationError(
-                "processes must be rates per hour or ChangeProcess objects, one per page",
-                field="rate_per_hour",
-            ) from exc
-        bad = ~np.isfinite(rates) | (rates < 0)
-        if bad.any():
-            raise ObservationError(
-                "rates must be finite and >= 0", field="rate_per_hour", pages=labels[bad].tolist()
-            )
-        mean_rates = np.array(rates, dtype=np.float64)
-        names = np.full(n_pages, "Homogeneous", dtype=object)
-    else:
-        mean_rates = np.array([p.mean_rate for p in procs])
-        names = np.array([p.name for p in procs], dtype=object)
-
-    if domains is None:
-        domain_values = np.full(n_pages, DEFAULT_DOMAIN, dtype=object)
-    else:
-        domain_values = np.asarray(domains, dtype=object)
-        if domain_values.shape != (n_pages,):
-            raise ObservationError(
-                f"{len(domain_values)} domains for {n_pages} pages", field=DOMAIN
-            )
-        missing = pd.isna(domain_values)
-        if missing.any():
-            raise ObservationError(
-                "missing domain labels", field=DOMAIN, pages=labels[missing].tolist()
-            )
-        domain_values = domain_values.astype(str).astype(object)
+    procs, mean_rates, names = _processes(processes, scalar, labels)
+    domain_values = _domain_labels(domains, labels)
 
     if procs is None and not exact:
         changed = _flags_homogeneous(mean_rates, times, offsets, gen)
@@ -741,6 +600,47 @@ def simulate_pages(
         processes=None if procs is None else tuple(procs),
         meta=dict(meta or {}),
     )
+
+
+def _processes(processes, scalar: bool, labels: np.ndarray):
+    """(processes or None for plain rates, mean rate per page, process name per page)."""
+    n_pages = len(labels)
+    if scalar and isinstance(processes, ChangeProcess):
+        procs = [processes] * n_pages
+    elif not scalar and all(isinstance(p, ChangeProcess) for p in processes):
+        procs = list(processes)
+    else:
+        try:
+            rates = np.broadcast_to(np.asarray(processes, dtype=np.float64), (n_pages,))
+        except (TypeError, ValueError) as exc:
+            raise ObservationError(
+                "processes must be rates per hour or ChangeProcess objects, one per page",
+                field="rate_per_hour",
+            ) from exc
+        bad = ~np.isfinite(rates) | (rates < 0)
+        if bad.any():
+            raise ObservationError(
+                "rates must be finite and >= 0", field="rate_per_hour", pages=labels[bad].tolist()
+            )
+        return None, np.array(rates, dtype=np.float64), np.full(n_pages, "Homogeneous", object)
+    mean_rates = np.array([p.mean_rate for p in procs])
+    return procs, mean_rates, np.array([p.name for p in procs], dtype=object)
+
+
+def _domain_labels(domains, labels: np.ndarray) -> np.ndarray:
+    """Domain label per page as strings (default ``"(none)"``); errors name the pages."""
+    n_pages = len(labels)
+    if domains is None:
+        return np.full(n_pages, DEFAULT_DOMAIN, dtype=object)
+    values = np.asarray(domains, dtype=object)
+    if values.shape != (n_pages,):
+        raise ObservationError(f"{len(values)} domains for {n_pages} pages", field=DOMAIN)
+    missing = pd.isna(values)
+    if missing.any():
+        raise ObservationError(
+            "missing domain labels", field=DOMAIN, pages=labels[missing].tolist()
+        )
+    return values.astype(str).astype(object)
 
 
 def _intervals(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.clock import check_timezone, hour_of_week_overlap
+from bayesrate.likelihood import CensoredGroups, loglik
 
 if TYPE_CHECKING:
     from bayesrate.observations import Observations
@@ -79,6 +80,47 @@ class IntervalStats:
     n_changes: np.ndarray
     exposure: np.ndarray
 
+    @classmethod
+    def from_groups(
+        cls,
+        group_page: np.ndarray,
+        group_tau: np.ndarray,
+        group_n: np.ndarray,
+        group_changed: np.ndarray,
+        n_pages: int,
+    ) -> IntervalStats:
+        """Statistics of pages ``0..n_pages-1`` from interval groups given directly.
+
+        Groups need not be merged (one per interval with ``n = 1`` is fine) nor sorted;
+        pages are labelled by position and share one domain.
+        """
+        group_page = np.asarray(group_page, dtype=np.int64)
+        order = np.argsort(group_page, kind="stable")
+        group_page = group_page[order]
+        group_tau = np.asarray(group_tau, dtype=np.float64)[order]
+        group_n = np.asarray(group_n, dtype=np.int64)[order]
+        group_changed = np.asarray(group_changed, dtype=np.int64)[order]
+        if len(group_tau) and not np.all(group_tau > 0):
+            bad = np.flatnonzero(~(group_tau > 0))[:10].tolist()
+            raise ValueError(f"interval lengths must be positive (groups {bad})")
+        n = np.bincount(group_page, weights=group_n, minlength=n_pages).astype(np.int64)
+        return cls(
+            pages=pd.RangeIndex(n_pages, name="page"),
+            domain=np.zeros(n_pages, np.int64),
+            domains=pd.Index(["(none)"], name="domain"),
+            group_page=group_page,
+            group_tau=group_tau,
+            group_n=group_n,
+            group_changed=group_changed,
+            group_offsets=np.searchsorted(group_page, np.arange(n_pages + 1)).astype(np.int64),
+            n_visits=n + 1,
+            n_intervals=n,
+            n_changes=np.bincount(group_page, weights=group_changed, minlength=n_pages).astype(
+                np.int64
+            ),
+            exposure=np.bincount(group_page, weights=group_n * group_tau, minlength=n_pages),
+        )
+
     @property
     def n_pages(self) -> int:
         return len(self.pages)
@@ -98,20 +140,22 @@ class IntervalStats:
         """Positions of groups with at least one detected change."""
         return np.flatnonzero(self.group_changed > 0)
 
-    def loglik(self, rate_per_hour: np.ndarray) -> np.ndarray:
-        """Exact per-page log-likelihood of constant rates (one per page, per hour).
+    @cached_property
+    def groups(self) -> CensoredGroups:
+        """The log-likelihood's summary: unchanged exposure and changed (page, τ) groups."""
+        changed = self.changed_groups
+        return CensoredGroups(
+            unchanged=self.unchanged_exposure,
+            group_page=self.group_page[changed],
+            group_log_exposure=np.log(self.group_tau[changed]),
+            group_count=self.group_changed[changed].astype(np.float64),
+        )
 
-        A reference implementation in numpy (models use their own tensor version).
-        """
-        rate = np.asarray(rate_per_hour, dtype=np.float64)
-        lam = rate[self.group_page]
-        lam_tau = lam * self.group_tau
+    def loglik(self, rate_per_hour: np.ndarray) -> np.ndarray:
+        """Exact per-page log-likelihood of constant rates (one per page, per hour)."""
         with np.errstate(divide="ignore"):
-            log_p_change = np.log(-np.expm1(-lam_tau))
-        contrib = -(self.group_n - self.group_changed) * lam_tau
-        has_change = self.group_changed > 0
-        contrib[has_change] += self.group_changed[has_change] * log_p_change[has_change]
-        return np.bincount(self.group_page, weights=contrib, minlength=self.n_pages)
+            log_rate = np.log(np.asarray(rate_per_hour, dtype=np.float64))
+        return loglik(self.groups, log_rate)
 
     def to_frame(self) -> pd.DataFrame:
         """The groups as a table: ``page``, ``tau_hours``, ``n``, ``changed``."""
@@ -161,14 +205,25 @@ class HourOfWeekStats:
     def n_patterns(self) -> int:
         return len(self.pattern_overlap)
 
-    def loglik(self, rate_per_hour: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
-        """Exact per-page log-likelihood for ``λ_page · m[bucket]`` (numpy reference)."""
-        rate = np.asarray(rate_per_hour, dtype=np.float64)
+    def groups(self, multipliers: np.ndarray) -> CensoredGroups:
+        """The log-likelihood's summary for hour-of-week multipliers ``m`` (168,).
+
+        Exposures are ``Σ_b m_b·overlap_b``: per page for the unchanged intervals, per
+        (page, pattern) group for the changed ones.
+        """
         m = np.asarray(multipliers, dtype=np.float64)
-        unchanged = -rate * (self.unchanged_exposure @ m)
-        lam = rate[self.changed_page] * (self.pattern_overlap @ m)[self.changed_pattern]
-        changed = self.changed_count * np.log(-np.expm1(-lam))
-        return unchanged + np.bincount(self.changed_page, weights=changed, minlength=len(rate))
+        return CensoredGroups(
+            unchanged=self.unchanged_exposure @ m,
+            group_page=self.changed_page,
+            group_log_exposure=np.log(self.pattern_overlap @ m)[self.changed_pattern],
+            group_count=self.changed_count.astype(np.float64),
+        )
+
+    def loglik(self, rate_per_hour: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
+        """Exact per-page log-likelihood for ``λ_page · m[bucket]``."""
+        with np.errstate(divide="ignore"):
+            log_rate = np.log(np.asarray(rate_per_hour, dtype=np.float64))
+        return loglik(self.groups(multipliers), log_rate)
 
 
 # ---------------------------------------------------------------------------------------

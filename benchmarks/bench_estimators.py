@@ -46,25 +46,7 @@ def timed(fn, repeat: int = 1):
 
 
 def make_stats(group_page, group_tau, group_n, group_changed, n_pages) -> IntervalStats:
-    import pandas as pd
-
-    n = np.bincount(group_page, weights=group_n, minlength=n_pages).astype(np.int64)
-    c = np.bincount(group_page, weights=group_changed, minlength=n_pages).astype(np.int64)
-    exposure = np.bincount(group_page, weights=group_n * group_tau, minlength=n_pages)
-    return IntervalStats(
-        pages=pd.RangeIndex(n_pages),
-        domain=np.zeros(n_pages, np.int64),
-        domains=pd.Index(["d"]),
-        group_page=group_page,
-        group_tau=group_tau,
-        group_n=group_n,
-        group_changed=group_changed,
-        group_offsets=np.searchsorted(group_page, np.arange(n_pages + 1)),
-        n_visits=n + 1,
-        n_intervals=n,
-        n_changes=c,
-        exposure=exposure,
-    )
+    return IntervalStats.from_groups(group_page, group_tau, group_n, group_changed, n_pages)
 
 
 def regular_data(rng, n_pages: int):
@@ -252,7 +234,7 @@ def bench_regular(args, rng, P, sub) -> None:
         row(f"regular: {kind}", P, secs, loop_s / len(sub), f"{secs / bw:.1f}× the reference pass")
     n_groups = len(groups[0])
     for kind, fn in (("mle", solver.solve_mle), ("mm", solver.solve_mm)):
-        secs, res = timed(lambda fn=fn: fn(*groups, P), args.repeat)
+        secs, res = timed(lambda fn=fn: fn(stats), args.repeat)
         loop_s, ref = timed(
             lambda kind=kind: loop_root(groups, stats.group_offsets, sub_root, kind)
         )
@@ -275,8 +257,9 @@ def bench_interval(label, stats, P, repeat) -> None:
 def bench_irregular(args, rng, P, sub) -> None:
     K = args.irregular_k
     groups = irregular_data(rng, P, K)
+    stats = make_stats(*groups, P)
     offsets = np.arange(0, P * K + 1, K)
-    secs, res = timed(lambda: solver.solve_mle(*groups, P), args.repeat)
+    secs, res = timed(lambda: solver.solve_mle(stats), args.repeat)
     floor_s, _ = timed(lambda: floor_derivative(groups, np.maximum(res.rate, 1e-3)), 1)
     sub_root = sub[: max(args.loop_root_pages // 2, 1)]
     loop_s, ref = timed(lambda: loop_root(groups, offsets, sub_root, "mle"))
@@ -290,8 +273,8 @@ def bench_irregular(args, rng, P, sub) -> None:
         f" MLE takes {secs / floor_s:.2f}× the floor; max rel. diff vs brentq {err:.1e}",
     )
     row("irregular: floor alone", P, floor_s)
-    bench_interval("irregular", make_stats(*groups, P), P, 1)
-    secs, res = timed(lambda: solver.solve_mm(*groups, P), args.repeat)
+    bench_interval("irregular", stats, P, 1)
+    secs, res = timed(lambda: solver.solve_mm(stats), args.repeat)
     loop_s, ref = timed(lambda: loop_root(groups, offsets, sub_root, "mm"))
     err = np.max(np.abs(res.rate[sub_root] - ref) / np.maximum(ref, 1e-300))
     row(

@@ -108,7 +108,7 @@ CALIBRATE = [
         FAST
         + """import numpy as np
 from bayesrate import datasets
-from bayesrate.calibrate import ppc_for
+from bayesrate.checks.ppc import ppc_for
 from bayesrate.checks.compare import compare
 from bayesrate.export import domain_priors
 from bayesrate.models import get_model
@@ -137,7 +137,7 @@ for name in ("censored", "hierarchical"):
     (
         "code",
         """checks = {name: ppc_for(model, obs, seed="notebook") for name, model in fits.items()}
-checks["hierarchical"].table()[["statistic", "observed", "replicated_mean", "p_value", "extreme"]]
+checks["hierarchical"].table()[["replication", "statistic", "observed", "replicated_mean", "p_value", "extreme"]]
 """,
     ),
     (

@@ -54,3 +54,114 @@ def test_calibrate_refuses_without_force(tmp_path, capsys):
     assert "refusing to export hierarchical" in captured.err
     assert not (tmp_path / "m" / "small" / "hierarchical").exists()
     assert "not exported" in (tmp_path / "r" / "report.md").read_text()
+
+
+# ---------------------------------------------------------------------- issue 11, item 4
+@pytest.fixture
+def calibrate_calls(monkeypatch):
+    """Replace the (slow) calibration by a recorder: these tests are about what runs first."""
+    import bayesrate.calibrate
+
+    calls = []
+
+    def record(obs, **kwargs):
+        calls.append(kwargs)
+        raise SystemExit(0)  # stop here: nothing after the call matters to these tests
+
+    monkeypatch.setattr(bayesrate.calibrate, "calibrate", record)
+    return calls
+
+
+def _artifact(root, name, fingerprint):
+    from bayesrate.priors import GammaPrior
+
+    PriorSet(GammaPrior(1.0, 1.0), {}, metadata={"model": "hierarchical",
+             "data_fingerprint": fingerprint}).save(root / name / "hierarchical")  # fmt: skip
+
+
+def _crawl(path):
+    data = sim.pages_like(n_pages=10, seed="calibrate-names", history="short").observations
+    data.to_frame().to_csv(path, index=False)
+    return path
+
+
+def _calibrate(argv):
+    try:
+        return main(argv)
+    except SystemExit as exc:  # the recorder's stop
+        return exc.code
+
+
+@pytest.mark.parametrize(
+    ("file_name", "expected"),
+    [
+        (".mycrawl.csv", "mycrawl"),
+        ("crawl.2024.csv.gz", "crawl.2024"),
+        ("my crawl.csv", "my-crawl"),
+        ("..csv", None),
+        (".csv", None),
+    ],
+)
+def test_artifact_name_from_a_file_never_falls_back_to_the_default(
+    tmp_path, calibrate_calls, capsys, file_name, expected
+):
+    """``.mycrawl.csv`` used to give the name "" and then the shipped ``ota-contrib``: run at
+    the repository root it overwrote models/ota-contrib/, which ``schedule init`` picks."""
+    models = tmp_path / "models"
+    _artifact(models, "ota-contrib", "f" * 64)
+    path = _crawl(tmp_path / file_name)
+    argv = ["calibrate", "--input", str(path), "--models-dir", str(models),
+            "--out", str(tmp_path / "report")]  # fmt: skip
+    rc = _calibrate(argv)
+    if expected is None:
+        assert rc == 1 and "pass --name" in capsys.readouterr().err
+        assert calibrate_calls == []
+    else:
+        assert rc == 0 and calibrate_calls[0]["dataset"] == expected
+    assert PriorSet.load(models / "ota-contrib" / "hierarchical").metadata["data_fingerprint"] == (
+        "f" * 64
+    )
+
+
+def test_refuses_to_overwrite_an_artifact_of_other_data(tmp_path, calibrate_calls, capsys):
+    from bayesrate.io import read_observations
+
+    models = tmp_path / "models"
+    path = _crawl(tmp_path / "crawl.csv")
+    argv = ["calibrate", "--input", str(path), "--models-dir", str(models),
+            "--out", str(tmp_path / "report")]  # fmt: skip
+    _artifact(models, "crawl", "0" * 64)
+    assert _calibrate(argv) == 1
+    err = capsys.readouterr().err
+    assert "fitted on other data" in err and "--force" in err and calibrate_calls == []
+    assert not (tmp_path / "report").exists()
+    assert _calibrate([*argv, "--force"]) == 0 and calibrate_calls[-1]["force"] is True
+    # the same data again: no refusal
+    _artifact(models, "crawl", read_observations(path).fingerprint)
+    assert _calibrate(argv) == 0
+    for bad in ("../escape", "a/b", "-x", ""):
+        assert _calibrate([*argv, f"--name={bad}"]) == 1
+        assert "--name" in capsys.readouterr().err
+
+
+def test_zero_sampler_options_are_not_replaced_by_defaults(tmp_path, calibrate_calls, capsys):
+    path = _crawl(tmp_path / "crawl.csv")
+    argv = ["calibrate", "--input", str(path), "--models-dir", str(tmp_path / "m"),
+            "--out", str(tmp_path / "r")]  # fmt: skip
+    assert _calibrate([*argv, "--tune", "0", "--draws", "5", "--chains", "1"]) == 0
+    assert calibrate_calls[-1]["sampler"] == {"tune": 0, "draws": 5, "chains": 1}
+    for option in (["--draws", "0"], ["--chains", "0"], ["--tune", "-1"]):
+        assert _calibrate([*argv, *option]) == 2
+        assert option[0] in capsys.readouterr().err
+    assert len(calibrate_calls) == 1
+
+
+def test_library_calibrate_refuses_other_data_too(tmp_path):
+    from bayesrate.calibrate import calibrate
+    from bayesrate.errors import ArtifactError
+
+    data = sim.pages_like(n_pages=10, seed="calibrate-library", history="short").observations
+    _artifact(tmp_path / "models", "mine", "0" * 64)
+    with pytest.raises(ArtifactError, match="other data"):
+        calibrate(data, dataset="mine", models_root=tmp_path / "models", out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()

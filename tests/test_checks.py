@@ -10,11 +10,17 @@ import pytest
 from scipy import integrate, stats
 
 from bayesrate import simulate as sim
-from bayesrate.calibrate import ppc_for
 from bayesrate.checks import marginal
 from bayesrate.checks.compare import compare
+from bayesrate.checks.ppc import posterior_predictive_checks, ppc_for
 from bayesrate.errors import ArtifactError
-from bayesrate.export import NEW_DOMAIN, domain_priors, predictive_moments, write_artifact
+from bayesrate.export import (
+    NEW_DOMAIN,
+    POPULATION_GATES,
+    domain_priors,
+    predictive_moments,
+    write_artifact,
+)
 from bayesrate.models import get_model
 from bayesrate.priors import PriorSet
 
@@ -60,10 +66,13 @@ def hierarchical_fit():
     return fit("hierarchical", data, draws=400, chains=2)
 
 
-def test_ppc_on_data_from_the_model_is_not_extreme(censored_fit, poisson_world):
-    result = ppc_for(censored_fit, poisson_world, seed="null")
+def test_ppc_on_data_from_the_model_is_not_extreme(poisson_world):
+    # the model's prior is the simulator's population: neither replication is extreme
+    true_prior = {"prior": "gamma", "alpha": 1.0, "beta_days": 20.0 / 24.0}
+    result = ppc_for(fit("censored", poisson_world, true_prior), poisson_world, seed="null")
     table = result.table(alpha=0.01)
-    assert not table["extreme"].any(), table[["statistic", "p_value"]]
+    assert set(table["replication"]) == {"conditional", "mixed"}
+    assert not table["extreme"].any(), table[["replication", "statistic", "p_value"]]
     assert np.isfinite(table["p_value"]).all()
 
 
@@ -75,6 +84,39 @@ def test_ppc_flags_planted_weekly_periodicity(periodic_world):
     assert pv["day_of_week_chi2"] < 0.01
     assert pv["gap_cv"] > 0.99
     assert {"day_of_week_chi2", "gap_cv"} <= set(result.failures())
+
+
+def test_mixed_replication_sees_a_wrong_population(censored_fit, poisson_world):
+    """A prior of 100 changes a day for pages that change about once a day: each page's 252
+    intervals outweigh the prior, so its own posterior reproduces its count and the
+    conditional checks pass; fresh rates from that prior change at every visit."""
+    checks = ppc_for(censored_fit, poisson_world, seed="population")
+    assert not checks.failures(replication="conditional", only=POPULATION_GATES)
+    mixed = checks.p_values("mixed")
+    assert mixed["mean_changes"] > 0.999 and mixed["frac_changed_every_visit"] > 0.999
+    gates = " ".join(checks.gate_failures({"mixed": POPULATION_GATES}))
+    assert "mean_changes (mixed" in gates and "frac_changed_every_visit (mixed" in gates
+    assert set(checks.table()["replication"]) == {"conditional", "mixed"}
+
+
+def test_intervals_longer_than_176_days_keep_their_own_pattern():
+    """Interval patterns were keyed by one int64 (length x week position) that wrapped for
+    intervals over 176 days: a 353-day interval took the pattern of a one-day one."""
+    from bayesrate.observations import Observations
+
+    ms = 3.6e6  # key units per hour
+    k = int(168 * ms) + 1
+    wrap = -(-(2**64) // k)  # length step (ms) whose key wraps to just above 0
+    shift = (wrap * k - 2**64) / ms  # ... and the week-position offset it lands on, hours
+    long = 24.0 + wrap / ms
+    obs = Observations.from_arrays(
+        np.array(["a", "a", "b", "b"]),
+        np.array([MONDAY + shift, MONDAY + shift + 24.0, MONDAY, MONDAY + long]),
+        np.array([0, 1, 0, 0]),
+    )
+    rates = np.full((50, 2), 0.01)  # per hour: the long interval is all but sure to change
+    result = posterior_predictive_checks(obs, rates, n_draws=50, seed="wrap")
+    assert result.changes_replicated[:, 1].mean() > 0.99
 
 
 def test_ppc_plot_writes_png(censored_fit, poisson_world, tmp_path):

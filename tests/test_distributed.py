@@ -9,8 +9,8 @@ import pytest
 dd = pytest.importorskip("dask.dataframe")
 
 from bayesrate import simulate as sim  # noqa: E402
-from bayesrate.distributed import interval_stats_from_dask  # noqa: E402
 from bayesrate.errors import ObservationError  # noqa: E402
+from bayesrate.io.dask import interval_stats_from_dask  # noqa: E402
 
 
 @pytest.fixture(scope="module")

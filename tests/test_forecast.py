@@ -96,7 +96,7 @@ def test_point_forecasts_on_poisson_pages_are_calibrated(rng):
     its randomised PIT covers ~90%; the naive rate (biased low under censoring) scores worse."""
     h, _ = poisson_history(rng)
     result = forecast.run(
-        h, methods=("naive", "mle"), horizon_days=90, crawl_every_hours=24.0, seed="poisson"
+        history=h, methods=("naive", "mle"), horizon_days=90, crawl_every=24.0, seed="poisson"
     )
     mle, naive = result.methods["mle"], result.methods["naive"]
     assert mle.coverage90 == pytest.approx(0.90, abs=0.03)
@@ -115,7 +115,8 @@ def test_cli_json_and_figures(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"split", "horizon_days", "crawl_every_hours", "pages", "methods"}
     assert result["pages"] == 400 and result["crawl_every_hours"] == 168.0
-    for name in ("calibration.png", "pit.png", "log-score.png", "forecast.json", "pages.csv"):
+    for name in ("calibration.png", "pit.png", "log-score.png", "forecast.json", "pages.csv",
+                 "scores.csv"):  # fmt: skip
         assert (out / name).stat().st_size > 0
     assert main([*args[:5], "bogus", *args[6:]]) == 1
     assert "unknown method" in capsys.readouterr().err
@@ -124,7 +125,7 @@ def test_cli_json_and_figures(tmp_path, capsys):
 @pytest.mark.slow
 def test_models_in_fast_mode_on_tldr_pages():
     h = datasets.load_history("tldr-pages")
-    result = forecast.run(h, fast=True, methods=forecast.METHODS, crawl_every_hours=168.0)
+    result = forecast.run(history=h, fast=True, methods=forecast.METHODS, crawl_every=168.0)
     table = result.table()
     assert list(table.index) == list(forecast.METHODS)
     assert np.isfinite(table[["log_score", "brier", "coverage90", "rate_log_rmse"]]).all().all()

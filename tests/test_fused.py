@@ -14,7 +14,7 @@ from bayesrate.models.fused import (
 )
 from bayesrate.models.likelihood import np_log1mexp_of_log
 from bayesrate.simulate import pages_like
-from tests.conftest import seed_of
+from tests.helpers import seed_of
 
 ULP = np.finfo(np.float64).eps
 

@@ -11,7 +11,7 @@ import pytest
 
 from bayesrate import gitlog
 from bayesrate.cli import main
-from bayesrate.history import read_history
+from bayesrate.io.history import read_history
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

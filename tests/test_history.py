@@ -16,9 +16,9 @@ from bayesrate.history import (
     VisitGrid,
     crawl,
     from_observations,
-    read_history,
     segment_searchsorted,
 )
+from bayesrate.io.history import read_history
 from bayesrate.observations import Observations
 
 H = 3600.0

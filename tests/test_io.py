@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,9 +9,10 @@ import pytest
 from bayesrate import datasets
 from bayesrate.errors import ObservationError
 from bayesrate.io import from_fetch_log, from_visit_grid, read_observations, read_rda, to_visit_grid
-from bayesrate.ota import DEFAULT_GRIDS, GridEra, from_changelog
+from bayesrate.io.ota import DEFAULT_GRIDS, GridEra, from_changelog
+from tests.helpers import TEST_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = TEST_DATA
 
 
 def canonical():
@@ -130,10 +129,10 @@ def test_grid_era_follows_local_clock():
 
 
 @pytest.fixture(scope="module")
-def pga_raw(shared_data):
-    src = shared_data / "open-terms-archive"
+def pga_raw():
+    src = DATA / "open-terms-archive"  # shipped with the tests (ODC-BY 1.0, see ATTRIBUTION.md)
     return (
-        pd.read_csv(src / "pga-versions-changelog.csv"),
+        pd.read_csv(src / "pga-versions-changelog.csv.gz"),
         pd.read_csv(src / "pga-versions-documents.csv"),
     )
 

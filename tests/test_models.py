@@ -22,7 +22,7 @@ from bayesrate.models import CensoredModel, ConvergenceWarning, HierarchicalMode
 from bayesrate.models.likelihood import np_log1mexp_of_log
 from bayesrate.models.modulated import ModulatedModel
 from bayesrate.observations import Observations
-from tests.conftest import raw_loglik, seed_of
+from tests.helpers import raw_loglik, seed_of
 
 with warnings.catch_warnings():
     # pymc 6.3 imports IfElse from its deprecated pytensor location (attributed to pymc,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bayesrate.cli import main
-from tests.conftest import seed_of
+from tests.helpers import seed_of
 
 with warnings.catch_warnings():
     # pymc 6.3 imports IfElse from its deprecated pytensor location (attributed to pymc)
@@ -79,21 +79,12 @@ def test_fit_command_writes_outputs(csv_path, tmp_path):
     assert loaded.idata_.attrs["bayesrate_data_fingerprint"] == diag["data_fingerprint"]
 
 
-def test_fit_command_rejects_timezone_for_non_modulated(csv_path, tmp_path):
-    with pytest.raises(SystemExit):
-        main(
-            [
-                "fit",
-                "--input",
-                str(csv_path),
-                "--model",
-                "censored",
-                "--timezone",
-                "UTC",
-                "--out",
-                str(tmp_path),
-            ]
-        )
+def test_fit_command_rejects_timezone_for_non_modulated(csv_path, tmp_path, capsys):
+    argv = ["fit", "--input", str(csv_path), "--model", "censored", "--timezone", "UTC",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 1
+    assert "--timezone applies to --model modulated only" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before any work
 
 
 def test_cli_help_does_not_import_pymc():

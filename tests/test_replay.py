@@ -170,7 +170,9 @@ def test_cli_replay_json(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"policies"}
     assert set(out["policies"]) == set(replay.POLICIES)
-    with pytest.raises(SystemExit):
-        main(["schedule", "replay", "--history", str(h_path), "--days", "1", "--budget", "1"])
+    # a missing required option is a usage error (exit 2)
+    assert (
+        main(["schedule", "replay", "--history", str(h_path), "--days", "1", "--budget", "1"]) == 2
+    )
     assert main([*args[:5], "2024-01-01T00:00", *args[6:]]) == 1
     assert "no time zone" in capsys.readouterr().err

@@ -288,8 +288,8 @@ def test_cli_init_with_priors_file(tmp_path, capsys):
     assert "1 domains" in capsys.readouterr().out
     f = tmp_path / "f.csv"
     f.write_text(
-        "url,time,changed,host\nhttps://docs.example/a,100,0,docs.example\n"
-        "https://other.example/b,100,0,other.example\n"
+        "url,time,changed,host\nhttps://docs.example/a,482000,0,docs.example\n"
+        "https://other.example/b,482000,0,other.example\n"
     )
     assert main(["schedule", "observe", db, str(f)]) == 0
     with Store.open(db) as s:

@@ -98,15 +98,15 @@ import sys
 import numpy as np
 from bayesrate.scheduler.store import Store
 path, n = sys.argv[1], int(sys.argv[2])
-_commit = Store._commit
+_apply = Store._apply
 
 
 def announced(self, *a, **k):
     print("WRITING", flush=True)  # the test kills the process after this line
-    return _commit(self, *a, **k)
+    return _apply(self, *a, **k)
 
 
-Store._commit = announced
+Store._apply = announced
 s = Store.create(path)
 urls = [f"https://h{i % 97}.example/p{i}" for i in range(n)]
 hosts = [f"h{i % 97}" for i in range(n)]
@@ -158,18 +158,209 @@ def test_sigkill_mid_batch_loses_nothing_acknowledged(tmp_path):
         assert (st.n_changed == (applied + 1) // 2).all()
 
 
-def test_second_writer_with_stale_state_is_refused(tmp_path):
+def test_writer_with_stale_snapshot_applies_on_top_of_newer_rows(tmp_path):
+    """A writer whose snapshot is older than the file re-reads the rows it touches under
+    the write lock: its batch lands on top of the other writer's, nothing is overwritten."""
     path = tmp_path / "s.db"
     with Store.create(path) as s:
-        s.observe(["u"], [T0], [0], hosts=["h"])
+        s.observe(["u", "v"], [T0, T0], [0, 0], hosts=["h", "h"])
     a, b = Store.open(path), Store.open(path)
-    a.observe(["u"], [T0 + 1], [1])
-    with pytest.raises(ArtifactError, match="changed by another process"):
-        b.observe(["u"], [T0 + 2], [0])
-    # b reloaded the durable state (a's batch) and can now write
-    assert b.state.n_fetch.tolist() == [2]
-    b.observe(["u"], [T0 + 2], [0])
+    assert a.state.n == b.state.n == 2  # both load their snapshot now
+    a.observe(["u", "new-a"], [T0 + 1, T0 + 1], [1, 0], hosts=["h", "ha"])
+    b.observe(["u", "new-b"], [T0 + 2, T0 + 2], [0, 0], hosts=["h", "hb"])
+    # b's snapshot was stale: it is reloaded on use and holds both batches
+    assert b.state.n_fetch[b.state.rows(["u"])].tolist() == [3]
+    with pytest.raises(ObservationError, match="time goes backwards"):
+        a.observe(["u"], [T0 + 1.5], [0])  # a's snapshot says T0 + 1; the file says T0 + 2
     a.close()
     b.close()
     with Store.open(path) as s:
-        assert s.state.n_fetch.tolist() == [3] and s.state.n_changed.tolist() == [1]
+        st = s.state
+        row = st.rows(["u", "v", "new-a", "new-b"])
+        assert st.n_fetch[row].tolist() == [3, 1, 1, 1]
+        assert st.n_changed[row].tolist() == [1, 0, 0, 0]
+        assert st.last_fetch[row].tolist() == [T0 + 2, T0, T0 + 1, T0 + 2]
+        assert [st.hosts[h] for h in st.host[row]] == ["h", "h", "ha", "hb"]
+        assert st.version == 3
+
+
+# ---------------------------------------------------------------------- issue 11
+def _now() -> float:
+    return time.time() / 3600.0
+
+
+def test_future_fetch_time_is_rejected_and_due_keeps_working(tmp_path):
+    """A fetch time beyond now + the skew tolerance is an error naming the URL; before the
+    fix it was stored and every later ``due`` failed until the clock passed it."""
+    path = tmp_path / "s.db"
+    now = _now()
+    with Store.create(path) as s:
+        s.observe(["u", "v"], [now - 5, now - 5], [0, 0], hosts=["h", "h"])
+        with pytest.raises(ObservationError, match="in the future") as err:
+            s.observe(["u", "v"], [now - 1, now + 24], [0, 0])
+        assert err.value.rows == [1] and err.value.pages == ["v"]
+        s.observe(["u"], [now + 0.5], [1])  # within the one-hour clock-skew tolerance
+        assert len(decide.due(s.state, _now() + 0.6, 5)) <= 2
+    with Store.open(path) as s:
+        assert s.state.n_fetch.tolist() == [2, 1]
+        decide.due(s.state, _now() + 0.6, 5)  # no "time going backwards"
+
+
+def test_fetch_time_in_the_wrong_unit_names_the_unit(tmp_path):
+    path = tmp_path / "s.db"
+    with Store.create(path) as s:
+        with pytest.raises(ObservationError, match="not a plausible date") as err:
+            s.observe(["u"], [1_700_000_000.0], [0], hosts=["h"])  # epoch seconds as hours
+        assert "hours" in str(err.value) and "--time-unit s" in str(err.value)
+        with pytest.raises(ObservationError, match="not a plausible date"):
+            s.observe(["u"], [20_000.0], [0], hosts=["h"])  # days as hours: 1972
+        with pytest.raises(ObservationError, match="finite"):
+            s.observe(["u"], [float("nan")], [0], hosts=["h"])
+        # an explicit clock: times up to now + 1 h are accepted
+        s.observe(["u"], [T0 + 1.0], [0], hosts=["h"], now=T0)
+        with pytest.raises(ObservationError, match="in the future"):
+            s.observe(["u"], [T0 + 1.5], [0], now=T0)
+    with Store.open(path) as s:
+        assert s.state.n_fetch.tolist() == [1]
+
+
+def test_reset_corrects_a_url_in_the_future(tmp_path):
+    """A state written before the check (or edited by hand) with a fetch in the future:
+    ``due`` names the URL and says how to correct it; ``reset`` does."""
+    path = tmp_path / "s.db"
+    prior = PriorSet(GammaPrior(0.5, 2.0), {"h": GammaPrior(3.0, 1.0)})
+    with Store.create(path, prior) as s:
+        s.observe(["u", "v"], [T0, T0], [0, 0], hosts=["h", "x"])
+        s.observe(["u", "v"], [T0 + 5, T0 + 5], [1, 1])
+    con = sqlite3.connect(path)
+    con.execute("UPDATE urls SET last_fetch = 1700000000 WHERE url IN ('u', 'v')")
+    con.commit()
+    con.close()
+    with Store.open(path) as s:
+        with pytest.raises(ObservationError, match="reset-url") as err:
+            decide.due(s.state, T0 + 10, 5)
+        assert err.value.pages == ["u", "v"]
+        alpha_v = float(s.state.alpha[1])
+        s.reset(["u"])
+        s.reset(["v"], keep_rate=True)
+        with pytest.raises(ObservationError, match="unknown URLs"):
+            s.reset(["ghost"])
+    with Store.open(path) as s:
+        st = s.state
+        assert np.isnan(st.last_fetch).all() and st.n_fetch.tolist() == [0, 0]
+        np.testing.assert_allclose(st.alpha, [3.0, alpha_v])
+        assert st.beta[0] == 24.0
+        assert len(decide.due(st, T0 + 10, 5)) == 2  # never-fetched: urgent
+        s.observe(["u"], [T0 + 11], [1])  # a new baseline: its flag carries no information
+        assert s.state.n_changed.tolist() == [0, 0]
+
+
+def test_foreign_files_are_opened_read_only(tmp_path):
+    """An empty file or another application's SQLite database is refused without being
+    changed (before the fix: switched to WAL mode, a header written into the empty file)."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    con.execute("INSERT INTO meta VALUES ('kind', 'theirs')")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    for path in (empty, other):
+        for readonly in (False, True):
+            with pytest.raises(ArtifactError, match="not a scheduler state"):
+                Store.open(path, readonly=readonly)
+    assert empty.stat().st_size == 0
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "other.db"]
+    with pytest.raises(ArtifactError, match="not a file"):
+        Store.open(tmp_path)
+
+
+def _damage(path, sql):
+    con = sqlite3.connect(path)
+    con.execute(sql)
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        ("UPDATE meta SET value = '{' WHERE key = 'config'", "meta 'config'"),
+        ("UPDATE meta SET value = '{\"factor\": -1}' WHERE key = 'config'", "meta 'config'"),
+        ("UPDATE meta SET value = '[]' WHERE key = 'priors'", "meta 'priors'"),
+        ("UPDATE meta SET value = 'x' WHERE key = 'priors'", "meta 'priors'"),
+        ("UPDATE meta SET value = 'abc' WHERE key = 'version'", "meta 'version'"),
+        ("DELETE FROM meta WHERE key = 'config'", "meta 'config'"),
+        ("UPDATE urls SET alpha = -1 WHERE url = 'u'", "impossible 'alpha'.*'u'"),
+        ("UPDATE urls SET beta = 0 WHERE url = 'v'", "impossible 'beta'.*'v'"),
+        ("UPDATE urls SET host = 7 WHERE url = 'u'", "impossible 'host'"),
+        ("UPDATE urls SET weight = 'heavy' WHERE url = 'u'", "'weight' is not numeric"),
+        ("UPDATE urls SET n_changed = 9 WHERE url = 'u'", "impossible 'n_changed'"),
+        ("UPDATE hosts SET id = 5 WHERE name = 'h'", "host ids"),
+        ("DROP TABLE fetch_log", "lacks"),
+    ],
+)
+def test_damaged_state_is_an_error_naming_the_field(tmp_path, sql, match):
+    path = tmp_path / "s.db"
+    with Store.create(path) as s:
+        s.observe(["u", "v"], [T0, T0], [0, 0], hosts=["h", "h"])
+    _damage(path, sql)
+    with pytest.raises(ArtifactError, match=match), Store.open(path) as s:
+        s.state  # noqa: B018 - loading is what fails
+
+
+def test_truncated_and_garbage_state_files(tmp_path):
+    path = tmp_path / "s.db"
+    with Store.create(path) as s:
+        s.observe([f"u{i}" for i in range(3000)], np.full(3000, T0), np.zeros(3000),
+                  hosts=["h"] * 3000)  # fmt: skip
+    data = path.read_bytes()
+    for name, content in (("half.db", data[: len(data) // 2]), ("head.db", data[:50]),
+                          ("garbage.db", b"not a database at all" * 100)):  # fmt: skip
+        bad = tmp_path / name
+        bad.write_bytes(content)
+        with pytest.raises(ArtifactError), Store.open(bad) as s:
+            s.state  # noqa: B018
+
+
+def test_hosts_are_strings_and_optional_for_known_urls(tmp_path):
+    path = tmp_path / "s.db"
+    with Store.create(path) as s:
+        s.observe(["a", "b", "c"], [T0] * 3, [0] * 3, hosts=["NA", "null", "007"])
+        s.observe(["a", "b"], [T0 + 1] * 2, [1, 0], hosts=[None, ""])  # blank: not given
+        s.observe(["c"], [T0 + 1], [0], hosts=[float("nan")])
+        with pytest.raises(ObservationError, match="host differs"):
+            s.observe(["a"], [T0 + 2], [0], hosts=["7"])
+        with pytest.raises(ObservationError, match="unknown URLs"):
+            s.observe(["new"], [T0 + 2], [0], hosts=[None])
+        with pytest.raises(ObservationError, match="missing host"):
+            s.add(["new"], [""])
+    with Store.open(path) as s:
+        st = s.state
+        assert [st.hosts[h] for h in st.host] == ["NA", "null", "007"]
+        assert st.n_fetch.tolist() == [2, 2, 2]
+
+
+def test_create_refuses_a_missing_directory_and_leaves_nothing(tmp_path):
+    with pytest.raises(ArtifactError, match="does not exist"):
+        Store.create(tmp_path / "missing" / "s.db")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_that_cannot_get_the_lock_fails_clearly(tmp_path):
+    path = tmp_path / "s.db"
+    Store.create(path).close()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with Store.open(path, timeout=0.2) as s:
+            with pytest.raises(ArtifactError, match=r"write lock.*nothing was applied"):
+                s.observe(["u"], [T0], [0], hosts=["h"])
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    with Store.open(path) as s:
+        assert s.state.n == 0

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from bayesrate.cli import main
+from tests.helpers import shared_dataset
 
 ROWS = """page,time,changed,domain
 a,0,0,x
@@ -108,8 +109,8 @@ def test_bad_input_names_rows_and_writes_nothing(tmp_path, capsys):
 def test_bad_prior_is_an_error(table, tmp_path, capsys):
     out = tmp_path / "est.csv"
     args = ["estimate", "--input", str(table), "--method", "gamma-adf", "--prior-beta", "0"]
-    assert main([*args, "--out", str(out)]) == 1
-    assert "prior" in capsys.readouterr().err
+    assert main([*args, "--out", str(out)]) == 2  # an invalid option value: usage error
+    assert "--prior-beta: must be a finite number > 0" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -172,9 +173,10 @@ def test_online_fast(tmp_path):
     assert (out / "lam5_p3.png").exists() and (out / "sens_sam_beta.png").exists()
 
 
-def test_wikipedia_fast(tmp_path, shared_data):
+def test_wikipedia_fast(tmp_path):
+    data_dir = shared_dataset("wikipedia-revisions-westhad").parent
     out = tmp_path / "wk"
-    args = ["study", "wikipedia", "--fast", "--out", str(out), "--data-dir", str(shared_data)]
+    args = ["study", "wikipedia", "--fast", "--out", str(out), "--data-dir", str(data_dir)]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     # SOURCE.md: the US article has 1,521 revisions

@@ -16,6 +16,16 @@ with the observed detections:
   exponential Q-Q check: periodic pages give too regular gaps (low CV), bursty pages too
   irregular ones (high CV).
 
+Two replications (:class:`ModelChecks`):
+
+- **conditional** — each page replicated from its own posterior draws. Pages with hundreds
+  of intervals reproduce their own counts almost by construction, so this checks the
+  observation model (hour-of-day and day-of-week shapes, gaps), not the population;
+- **mixed** — per draw, a *fresh* page rate from the fitted population (hierarchical and
+  modulated: ``log λ_rep ~ N(domain_log_rate_mean[d], page_log_rate_sd)``; censored: its
+  fixed prior) for every page, on the same visit times. It judges the population: the
+  distribution of rates a new page of a domain is given, which is what prior export ships.
+
 Bayesian p-value: ``p = P(T(y_rep) >= T(y))`` (ties count half). A two-sided check
 *fails* when ``p < alpha/2`` or ``p > 1 - alpha/2``; the chi-square discrepancies are
 realized discrepancies (each draw's own expected counts) and fail only when too large,
@@ -37,9 +47,17 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.clock import hour_of_week_overlap, local_hours
-from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK, N_HOUR_OF_WEEK
+from bayesrate.constants import (
+    DIM_DOMAIN,
+    DIM_HOUR_OF_WEEK,
+    DIM_PAGE,
+    EPOCH_HOUR_OF_WEEK,
+    HOURS_PER_DAY,
+    HOURS_PER_WEEK,
+    N_HOUR_OF_WEEK,
+)
+from bayesrate.draws import stack_draws
 from bayesrate.observations import Observations
-from bayesrate.sufficient import _factorize_sorted
 
 MIN_DETECTIONS_FOR_GAPS = 5
 
@@ -119,11 +137,17 @@ class PPCResult:
             s.name for s in self.statistics if (only is None or s.name in only) and s.extreme(alpha)
         ]
 
-    def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
-        """Write the PPC panels as PNG files; returns their paths."""
-        from bayesrate.checks.plots import plot_ppc
+    def figure(self, title: str = "Posterior predictive checks"):
+        """The PPC panels (a matplotlib Figure)."""
+        from bayesrate import plots
 
-        return plot_ppc(self, Path(directory), prefix)
+        return plots.ppc(self, title)
+
+    def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
+        """Write the PPC panels as a PNG file; returns its path in a list."""
+        from bayesrate import plots
+
+        return [plots.save(self.figure(), Path(directory) / f"{prefix}.png")]
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,11 +174,11 @@ def _pattern_groups(obs: Observations, timezone: str) -> _PatternGroups:
     tau = end - start
     local_start = local_hours(start, timezone)
     week_pos = np.mod(local_start + EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK)
-    # exact float keys: (tau, week position), rounded to a microsecond-ish resolution
-    tau_key = np.round(tau * 3.6e6).astype(np.int64)
-    pos_key = np.round(week_pos * 3.6e6).astype(np.int64)
-    combined = tau_key * (int(HOURS_PER_WEEK * 3.6e6) + 1) + pos_key
-    pattern_values, pattern_code = _factorize_sorted(combined)
+    # (length, week position) pairs in milliseconds, made distinct as pairs (a single
+    # combined integer key overflows int64 for intervals longer than 176 days)
+    keys = np.stack([np.round(tau * 3.6e6), np.round(week_pos * 3.6e6)], axis=1)
+    pattern_values, pattern_code = np.unique(keys.astype(np.int64), axis=0, return_inverse=True)
+    pattern_code = pattern_code.reshape(-1)
     first_of = np.full(len(pattern_values), len(tau), dtype=np.int64)
     np.minimum.at(first_of, pattern_code, np.arange(len(tau)))
     rep_start, rep_end = start[first_of], end[first_of]
@@ -242,7 +266,7 @@ def posterior_predictive_checks(
     seed
         Seed (int or string).
     """
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     rng = rng_from(seed)
     rate_draws = np.asarray(rate_draws, dtype=np.float64)
@@ -347,3 +371,137 @@ def posterior_predictive_checks(
         gaps_observed=gap_obs_pooled,
         gaps_replicated=gap_rep_pooled,
     )
+
+
+# ---------------------------------------------------------------------------------------
+REPLICATIONS = ("conditional", "mixed")
+
+
+@dataclass
+class ModelChecks:
+    """Both replications of one fitted model (see the module docstring).
+
+    Attributes
+    ----------
+    conditional
+        Pages replicated from their own posterior draws.
+    mixed
+        Pages replicated with fresh rates from the fitted population (``None`` for a model
+        without one).
+    """
+
+    conditional: PPCResult
+    mixed: PPCResult | None = None
+
+    def result(self, replication: str = "conditional") -> PPCResult:
+        if replication not in REPLICATIONS:
+            raise ValueError(f"replication must be one of {REPLICATIONS}")
+        result = self.conditional if replication == "conditional" else self.mixed
+        if result is None:
+            raise ValueError("this model has no population to replicate pages from")
+        return result
+
+    @property
+    def replications(self) -> tuple[str, ...]:
+        return REPLICATIONS if self.mixed is not None else ("conditional",)
+
+    def table(self, alpha: float = 0.05) -> pd.DataFrame:
+        """Every statistic of every replication, with a ``replication`` column."""
+        parts = [self.result(r).table(alpha).assign(replication=r) for r in self.replications]
+        return pd.concat(parts, ignore_index=True)
+
+    def p_values(self, replication: str = "conditional") -> dict[str, float]:
+        return self.result(replication).p_values()
+
+    def failures(
+        self,
+        alpha: float = 0.05,
+        only: tuple[str, ...] | None = None,
+        replication: str = "conditional",
+    ) -> list[str]:
+        return self.result(replication).failures(alpha, only)
+
+    def gate_failures(self, gates: dict[str, tuple[str, ...]], alpha: float = 0.05) -> list[str]:
+        """``"name (replication, p = ...)"`` for each gated statistic that is extreme.
+
+        ``gates`` maps a replication to the statistics judged on it; a gate on the mixed
+        replication of a model without a population fails (it cannot be checked).
+        """
+        out = []
+        for replication, names in gates.items():
+            if replication == "mixed" and self.mixed is None:
+                out.append("no population to replicate pages from (mixed checks)")
+                continue
+            result = self.result(replication)
+            pv = result.p_values()
+            out += [
+                f"{name} ({replication}, p = {pv[name]:.3f})"
+                for name in result.failures(alpha, names)
+            ]
+        return out
+
+    def figures(self) -> dict[str, object]:
+        """The PPC panels of each replication (matplotlib Figures)."""
+        return {
+            r: self.result(r).figure(f"Posterior predictive checks ({r} replication)")
+            for r in self.replications
+        }
+
+    def plot(self, directory: str | Path, prefix: str = "ppc") -> list[Path]:
+        """The PPC panels of each replication as PNG files."""
+        from bayesrate import plots
+
+        names = {"conditional": prefix, "mixed": f"{prefix}-mixed"}
+        return [
+            plots.save(fig, Path(directory) / f"{names[r]}.png")
+            for r, fig in self.figures().items()
+        ]
+
+
+def mixed_rate_draws(model, obs: Observations, n_draws: int, rng: np.random.Generator):
+    """``(draws, pages)`` fresh page rates per hour from a fitted model's population.
+
+    Hierarchical and modulated models: ``log λ ~ N(domain_log_rate_mean[d], page_log_rate_sd)``
+    per posterior draw (time-averaged rates); the censored model: its fixed prior. ``None``
+    for a model with neither.
+    """
+    post = model.idata_["posterior"]
+    if "domain_log_rate_mean" in post and "page_log_rate_sd" in post:
+        means = stack_draws(post["domain_log_rate_mean"], DIM_DOMAIN)
+        sds = stack_draws(post["page_log_rate_sd"])
+        pick = rng.choice(len(sds), size=min(n_draws, len(sds)), replace=False)
+        labels = [str(d) for d in post[DIM_DOMAIN].values]
+        column = pd.Index(labels).get_indexer(obs.pages["domain"].astype(str))
+        if (column < 0).any():
+            raise ValueError("the observations have domains the model was not fitted on")
+        z = rng.standard_normal((len(pick), obs.n_pages))
+        return np.exp(means[pick][:, column] + sds[pick][:, None] * z)
+    cfg = getattr(model, "model_config", {})
+    if cfg.get("prior") == "gamma":
+        shape, rate = cfg["alpha"], cfg["beta_days"] * HOURS_PER_DAY
+        return rng.gamma(shape, 1.0 / rate, size=(n_draws, obs.n_pages))
+    if cfg.get("prior") == "lognormal":
+        mu = cfg["log_mean_per_day"] - np.log(HOURS_PER_DAY)
+        return np.exp(mu + cfg["log_sd"] * rng.standard_normal((n_draws, obs.n_pages)))
+    return None
+
+
+def ppc_for(model, obs: Observations, seed: int | str = "ppc", n_draws: int = 200) -> ModelChecks:
+    """Posterior predictive checks of a fitted model: conditional and mixed replications."""
+    from bayesrate.seeds import rng_from
+
+    post = model.idata_["posterior"]
+    rates = stack_draws(post["rate"], DIM_PAGE)
+    mult = None
+    if "hour_of_week_multiplier" in post:
+        mult = stack_draws(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
+    timezone = model.model_config.get("timezone", "UTC")
+    options = {"timezone": timezone, "n_draws": n_draws}
+    conditional = posterior_predictive_checks(obs, rates, mult, seed=seed, **options)
+    rng = rng_from(f"{seed}-mixed")
+    fresh = mixed_rate_draws(model, obs, n_draws, rng)
+    mixed = None
+    if fresh is not None:
+        mixed_mult = None if mult is None else mult[rng.choice(len(mult), size=len(fresh))]
+        mixed = posterior_predictive_checks(obs, fresh, mixed_mult, seed=f"{seed}-mixed", **options)
+    return ModelChecks(conditional, mixed)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
 
-from bayesrate.commands.common import add_input_options, load_observations, progress
-
-MODEL_CHOICES = ("censored", "hierarchical", "modulated")
+from bayesrate.commands.common import (
+    add_input_options,
+    check_output_dir,
+    load_observations,
+    non_negative_int,
+    positive_int,
+    progress,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,18 +24,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit the models, check them, compare them, export per-domain priors, write a report",
     )
     add_input_options(parser)
-    parser.add_argument("--name", help="name for the artifacts (default: dataset or file stem)")
-    parser.add_argument("--models", nargs="+", choices=MODEL_CHOICES, default=list(MODEL_CHOICES))
+    parser.add_argument(
+        "--name",
+        help="name for the artifacts (default: the dataset's, or the input file's name without "
+        "its extensions); letters, digits, '.', '_', '-'",
+    )
+    from bayesrate.models import MODELS
+
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--out", help="report directory (default reports/<name>)")
     parser.add_argument("--models-dir", default="models", help="artifact root (default models/)")
     parser.add_argument("--method", default="nuts", choices=("nuts", "advi", "pathfinder"))
-    parser.add_argument("--draws", type=int)
-    parser.add_argument("--tune", type=int)
-    parser.add_argument("--chains", type=int)
+    parser.add_argument("--draws", type=positive_int, help="posterior draws per chain")
+    parser.add_argument("--tune", type=non_negative_int, help="warm-up draws per chain")
+    parser.add_argument("--chains", type=positive_int)
     parser.add_argument("--seed", default="bayesrate-calibrate", help="int or string")
     parser.add_argument("--timezone", default="UTC", help="clock of the modulated model")
     parser.add_argument(
-        "--force", action="store_true", help="export even if gates fail (the artifact says so)"
+        "--force",
+        action="store_true",
+        help="export even if gates fail (the artifact says so), and overwrite artifacts of the "
+        "same name that were fitted on other data",
     )
     parser.set_defaults(func=run)
 
@@ -37,15 +52,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bayesrate.calibrate import calibrate
+    from bayesrate.calibrate import calibrate, check_artifact_owner
 
     start = time.perf_counter()
+    # validate everything before any work
+    name = artifact_name(args)
+    check_output_dir(args.models_dir, what="--models-dir")
+    check_output_dir(args.out or Path("reports") / name)
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
     obs = load_observations(args)
-    name = args.name or (Path(args.input).name.split(".")[0] if args.input else None)
-    name = name or args.dataset or "ota-contrib"
+    check_artifact_owner(args.models_dir, name, obs.fingerprint, force=args.force)
     progress(f"{obs.n_pages:,} pages, {obs.n_visits:,} visits, {obs.n_changes:,} changes")
-    sampler = {k: getattr(args, k) for k in ("draws", "tune", "chains") if getattr(args, k)}
+    sampler = {
+        k: getattr(args, k) for k in ("draws", "tune", "chains") if getattr(args, k) is not None
+    }
     result = calibrate(
         obs,
         dataset=name,
@@ -67,3 +87,41 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("no prior artifact was exported (see the report for why)")
     return 0
+
+
+#: artifact names: a directory name, never a path
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_TABLE_SUFFIXES = (".gz", ".csv", ".tsv", ".txt", ".parquet", ".pq")
+
+
+def artifact_name(args: argparse.Namespace) -> str:
+    """The artifacts' name: ``--name``, else the dataset's, else the input file's stem.
+
+    A file's name loses its table extensions and leading dots (``.mycrawl.csv.gz`` →
+    ``mycrawl``); other characters outside ``[A-Za-z0-9._-]`` become ``-``. User data never
+    falls back to a default name: if nothing usable is left, ``--name`` is required.
+    """
+    from pathlib import Path
+
+    from bayesrate import datasets
+    from bayesrate.errors import ObservationError
+
+    if args.name is not None:
+        if not NAME_PATTERN.fullmatch(args.name):
+            raise ObservationError(
+                f"--name {args.name!r}: use letters, digits, '.', '_' and '-' (starting with a "
+                "letter or digit)",
+                field="name",
+            )
+        return args.name
+    if not args.input:
+        return args.dataset or datasets.DEFAULT
+    stem = Path(args.input).name
+    while stem.lower().endswith(_TABLE_SUFFIXES):
+        stem = stem[: stem.rfind(".")]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip("._-").rstrip(".")
+    if not NAME_PATTERN.fullmatch(stem):
+        raise ObservationError(
+            f"cannot derive an artifact name from {args.input!r}; pass --name NAME", field="name"
+        )
+    return stem

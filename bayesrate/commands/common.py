@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from bayesrate.constants import DEFAULT_TIME_UNIT, TIME_UNITS
@@ -48,14 +51,104 @@ def progress(message: str) -> None:
 
 
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=_default))
+    """Print strict JSON: NaN and infinities become ``null`` (no ``NaN``/``Infinity``)."""
+    print(json.dumps(strict_json(obj), indent=2, allow_nan=False))
 
 
-def _default(value: Any) -> Any:
+def strict_json(value: Any) -> Any:
+    """``value`` with numpy types made plain and non-finite floats replaced by ``None``."""
+    import math
+
     import numpy as np
 
-    if isinstance(value, np.generic):
-        return value.item()
+    if isinstance(value, dict):
+        return {str(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
     if isinstance(value, np.ndarray):
-        return value.tolist()
+        return [strict_json(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
     return str(value)
+
+
+# ---------------------------------------------------------------------- argument types
+def _number(text: str, kind: type) -> Any:
+    import math
+
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(text, float)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+# ---------------------------------------------------------------------- outputs
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_dir(path: str | Path, what: str = "--out") -> Path:
+    """Raise unless ``path`` is, or can be created as, a writable directory.
+
+    Checked before any work, so that a run does not fail at its end (nothing is created).
+    """
+    from bayesrate.errors import ObservationError
+
+    path = Path(path)
+    base = _nearest_existing(path)
+    if base == path.absolute() and not path.is_dir():
+        raise ObservationError(f"{what} {path} exists and is not a directory")
+    if not base.is_dir():
+        raise ObservationError(f"{what} {path}: {base} is a file, not a directory")
+    try:  # a real probe: permission bits do not tell (root, read-only mounts, /proc)
+        tempfile.TemporaryFile(dir=base).close()
+    except OSError as exc:
+        raise ObservationError(f"{what} {path}: cannot write in {base} ({exc.strerror})") from exc
+    return path
+
+
+def check_output_file(path: str | Path, what: str = "--out") -> Path:
+    """Raise unless a file can be written at ``path`` (checked before any work)."""
+    from bayesrate.errors import ObservationError
+
+    path = Path(path)
+    if path.is_dir():
+        raise ObservationError(f"{what} {path} is a directory; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ObservationError(f"{what} {path} exists and is not writable")
+    check_output_dir(path.parent, what=f"{what} {path}: directory")
+    return path

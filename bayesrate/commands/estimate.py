@@ -5,7 +5,11 @@ method has one, ``lower_per_day, upper_per_day``. Methods (``docs/estimators.md`
 
 - batch: ``naive``, ``moment``, ``cho``, ``mle`` (profile-likelihood interval), ``mm``;
 - online, replayed in time order: ``lln``, ``sa``, ``sam`` (crawl rate ``p`` = each page's
-  observed visits per hour unless ``--crawl-rate`` is given), ``gamma-adf``;
+  observed visits per hour unless ``--crawl-rate`` is given), ``gamma-adf``. The paper's
+  LLN, SA and SAM assume Poisson visits; on a regular grid of interval ``τ`` they converge
+  to ``p(e^{λτ} − 1)``, so pages visited on a regular grid get the grid-consistent rate
+  ``log(1 + x/p)/τ`` (column ``grid_consistent``); ``--online-raw`` reports the paper's
+  raw estimate instead;
 - Gamma posteriors: ``gamma-exposure`` (``Gamma(α + c, β + T)``), ``gamma-adf`` and
   ``posterior-grid`` (exact posterior on a log-rate grid) with equal-tailed credible
   intervals. The prior's α is in pseudo-changes, β in pseudo-exposure **days**.
@@ -14,26 +18,17 @@ method has one, ``lower_per_day, upper_per_day``. Methods (``docs/estimators.md`
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from bayesrate.commands.common import add_input_options, load_observations, progress
-
-METHODS = (
-    "naive",
-    "moment",
-    "cho",
-    "mle",
-    "mm",
-    "lln",
-    "sa",
-    "sam",
-    "gamma-exposure",
-    "gamma-adf",
-    "posterior-grid",
+from bayesrate.commands.common import (
+    add_input_options,
+    check_output_file,
+    load_observations,
+    positive_float,
+    progress,
 )
+from bayesrate.estimators.estimate import METHODS, estimate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,10 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_options(parser)
     parser.add_argument("--method", required=True, choices=METHODS, help="estimator")
     parser.add_argument(
-        "--prior-alpha", type=float, help="Gamma prior shape, pseudo-changes (default 1)"
+        "--prior-alpha", type=positive_float, help="Gamma prior shape, pseudo-changes (default 1)"
     )
     parser.add_argument(
-        "--prior-beta", type=float, help="Gamma prior rate, pseudo-exposure in days (default 1)"
+        "--prior-beta",
+        type=positive_float,
+        help="Gamma prior rate, pseudo-exposure in days (default 1)",
     )
     parser.add_argument("--level", type=float, default=0.95, help="interval coverage")
     parser.add_argument(
@@ -60,64 +57,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--crawl-rate",
-        type=float,
+        type=positive_float,
         help="for lln/sa/sam: known crawl rate p in visits per day (default: each page's own)",
+    )
+    parser.add_argument(
+        "--online-raw",
+        action="store_true",
+        help="for lln/sa/sam: the paper's raw estimate even on a regular visit grid",
     )
     parser.add_argument("--out", metavar="FILE", help="output .csv or .parquet (default stdout)")
     parser.set_defaults(func=run)
 
 
-def estimate(
-    obs,
-    method: str,
-    *,
-    alpha=None,
-    beta_days=None,
-    level=0.95,
-    mle_interval="profile",
-    crawl_rate_per_day=None,
-):
-    """The per-page table (per day) for ``method``; see the module docstring."""
-    from bayesrate.constants import HOURS_PER_DAY
-    from bayesrate.estimators import batch, grid, online
-    from bayesrate.priors import DEFAULT_PRIOR
-
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}")
-    if not 0 < level < 1:
-        raise ValueError("--level must be in (0, 1)")
-    stats = obs.interval_stats
-    a = DEFAULT_PRIOR[0] if alpha is None else alpha
-    b_days = DEFAULT_PRIOR[1] if beta_days is None else beta_days
-    if method.startswith(("gamma", "posterior")) and not (a > 0 and b_days > 0):
-        raise ValueError("--prior-alpha and --prior-beta must be positive")
-    b_hours = b_days * HOURS_PER_DAY
-    if method == "mle":
-        est = batch.mle(stats, interval=mle_interval, level=level)
-    elif method in batch.BATCH:
-        est = batch.BATCH[method](stats)
-    elif method == "gamma-exposure":
-        est = batch.gamma_exposure(stats, a, b_hours, level=level)
-    elif method == "gamma-adf":
-        est = online.run_sequences(obs, "gamma-adf", prior_alpha=a, prior_beta=b_hours, level=level)
-    elif method == "posterior-grid":
-        post = grid.grid_posterior(stats, a, b_hours)
-        est = batch.RateEstimate(
-            method,
-            post.mean(),
-            post.quantile(0.5 - level / 2),
-            post.quantile(0.5 + level / 2),
-            level,
-        )
-    else:
-        p = None if crawl_rate_per_day is None else crawl_rate_per_day / HOURS_PER_DAY
-        est = online.run_sequences(obs, method, p=p)
-    return est.to_frame(stats, per_day=True)
-
-
 def run(args: argparse.Namespace) -> int:
     from bayesrate.errors import ObservationError
 
+    if args.out:
+        check_output_file(args.out)  # before any work
+    if not 0 < args.level < 1:
+        raise ObservationError(f"--level must be in (0, 1), got {args.level}", field="level")
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
     obs = load_observations(args)
     progress(f"{obs.n_pages:,} pages, {obs.n_visits:,} visits; estimating with {args.method}")
@@ -130,11 +88,18 @@ def run(args: argparse.Namespace) -> int:
             level=args.level,
             mle_interval=args.mle_interval,
             crawl_rate_per_day=args.crawl_rate,
+            online_raw=args.online_raw,
         )
     except ValueError as exc:
         if isinstance(exc, ObservationError):
             raise
         raise ObservationError(str(exc)) from exc
+    if "grid_consistent" in frame and frame["grid_consistent"].any():
+        progress(
+            f"{int(frame['grid_consistent'].sum()):,} pages are on a regular visit grid: "
+            f"reported the grid-consistent rate log(1 + x/p)/τ of {args.method} "
+            "(--online-raw for the paper's raw estimate)"
+        )
     if not args.out:
         frame.to_csv(sys.stdout, index=False)
         return 0
@@ -145,16 +110,11 @@ def run(args: argparse.Namespace) -> int:
 
 def write_atomic(frame, path: Path) -> None:
     """Write CSV/Parquet to a temporary file next to ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from bayesrate.atomic import atomic_path
+
     suffix = "".join(path.suffixes) or ".csv"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         if suffix.endswith(".parquet"):
             frame.to_parquet(tmp, index=False)
         else:
             frame.to_csv(tmp, index=False, compression="gzip" if suffix.endswith(".gz") else None)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

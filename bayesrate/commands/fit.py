@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from bayesrate.commands.common import add_input_options, load_observations, progress
-
-MODEL_NAMES = ("censored", "hierarchical", "modulated")
+from bayesrate.commands.common import (
+    add_input_options,
+    check_output_dir,
+    load_observations,
+    non_negative_int,
+    positive_int,
+    progress,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,13 +30,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_options(parser)
-    parser.add_argument("--model", choices=MODEL_NAMES, default="hierarchical")
+    from bayesrate.models import MODELS
+
+    parser.add_argument("--model", choices=sorted(MODELS), default="hierarchical")
     parser.add_argument("--method", choices=("nuts", "advi", "pathfinder"), default="nuts")
     parser.add_argument(
-        "--draws", type=int, help="posterior draws per chain (default 1000; modulated 2500)"
+        "--draws",
+        type=positive_int,
+        help="posterior draws per chain (default 1000; modulated 2500)",
     )
-    parser.add_argument("--tune", type=int, help="warm-up draws per chain (default 1000)")
-    parser.add_argument("--chains", type=int, help="chains (default 4)")
+    parser.add_argument(
+        "--tune", type=non_negative_int, help="warm-up draws per chain (default 1000)"
+    )
+    parser.add_argument("--chains", type=positive_int, help="chains (default 4)")
     parser.add_argument("--seed", help="seed (int or string; default 0)")
     parser.add_argument(
         "--timezone", help="clock of the hour-of-week effects (modulated model; default UTC)"
@@ -46,14 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import warnings
 
+    from bayesrate.atomic import atomic_path
+    from bayesrate.errors import ObservationError
     from bayesrate.models import ConvergenceWarning, get_model
 
-    obs = load_observations(args)
-    progress(f"loaded {obs.n_pages} pages, {obs.n_visits} visits, {obs.n_changes} changes")
-    config = json.loads(args.config) if args.config else {}
+    # validate everything before any work
+    out = check_output_dir(args.out)
+    config = parse_config(args.config)
     if args.timezone:
         if args.model != "modulated":
-            raise SystemExit("bayesrate fit: --timezone applies to --model modulated only")
+            raise ObservationError("--timezone applies to --model modulated only", field="timezone")
         config["timezone"] = args.timezone
     sampler = {
         key: value
@@ -65,15 +77,19 @@ def run(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    model = get_model(args.model)(config, sampler)
+    try:
+        model = get_model(args.model)(config, sampler)
+    except ObservationError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ObservationError(f"--config: {exc}", field="config") from exc
+    obs = load_observations(args)
+    progress(f"loaded {obs.n_pages} pages, {obs.n_visits} visits, {obs.n_changes} changes")
     progress(f"fitting {args.model} by {args.method} ...")
     with warnings.catch_warnings():
         warnings.simplefilter("always", ConvergenceWarning)
         model.fit(obs, method=args.method, progressbar=args.progress)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model.save(out / "fit.nc")
-    model.page_summary_.to_csv(out / "pages.csv", index=False)
     diag = model.diagnostics_.to_dict()
     diag.update(
         model=args.model,
@@ -81,7 +97,13 @@ def run(args: argparse.Namespace) -> int:
         config_hash=model.config_hash,
         source=obs.source,
     )
-    (out / "diagnostics.json").write_text(json.dumps(diag, indent=2, default=str) + "\n")
+    # each output is written to a temporary name and renamed into place when complete
+    with atomic_path(out / "fit.nc") as tmp:
+        model.save(tmp)
+    with atomic_path(out / "pages.csv") as tmp:
+        model.page_summary_.to_csv(tmp, index=False)
+    with atomic_path(out / "diagnostics.json") as tmp:
+        tmp.write_text(json.dumps(diag, indent=2, default=str) + "\n")
     d = model.diagnostics_
     progress(
         f"{'converged' if d.converged else 'NOT CONVERGED'}: r_hat_max={d.r_hat_max:.4f} "
@@ -89,6 +111,23 @@ def run(args: argparse.Namespace) -> int:
         f"seconds={d.seconds:.1f}; wrote {out}/fit.nc, pages.csv, diagnostics.json"
     )
     return 0 if d.converged else 3
+
+
+def parse_config(text: str | None) -> dict:
+    """``--config``: a JSON object of model_config overrides (ObservationError otherwise)."""
+    from bayesrate.errors import ObservationError
+
+    if not text:
+        return {}
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ObservationError(f"--config is not valid JSON: {exc}", field="config") from exc
+    if not isinstance(config, dict):
+        raise ObservationError(
+            f"--config must be a JSON object, got {type(config).__name__}", field="config"
+        )
+    return config
 
 
 def _seed(value: str | None) -> int | str | None:

@@ -1,12 +1,15 @@
 """``bayesrate schedule``: operate a revisit scheduler over an SQLite state file.
 
-Subcommands: ``init``, ``observe``, ``due``, ``plan``, ``stats``, ``simulate``, ``replay``
-(:mod:`bayesrate.commands.schedule_replay`).
+Subcommands: ``init``, ``observe``, ``due``, ``plan``, ``stats``, ``reset-url``,
+``simulate``, ``replay`` (:mod:`bayesrate.commands.schedule_replay`).
 
 Times: a plain number is **hours since the Unix epoch** (UTC); an ISO 8601 timestamp
 (``2025-01-06T09:30:00Z``) is converted (a timestamp without offset is read as UTC). In
 ``observe`` CSV files the ``time`` column follows the same rule (``--time-unit`` rescales
-numeric times). Rates are printed per day.
+numeric times). Fetch times must be plausible dates (1990 to 2100) and no later than now
+plus one hour of clock skew; ``reset-url`` corrects URLs whose state is wrong. Rates are
+printed per day. Several processes may run ``observe``/``plan`` on one state file at once:
+every acknowledged batch is kept (``docs/reliability.md``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ import argparse
 import sys
 from typing import Any
 
-from bayesrate.commands.common import print_json, progress
+from bayesrate.commands.common import (
+    non_negative_int,
+    positive_float,
+    positive_int,
+    print_json,
+    progress,
+)
 from bayesrate.constants import DEFAULT_TIME_UNIT, HOURS_PER_DAY, TIME_UNITS
 from bayesrate.errors import ObservationError
 
@@ -76,12 +85,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=sorted(TIME_UNITS),
         help="unit of numeric times (default: hours since the epoch)",
     )
+    p.add_argument(
+        "--now",
+        help="the scheduler's clock for the future-time check: hours since the epoch or ISO "
+        "time (default: current time)",
+    )
     p.set_defaults(func=_observe)
 
     p = ops.add_parser("due", help="the K most valuable URLs to fetch now")
     p.add_argument("state")
     p.add_argument("--now", help="hours since the epoch or ISO time (default: current time)")
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=non_negative_int, default=10)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_due)
 
@@ -97,13 +111,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_stats)
 
+    p = ops.add_parser(
+        "reset-url",
+        help="forget URLs' fetch history (e.g. after a wrong fetch time); next fetch = baseline",
+    )
+    p.add_argument("state")
+    p.add_argument("urls", nargs="+", metavar="URL")
+    p.add_argument(
+        "--keep-rate",
+        action="store_true",
+        help="keep the learned rate posterior (default: back to the host's prior)",
+    )
+    p.set_defaults(func=_reset_url)
+
     p = ops.add_parser("simulate", help="compare policies on a synthetic web at equal budget")
-    p.add_argument("--pages", type=int, default=10_000)
-    p.add_argument("--days", type=float, default=60.0)
-    p.add_argument("--budget", type=float, default=0.2, help="fetches per URL per day")
+    p.add_argument("--pages", type=positive_int, default=10_000)
+    p.add_argument("--days", type=positive_float, default=60.0)
+    p.add_argument("--budget", type=positive_float, default=0.2, help="fetches per URL per day")
     p.add_argument("--seed", default="bayesrate-schedule-simulate")
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
-    p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours")
+    p.add_argument("--tick", type=positive_float, default=0.5, help="fetch tick in hours")
     p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
     p.add_argument(
         "--plan-quantile",
@@ -138,34 +165,105 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------------- helpers
-def parse_time(value: Any) -> float:
-    """Hours since the epoch from a number or an ISO timestamp (naive = UTC)."""
+def parse_time(value: Any, *, field: str = "now") -> float:
+    """Hours since the epoch from a number or an ISO timestamp with an offset (``Z``, ``+02:00``).
+
+    A timestamp without an offset is refused, as everywhere in the package.
+
+    The result must be a plausible date (1990 to 2100), else :class:`ObservationError`
+    naming the unit.
+    """
+    from bayesrate.scheduler.wallclock import check_plausible
+
     try:
-        return float(value)
+        hours = float(value)
     except (TypeError, ValueError):
-        pass
+        hours = _one_time(value)
+        if hours != hours:
+            raise ObservationError(
+                f"cannot read time {value!r} (hours since the epoch or ISO 8601)", field=field
+            ) from None
+    return float(check_plausible(hours, field=field)[0])
+
+
+def _times(column: Any, unit: str) -> Any:
+    """Hours since the epoch of a time column: numbers in ``unit``, or timestamps with an
+    offset (parsed, validated and reported by row exactly as for observations)."""
+    from bayesrate.observations import times_to_hours
+
+    return times_to_hours(column.reset_index(drop=True), unit, None)[0]
+
+
+def _one_time(value: Any) -> float:
+    """Hours since the epoch of one ISO timestamp, NaN if it cannot be read.
+
+    Raises
+    ------
+    ObservationError
+        For a timestamp without an offset.
+    """
     import pandas as pd
 
     try:
         ts = pd.Timestamp(value)
-    except (ValueError, TypeError) as exc:
-        raise ObservationError(f"cannot read time {value!r}", field="time") from exc
-    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-    return (ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)
+    except (ValueError, TypeError, OverflowError):
+        return float("nan")
+    if ts is pd.NaT:
+        return float("nan")
+    if ts.tzinfo is None:
+        raise ObservationError(
+            f"timestamp {value!r} has no offset; give one (e.g. '2024-01-01T00:00Z')",
+            field="time",
+        )
+    return ts.tz_convert("UTC").timestamp() / 3600.0
 
 
-def _times(column: Any, unit: str) -> Any:
+def read_fetches(path: str, time_unit: str = DEFAULT_TIME_UNIT) -> dict[str, Any]:
+    """Read an ``observe`` file: ``url,time,changed[,host,weight]`` (CSV or Parquet).
+
+    ``url`` and ``host`` are read as strings exactly as written (``"NA"`` is a host); only
+    empty cells are missing: an empty ``url`` or ``changed`` is an error naming the rows,
+    an empty ``host`` means "not given" (fine for URLs already in the state).
+
+    Returns a dict with ``urls``, ``times`` (hours since the epoch), ``changed``, ``hosts``
+    (``None`` entries for empty cells; ``None`` without the column) and ``weights``.
+    """
     import numpy as np
     import pandas as pd
 
-    if pd.api.types.is_numeric_dtype(column):
-        return column.to_numpy(dtype=np.float64) * TIME_UNITS[unit]
-    parsed = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
-    bad = np.flatnonzero(parsed.isna().to_numpy())
+    from bayesrate.io.table import load_table
+
+    df = load_table(path, id_columns=("url", "host"))
+    missing = [c for c in ("url", "time", "changed") if c not in df.columns]
+    if missing:
+        raise ObservationError(
+            f"{path} lacks columns {missing}; have {list(df.columns)}", field=",".join(missing)
+        )
+    if len(df) == 0:
+        raise ObservationError(f"{path} has a header but no fetches")
+    for col in ("url", "changed"):
+        bad = np.flatnonzero(df[col].isna().to_numpy())
+        if len(bad):
+            raise ObservationError(f"empty {col!r}", field=col, rows=bad)
+    flags = pd.to_numeric(df["changed"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    bad = np.flatnonzero(~np.isin(flags, (0.0, 1.0)))
     if len(bad):
-        raise ObservationError("unreadable times", field="time", rows=bad)
-    # resolution-independent (pandas may store seconds, micro- or nanoseconds)
-    return ((parsed - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(hours=1)).to_numpy(dtype=float)
+        raise ObservationError("'changed' must be 0 or 1", field="changed", rows=bad)
+    hosts = None
+    if "host" in df.columns:
+        hosts = [None if pd.isna(h) else str(h) for h in df["host"].to_numpy(dtype=object)]
+    weights = None
+    if "weight" in df.columns:
+        weights = pd.to_numeric(df["weight"], errors="coerce").to_numpy(
+            dtype=float, na_value=np.nan
+        )
+    return {
+        "urls": [str(u) for u in df["url"].to_numpy(dtype=object)],
+        "times": _times(df["time"], time_unit),
+        "changed": flags.astype(np.int8),
+        "hosts": hosts,
+        "weights": weights,
+    }
 
 
 def _load_priors(path: str | None):
@@ -182,11 +280,11 @@ def _load_priors(path: str | None):
 def _iso(hours: float) -> str:
     import math
 
-    import pandas as pd
+    from bayesrate.clock import to_timestamp
 
-    if hours is None or math.isnan(hours):
+    if hours is None or not math.isfinite(hours):
         return "-"
-    return pd.Timestamp(round(hours * 3.6e12), tz="UTC").isoformat()
+    return to_timestamp(hours).isoformat()
 
 
 # ---------------------------------------------------------------------- handlers
@@ -214,27 +312,25 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _observe(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from bayesrate.scheduler.store import Store
 
-    df = pd.read_csv(args.csv, dtype={"url": str, "host": str})
-    missing = [c for c in ("url", "time", "changed") if c not in df.columns]
-    if missing:
-        raise ObservationError(f"{args.csv} lacks columns {missing}", field=",".join(missing))
-    bad = df.index[df["url"].isna() | df["changed"].isna()].tolist()
-    if bad:
-        raise ObservationError("empty url or changed", field="url/changed", rows=bad)
-    times = _times(df["time"], args.time_unit)
-    hosts = df["host"].astype(str).tolist() if "host" in df.columns else None
-    weights = df["weight"].to_numpy(dtype=float) if "weight" in df.columns else None
+    now = parse_time(args.now) if args.now is not None else None
+    fetches = read_fetches(args.csv, args.time_unit)
     with Store.open(args.state) as store:
-        n_before = store.state.n
-        store.observe(df["url"].tolist(), times, df["changed"].to_numpy(), hosts, weights)
-        print(
-            f"observed {len(df)} fetches ({store.state.n - n_before} new URLs; "
-            f"{store.state.n} URLs in {args.state})"
-        )
+        done = store.observe(**fetches, now=now, time_unit=args.time_unit)
+    print(
+        f"observed {done.rows} fetches ({done.new_urls} new URLs; {done.urls} URLs in {args.state})"
+    )
+    return 0
+
+
+def _reset_url(args: argparse.Namespace) -> int:
+    from bayesrate.scheduler.store import Store
+
+    with Store.open(args.state) as store:
+        done = store.reset(args.urls, keep_rate=args.keep_rate)
+    kept = "kept their rate posterior" if args.keep_rate else "back to their host's prior"
+    print(f"reset {done.rows} URLs in {args.state} (next fetch is a baseline; {kept})")
     return 0
 
 
@@ -245,7 +341,7 @@ def _due(args: argparse.Namespace) -> int:
     from bayesrate.scheduler.store import Store
 
     now = parse_time(args.now) if args.now is not None else time.time() / 3600.0
-    with Store.open(args.state) as store:
+    with Store.open(args.state, readonly=True) as store:
         st = store.state
         rows = decide.due(st, now, args.k)
         score = decide.priority(st, now)
@@ -255,6 +351,7 @@ def _due(args: argparse.Namespace) -> int:
                 "url": st.urls[i],
                 "host": st.hosts[st.host[i]],
                 "priority": float(score[i]),
+                "urgent": bool(score[i] == decide.URGENT),
                 "rate_per_day": float(lam[i]),
                 "last_fetch": _iso(float(st.last_fetch[i])),
                 "weight": float(st.weight[i]),
@@ -274,11 +371,15 @@ def _due(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    import math
+
     from bayesrate.scheduler import decide
     from bayesrate.scheduler.store import Store
 
-    if not (args.budget >= 0):
-        raise ObservationError(f"budget must be >= 0, got {args.budget}", field="budget")
+    if not (math.isfinite(args.budget) and args.budget >= 0):
+        raise ObservationError(
+            f"budget must be a finite number >= 0, got {args.budget}", field="budget"
+        )
     with Store.open(args.state) as store:
         p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=args.objective)
         store.save_targets()
@@ -297,7 +398,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from bayesrate.scheduler.store import Store
 
-    with Store.open(args.state) as store:
+    with Store.open(args.state, readonly=True) as store:
         summary = store.state.summary()
         summary["state_file"] = str(args.state)
         summary["config"] = store.state.config.to_dict()
@@ -310,7 +411,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from bayesrate.scheduler.simulate import compare, plot
+    from bayesrate.scheduler.simulate import compare
 
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
@@ -335,7 +436,9 @@ def _simulate(args: argparse.Namespace) -> int:
         objective=args.objective,
     )
     if args.plot:
-        plot(result, args.plot)
+        from bayesrate import plots
+
+        plots.save(plots.freshness_over_time(result).figure, args.plot, dpi=120)
         progress(f"plot written to {args.plot}")
     if args.json:
         slim = {

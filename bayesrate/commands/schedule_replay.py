@@ -73,12 +73,12 @@ def _weights(path: str) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     from bayesrate.commands.schedule import _load_priors
-    from bayesrate.commands.study_forecast import load_history
     from bayesrate.history import hours_of
+    from bayesrate.io.history import load_history
     from bayesrate.scheduler import replay
 
     t0 = time.perf_counter()
-    history = load_history(args)
+    history = load_history(dataset=args.dataset, path=args.history)
     for note in history.notes:
         if "approximate" in note:
             progress(f"note: {note}")

@@ -3,7 +3,7 @@
 **Crawl logs** (:func:`load` → :class:`~bayesrate.observations.Observations`): three Open
 Terms Archive collections (ODC-BY 1.0; see ``data/ATTRIBUTION.md`` and :data:`PROVENANCE`):
 tracked legal documents (terms, privacy policies) whose extracted text is recorded only when
-it changed, observed on a nominal visit grid (:mod:`bayesrate.ota`). Pages are documents;
+it changed, observed on a nominal visit grid (:mod:`bayesrate.io.ota`). Pages are documents;
 the hierarchy pools documents within their **service** (``domain``); ``terms_type`` is kept
 as a second grouping.
 
@@ -96,7 +96,7 @@ def raw_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @lru_cache(maxsize=8)
 def _load_cached(name: str) -> Observations:
-    from bayesrate.ota import from_changelog
+    from bayesrate.io.ota import from_changelog
 
     events, docs = raw_tables(name)
     events = events.assign(

@@ -97,12 +97,6 @@ def _totals(stats: IntervalStats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return stats.n_intervals, stats.n_changes, stats.exposure
 
 
-def mean_interval(stats: IntervalStats) -> np.ndarray:
-    """``τ̄ = T / n`` per page (hours; 0 for pages without intervals)."""
-    n, _, exposure = _totals(stats)
-    return np.divide(exposure, n, out=np.zeros(len(n)), where=n > 0)
-
-
 def naive(stats: IntervalStats) -> RateEstimate:
     """Detected changes per observed hour, ``c / T`` (biased low under censoring)."""
     _, c, exposure = _totals(stats)
@@ -144,10 +138,6 @@ def cho(stats: IntervalStats) -> RateEstimate:
     return RateEstimate("cho", rate)
 
 
-def _groups(stats: IntervalStats) -> tuple:
-    return (stats.group_page, stats.group_tau, stats.group_n, stats.group_changed, stats.n_pages)
-
-
 def mle(
     stats: IntervalStats,
     *,
@@ -168,15 +158,14 @@ def mle(
     tol
         Relative Newton tolerance.
     """
-    groups = _groups(stats)
-    res = _mle.solve_mle(*groups, tol=tol)
+    res = _mle.solve_mle(stats, tol=tol)
     lower = upper = None
     if interval is not None:
         if interval not in ("profile", "fisher"):
             raise ValueError(f"interval must be 'profile', 'fisher' or None, not {interval!r}")
-        lower, upper = _mle.profile_interval(res.rate, res.cap, *groups, level=level)
+        lower, upper = _mle.profile_interval(stats, res.rate, res.cap, level=level)
         if interval == "fisher":
-            lo_f, hi_f, ok = fisher_interval(res.rate, *groups, level=level)
+            lo_f, hi_f, ok = fisher_interval(stats, res.rate, level=level)
             ok &= ~res.clipped
             lower = np.where(ok, lo_f, lower)
             upper = np.where(ok, hi_f, upper)
@@ -192,39 +181,31 @@ def mle(
 
 
 def fisher_interval(
-    rate: np.ndarray,
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
-    *,
-    level: float = 0.95,
+    stats: IntervalStats, rate: np.ndarray, *, level: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Wald interval on ``log λ``: ``λ̂ exp(± z / (λ̂ √I(λ̂)))``; returns (lower, upper, ok).
+    """Wald interval on ``log λ``: ``λ̂ exp(± z / √I(θ̂))``; returns (lower, upper, ok).
 
-    ``I(λ) = Σ_changed c τ² e^{λτ}/(e^{λτ} − 1)²`` is the observed information; ``ok`` is
-    False where ``λ̂ = 0`` (undefined).
+    ``I(θ)`` is the observed information about ``θ = log λ`` (:mod:`bayesrate.likelihood`);
+    ``ok`` is False where ``λ̂ = 0`` (undefined).
     """
     from scipy.stats import norm
 
+    from bayesrate.likelihood import loglik_derivatives
+
     z = norm.ppf(0.5 + level / 2)
     rate = np.asarray(rate, dtype=np.float64)
-    x = rate[group_page] * group_tau
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        q = group_tau / np.expm1(x)
-        terms = np.where(group_changed > 0, group_changed * q * (q + group_tau), 0.0)
-    info = np.bincount(group_page, weights=terms, minlength=n_pages)
-    ok = (rate > 0) & (info > 0) & np.isfinite(info)
-    se_log = np.divide(
-        1.0, rate * np.sqrt(np.where(ok, info, 1.0)), out=np.zeros_like(rate), where=ok
-    )
+    positive = rate > 0
+    info = np.zeros_like(rate)
+    info[positive] = loglik_derivatives(stats.groups.select(np.flatnonzero(positive)),
+                                        np.log(rate[positive]))[2]  # fmt: skip
+    ok = positive & (info > 0) & np.isfinite(info)
+    se_log = np.divide(1.0, np.sqrt(np.where(ok, info, 1.0)), out=np.zeros_like(rate), where=ok)
     return rate * np.exp(-z * se_log), rate * np.exp(z * se_log), ok
 
 
 def mm(stats: IntervalStats, *, tol: float = _mle.TOL) -> RateEstimate:
     """Moment matching (Upadhyay et al.): solve ``Σ e^{−λτ} = n − c`` per page."""
-    res = _mle.solve_mm(*_groups(stats), tol=tol)
+    res = _mle.solve_mm(stats, tol=tol)
     return RateEstimate("mm", res.rate, clipped=res.clipped, extra={"cap": res.cap})
 
 

@@ -1,186 +1,400 @@
 """Exact 1-D posterior of a constant rate on a log-rate grid, vectorized over pages.
 
-Posterior of a ``Gamma(α, β)`` prior (rate per hour, ``β`` in hours) times the exact
-censored likelihood (``docs/science.md`` §1) over the groups of an
-:class:`~bayesrate.sufficient.IntervalStats`. In ``θ = log λ`` the unnormalised log
-density is ``α θ − β e^θ − U e^θ + Σ_changed c log(1 − e^{−e^θ τ})`` (the ``e^θ``
-Jacobian turns ``λ^{α−1}`` into ``λ^α``).
+The posterior of a page's log-rate ``θ = log λ`` (per hour) is the exact censored
+likelihood (:mod:`bayesrate.likelihood`) times a prior density of ``θ`` given as a
+callable (:data:`LogPrior`): :func:`gamma_log_prior` (``λ ~ Gamma(α, β)``, whose density in
+``θ`` is ``∝ e^{αθ − βe^θ}``), :func:`normal_log_prior` (log-normal rates), or any other,
+such as the scale path's mixture of normals (:mod:`bayesrate.models.scale`).
 
-Two passes per page: a coarse common grid (``log λ`` from :data:`THETA_RANGE`) locates
-where the log density is within :data:`SPAN` of its maximum, then a fine per-page grid of
-``n_grid`` points covers that region. Integrals use the trapezoid rule in ``θ``. This is
-the reference used to check the online Gamma updates; it is exact up to grid resolution
-(relative error ~1e-6 for a few hundred points), not meant for millions of pages.
+Where the grid goes (:func:`locate`): the log posterior is scanned on a coarse grid over
+``[THETA_MIN, THETA_MAX]`` and the scan zooms in until the region where it is within
+:data:`SPAN` of its maximum spans many scan steps. The region is then covered by two
+uniform grids, one each side of the mode, so that a posterior whose sides have very
+different widths (a Gamma prior with ``α ≪ 1``: a left side that decays only like
+``e^{αθ}``, a right side that falls like ``e^{−βe^θ}``) is resolved on both.
+
+**The left tail, analytically.** With ``α ≪ 1`` and no change, the posterior keeps mass at
+rates far below any representable grid (the 5% quantile of Gamma(0.01, ·) is ~1e-130 of
+its mean). Below ``THETA_MIN`` every factor is log-linear in ``θ`` to double precision
+(``log(1 − e^{−e^θτ}) = θ + log τ + O(e^θτ)``, ``−βe^θ → 0``), so the density there is
+``p(θ₀)·e^{k(θ − θ₀)}`` with ``k`` its slope at ``θ₀ = THETA_MIN`` (for a Gamma prior,
+``k = α + c``): its mass ``p(θ₀)/k``, its share of ``E[λ]`` and its quantiles are closed
+forms (:class:`GridPosterior`).
+
+Integrals use the trapezoid rule in ``θ`` (cumulative Simpson for the CDF); tested against
+the closed-form Gamma posterior of pages without changes for ``α`` from 0.01 to 10.
 """
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.special import gammaln
 
-if TYPE_CHECKING:
-    from bayesrate.sufficient import IntervalStats
+from bayesrate.likelihood import CensoredGroups, loglik_grid
 
-#: coarse grid range in log(rate per hour)
-THETA_RANGE = (np.log(1e-12), np.log(1e6))
-N_COARSE = 1200
-#: log-density drop from the maximum that bounds the fine grid
+#: log-prior density of θ = log λ: ``(theta (P, G), pages (P,)) -> (P, G)``; ``pages`` are
+#: positions into the statistics the posterior is computed for
+LogPrior = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+#: scan range in log(rate per hour): e^-700 ≈ 1e-304 per hour up to 1e9 per hour
+THETA_MIN, THETA_MAX = -700.0, float(np.log(1e9))
+#: log-density drop from the maximum that bounds the grid (e^-40 ≈ 4e-18)
 SPAN = 40.0
-#: cap on (changed groups x grid points) per chunk
+#: points per scan level
+N_SCAN = 256
+#: a scan stops zooming once the region spans at least this many scan steps
+MIN_STEPS = 48
+MAX_LEVELS = 8
+#: cap on (changed groups x grid points) evaluated per chunk of pages
 CHUNK_CELLS = 1 << 22
+
+
+def gamma_log_prior(alpha: float | np.ndarray, beta: float | np.ndarray) -> LogPrior:
+    """Density of ``θ = log λ`` when ``λ ~ Gamma(α, β)`` (rate per hour, ``β`` in hours).
+
+    ``α``, ``β`` are scalars or one per page; ``β = 0`` is the improper ``λ^{α−1}``.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    beta = np.asarray(beta, dtype=np.float64)
+    if np.any(~(alpha > 0)) or np.any(~(beta >= 0)):
+        raise ValueError("a Gamma prior needs alpha > 0 and beta >= 0")
+    with np.errstate(divide="ignore"):
+        log_norm = np.where(beta > 0, alpha * np.log(np.where(beta > 0, beta, 1.0)), 0.0)
+    log_norm = log_norm - gammaln(alpha)
+
+    def log_prior(theta: np.ndarray, pages: np.ndarray) -> np.ndarray:
+        a = alpha if alpha.ndim == 0 else alpha[pages]
+        b = beta if beta.ndim == 0 else beta[pages]
+        c = log_norm if log_norm.ndim == 0 else log_norm[pages]
+        a, b, c = (np.reshape(v, (-1, 1)) if np.ndim(v) else v for v in (a, b, c))
+        with np.errstate(over="ignore"):
+            return a * theta - b * np.exp(theta) + c
+
+    return log_prior
+
+
+def normal_log_prior(mu: float | np.ndarray, sigma: float | np.ndarray) -> LogPrior:
+    """Density of ``θ = log λ`` when ``θ ~ Normal(μ, σ)`` (scalars or one per page)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if np.any(~(sigma > 0)):
+        raise ValueError("a normal prior needs sigma > 0")
+
+    def log_prior(theta: np.ndarray, pages: np.ndarray) -> np.ndarray:
+        m = mu if mu.ndim == 0 else mu[pages][:, None]
+        s = sigma if sigma.ndim == 0 else sigma[pages][:, None]
+        z = (theta - m) / s
+        return -0.5 * z * z - np.log(s) - 0.5 * np.log(2 * np.pi)
+
+    return log_prior
 
 
 @dataclass(frozen=True)
 class GridPosterior:
-    """Per-page posterior on a per-page grid of ``log λ``.
+    """Per-page posterior of ``θ = log λ`` on a per-page grid, with an analytic left tail.
 
     Attributes
     ----------
     theta
-        ``(n_pages, n_grid)`` grid of ``log λ`` (λ per hour).
+        ``(n_pages, n_grid)`` nodes ``θ_j = c + s·sinh(u_j)``, ``u`` uniform (increasing).
     density
-        ``(n_pages, n_grid)`` normalised density of ``θ`` on the grid.
+        ``(n_pages, n_grid)`` posterior density of ``θ`` at the nodes (the whole
+        distribution integrates to 1: grid part plus :attr:`tail_mass`).
+    jacobian
+        ``(n_pages, n_grid)`` ``dθ/dj`` at each node (``j`` the node index): integrals
+        are trapezoid (or Simpson) sums over ``j`` of ``f·density·jacobian``.
+    tail_mass
+        ``(n_pages,)`` mass below ``theta[:, 0]``, where the density is
+        ``density[:, 0]·e^{k(θ − θ₀)}`` with ``k`` = :attr:`tail_slope` (0 when the grid
+        reaches where the density is negligible).
+    tail_slope
+        ``(n_pages,)`` the left tail's rate ``k`` in ``θ``.
+    log_evidence
+        ``(n_pages,)`` ``log ∫ L(θ) p(θ) dθ``: the page's marginal likelihood under the prior
+        (meaningful when the prior density is normalised).
     """
 
     theta: np.ndarray
     density: np.ndarray
+    jacobian: np.ndarray
+    tail_mass: np.ndarray
+    tail_slope: np.ndarray
+    log_evidence: np.ndarray
 
-    def _integrate(self, values: np.ndarray) -> np.ndarray:
-        return np.trapezoid(values * self.density, self.theta, axis=1)
+    def expect(self, values: np.ndarray) -> np.ndarray:
+        """``∫ f(θ) p(θ) dθ`` over the grid part, for ``values`` = f at the nodes."""
+        return _trapezoid(values * self.density * self.jacobian)
+
+    def _tail(self, power: float) -> np.ndarray:
+        """``E[λ^power; θ < θ₀]`` of the log-linear left tail."""
+        k = np.where(self.tail_mass > 0, self.tail_slope, 1.0)
+        out = self.tail_mass * k / (k + power) * np.exp(power * self.theta[:, 0])
+        return np.where(self.tail_mass > 0, out, 0.0)
 
     def mean(self) -> np.ndarray:
         """Posterior mean of λ (per hour)."""
-        return self._integrate(np.exp(self.theta))
+        return self.expect(np.exp(self.theta)) + self._tail(1.0)
 
     def var(self) -> np.ndarray:
         """Posterior variance of λ."""
         m = self.mean()
-        return self._integrate(np.exp(2 * self.theta)) - m**2
+        return self.expect(np.exp(2 * self.theta)) + self._tail(2.0) - m**2
+
+    def log_mean(self) -> np.ndarray:
+        """Posterior mean of ``θ = log λ``."""
+        k = np.where(self.tail_mass > 0, self.tail_slope, 1.0)
+        tail = np.where(self.tail_mass > 0, self.tail_mass * (self.theta[:, 0] - 1.0 / k), 0.0)
+        return self.expect(self.theta) + tail
 
     def cdf(self) -> np.ndarray:
-        """Cumulative distribution at the grid points (cumulative Simpson), ``(n_pages, G)``."""
+        """Cumulative distribution at the nodes (tail + cumulative Simpson over ``j``)."""
         from scipy.integrate import cumulative_simpson
 
-        cdf = cumulative_simpson(self.density, x=self.theta, axis=1, initial=0.0)
-        cdf = np.maximum.accumulate(np.maximum(cdf, 0.0), axis=1)
-        return cdf / cdf[:, -1:]
+        grid_part = cumulative_simpson(self.density * self.jacobian, dx=1.0, axis=1, initial=0.0)
+        grid_part = np.maximum.accumulate(np.maximum(grid_part, 0.0), axis=1)
+        scale = (1.0 - self.tail_mass) / np.where(grid_part[:, -1] > 0, grid_part[:, -1], 1.0)
+        return self.tail_mass[:, None] + grid_part * scale[:, None]
 
     def quantile(self, q: float) -> np.ndarray:
         """Posterior ``q``-quantile of λ.
 
-        The density is linear within each grid cell (the trapezoid rule's model), so the
-        CDF is quadratic there and is inverted exactly.
+        Inside the tail, the exponential's inverse; on the grid, the log density is linear
+        within each cell (exact where the density is exponential, as in a Gamma prior's
+        left side), scaled to the cell's mass, and the cell's CDF is inverted exactly.
         """
         cdf = self.cdf()
-        d = self.density / self._norm()[:, None]
         rows = np.arange(len(cdf))
         i = np.clip((cdf < q).sum(axis=1) - 1, 0, cdf.shape[1] - 2)
         h = self.theta[rows, i + 1] - self.theta[rows, i]
-        p0, p1 = d[rows, i], d[rows, i + 1]
-        need = q - cdf[rows, i]
-        # solve p0 s + (p1 - p0) s^2 / (2h) = need for s in [0, h]
-        slope = (p1 - p0) / h
-        disc = np.sqrt(np.maximum(p0**2 + 2 * slope * need, 0.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = np.where(np.abs(slope) > 1e-300, (disc - p0) / slope, need / p0)
+        with np.errstate(divide="ignore"):
+            log_p0 = np.log(self.density[rows, i])
+            log_p1 = np.log(self.density[rows, i + 1])
+        b = np.nan_to_num((log_p1 - log_p0) / h, nan=0.0, posinf=0.0, neginf=0.0)
+        cell = cdf[rows, i + 1] - cdf[rows, i]
+        frac = np.clip((q - cdf[rows, i]) / np.maximum(cell, 1e-300), 0.0, 1.0)
+        # mass of [θ_i, θ_i + s] is proportional to expm1(b s) / b; solve for the fraction
+        bh = b * h
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            s = np.where(np.abs(bh) > 1e-8, np.log1p(frac * np.expm1(bh)) / b, frac * h)
         s = np.clip(np.nan_to_num(s, nan=0.0), 0.0, h)
-        return np.exp(self.theta[rows, i] + s)
+        on_grid = self.theta[rows, i] + s
+        in_tail = q < self.tail_mass
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tail_theta = self.theta[:, 0] + np.log(q / self.tail_mass) / self.tail_slope
+        return np.exp(np.where(in_tail, tail_theta, on_grid))
 
-    def _norm(self) -> np.ndarray:
-        d = self.density
-        return np.sum(0.5 * (d[:, 1:] + d[:, :-1]) * np.diff(self.theta, axis=1), axis=1)
+
+def _trapezoid(values: np.ndarray) -> np.ndarray:
+    """Trapezoid sum over the last axis (unit spacing) with Gregory's end correction.
+
+    The correction ``−(g'(end) − g'(start))/12`` (one-sided differences) matters only
+    where the integrand has not vanished at an end: at the start of an analytic left tail.
+    """
+    g = values
+    trapezoid = g.sum(axis=-1) - 0.5 * (g[..., 0] + g[..., -1])
+    start = (-3 * g[..., 0] + 4 * g[..., 1] - g[..., 2]) / 2
+    end = (3 * g[..., -1] - 4 * g[..., -2] + g[..., -3]) / 2
+    return trapezoid - (end - start) / 12
 
 
-def _log_density(
-    theta: np.ndarray,
-    alpha: np.ndarray,
-    beta: np.ndarray,
-    unchanged: np.ndarray,
-    lens: np.ndarray,
-    tau: np.ndarray,
-    count: np.ndarray,
-) -> np.ndarray:
-    """Unnormalised log density on ``theta`` (n_pages, G) for a set of pages."""
-    lam = np.exp(theta)
-    out = alpha[:, None] * theta - (beta + unchanged)[:, None] * lam
-    has = lens > 0
-    if has.any():
-        rows = np.repeat(np.flatnonzero(has), lens[has])
-        x = lam[rows] * tau[:, None]
-        contrib = count[:, None] * np.log(-np.expm1(-x))
-        seg = np.concatenate([[0], np.cumsum(lens[has])[:-1]]).astype(np.int64)
-        out[has] += np.add.reduceat(contrib, seg, axis=0)
-    return out
+def _scan(log_density: Callable[[np.ndarray, np.ndarray], np.ndarray], rows, lo, hi):
+    """One scan level: (grid, first, last, argmax) of the region within SPAN of the max."""
+    t = np.linspace(0.0, 1.0, N_SCAN)
+    grid = lo[:, None] + (hi - lo)[:, None] * t[None, :]
+    values = log_density(grid, rows)
+    values = np.where(np.isnan(values), -np.inf, values)
+    keep = values >= values.max(axis=1, keepdims=True) - SPAN
+    first = np.argmax(keep, axis=1)
+    last = N_SCAN - 1 - np.argmax(keep[:, ::-1], axis=1)
+    return grid, first, last, np.argmax(values, axis=1)
+
+
+def locate(
+    log_density: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    n_pages: int,
+    lo: float | np.ndarray = THETA_MIN,
+    hi: float | np.ndarray = THETA_MAX,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each page's (unimodal) log density is within :data:`SPAN` of its maximum.
+
+    Parameters
+    ----------
+    log_density
+        ``(grid (k, G), rows (k,))`` → ``(k, G)`` unnormalised log density of the pages at
+        positions ``rows`` (``0..n_pages-1``).
+    lo, hi
+        Scan range per page (or shared).
+
+    Returns
+    -------
+    left, mode, right
+        ``(n_pages,)`` each: the region ``[left, right]`` (one scan step of margin, clipped
+        to ``[lo, hi]``) and the location of the maximum found.
+    """
+    lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), (n_pages,)).copy()
+    hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), (n_pages,)).copy()
+    mode = (lo + hi) / 2
+    todo = np.arange(n_pages)
+    for _ in range(MAX_LEVELS):
+        if len(todo) == 0:
+            break
+        grid, first, last, top = _scan(log_density, todo, lo[todo], hi[todo])
+        rows = np.arange(len(todo))
+        lo[todo] = grid[rows, np.maximum(first - 1, 0)]
+        hi[todo] = grid[rows, np.minimum(last + 1, N_SCAN - 1)]
+        mode[todo] = grid[rows, top]
+        todo = todo[(last - first + 2) < MIN_STEPS]
+    return lo, mode, hi
+
+
+def sinh_grid(
+    left: np.ndarray,
+    centre: np.ndarray,
+    right: np.ndarray,
+    n_grid: int,
+    scale: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``θ = c + s·sinh(u)`` on ``[left, right]``, ``u`` uniform; and ``dθ/dj``.
+
+    ``s`` (``scale``) defaults to the narrower side's width over ``√(2·SPAN)`` (a standard
+    deviation for a Gaussian whose log density drops by SPAN there): nodes are dense near
+    the centre and spread out geometrically into a wide side, so a side that decays like
+    ``e^{αθ}`` over hundreds of units and one that falls within a fraction of a unit are
+    both resolved, and the trapezoid rule in ``u`` keeps its geometric convergence (the
+    integrand stays smooth in ``u``).
+    """
+    centre = np.clip(centre, left, right)
+    width = right - left
+    if scale is None:
+        near = np.minimum(centre - left, right - centre)
+        scale = near / np.sqrt(2 * SPAN)
+    scale = np.maximum(scale, 1e-6 * width)
+    u_lo = np.arcsinh((left - centre) / scale)
+    u_hi = np.arcsinh((right - centre) / scale)
+    t = np.linspace(0.0, 1.0, n_grid)
+    u = u_lo[:, None] + (u_hi - u_lo)[:, None] * t[None, :]
+    theta = centre[:, None] + scale[:, None] * np.sinh(u)
+    jacobian = scale[:, None] * np.cosh(u) * ((u_hi - u_lo) / (n_grid - 1))[:, None]
+    return theta, jacobian
+
+
+def posterior_on_grid(
+    log_post: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    n_pages: int,
+    *,
+    n_grid: int,
+    lo: float | np.ndarray = THETA_MIN,
+    hi: float | np.ndarray = THETA_MAX,
+) -> GridPosterior:
+    """Normalise an unnormalised log posterior ``log_post(theta, rows)`` on located grids.
+
+    ``rows`` are positions ``0..n_pages-1`` of the pages the grid rows belong to.
+
+    Raises
+    ------
+    ValueError
+        When a page's posterior does not vanish at the ends of the scan range (improper).
+    """
+    lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), (n_pages,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), (n_pages,))
+    left, mode, right = locate(log_post, n_pages, lo, hi)
+    theta, jacobian = sinh_grid(left, mode, right, n_grid)
+    log_dens = log_post(theta, np.arange(n_pages))
+    top = log_dens.max(axis=1, keepdims=True)
+    dens = np.exp(log_dens - top)
+    open_right = (log_dens[:, -1] > top[:, 0] - SPAN) & (theta[:, -1] >= hi - 1e-9)
+    if open_right.any():
+        raise ValueError(
+            f"posterior improper at large rates for pages {np.flatnonzero(open_right)[:10]}: "
+            "a page that changed at every visit needs a prior that vanishes at large rates"
+        )
+    # log-linear tail below the scan range, where the density has not become negligible
+    open_left = (log_dens[:, 0] > top[:, 0] - SPAN) & (theta[:, 0] <= lo + 1e-9)
+    tail_mass = np.zeros(n_pages)
+    tail_slope = np.zeros(n_pages)
+    if open_left.any():
+        sub = np.flatnonzero(open_left)
+        t0 = theta[sub, :1]
+        probe = log_post(np.concatenate([t0, t0 + 1.0], axis=1), sub)
+        k = probe[:, 1] - probe[:, 0]
+        if np.any(~(k > 0)):
+            raise ValueError(
+                f"posterior improper at small rates for pages {sub[~(k > 0)][:10]}: "
+                "the prior must vanish as the rate goes to 0"
+            )
+        tail_slope[sub] = k
+        tail_mass[sub] = dens[sub, 0] / k
+    total = _trapezoid(dens * jacobian) + tail_mass
+    return GridPosterior(
+        theta=theta,
+        density=dens / total[:, None],
+        jacobian=jacobian,
+        tail_mass=tail_mass / total,
+        tail_slope=tail_slope,
+        log_evidence=np.log(total) + top[:, 0],
+    )
 
 
 def grid_posterior(
-    stats: IntervalStats,
-    alpha: float | np.ndarray,
-    beta: float | np.ndarray,
+    stats_or_groups,
+    log_prior: LogPrior,
     *,
     n_grid: int = 801,
     pages: np.ndarray | None = None,
 ) -> GridPosterior:
-    """Exact posterior of each page's rate under a Gamma(α, β) prior (per hour).
+    """Exact posterior of each page's rate under a prior density of ``θ = log λ``.
 
     Parameters
     ----------
-    stats
-        Interval statistics.
-    alpha, beta
-        Gamma prior shape and rate (``β`` in hours); scalars or one per page; ``α > 0``,
-        ``β ≥ 0`` (``β = 0`` is allowed when the page has unchanged exposure).
+    stats_or_groups
+        :class:`~bayesrate.sufficient.IntervalStats` or
+        :class:`~bayesrate.likelihood.CensoredGroups`.
+    log_prior
+        A :data:`LogPrior` (:func:`gamma_log_prior`, :func:`normal_log_prior`, ...);
+        called with page positions into ``stats_or_groups``.
     n_grid
-        Fine-grid points per page.
+        Grid points per page.
     pages
         Page positions to compute (default: all).
-    """
-    if pages is None:
-        pages = np.arange(stats.n_pages)
-    pages = np.asarray(pages, dtype=np.int64)
-    n = len(pages)
-    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (stats.n_pages,))[pages]
-    beta = np.broadcast_to(np.asarray(beta, dtype=np.float64), (stats.n_pages,))[pages]
-    if np.any(~(alpha > 0)) or np.any(~(beta >= 0)):
-        raise ValueError("grid posterior needs alpha > 0 and beta >= 0")
-    unchanged = stats.unchanged_exposure[pages]
-    if np.any((beta + unchanged) <= 0):
-        raise ValueError("posterior improper: beta = 0 and no unchanged exposure")
-    sel = stats.group_changed > 0
-    offsets = np.searchsorted(stats.group_page[sel], np.arange(stats.n_pages + 1))
-    g_tau = stats.group_tau[sel]
-    g_c = stats.group_changed[sel].astype(np.float64)
 
-    theta_out = np.empty((n, n_grid))
-    dens_out = np.empty((n, n_grid))
-    coarse = np.linspace(*THETA_RANGE, N_COARSE)
-    step = coarse[1] - coarse[0]
-    # chunk pages so (groups x grid) stays bounded
-    lens_all = offsets[pages + 1] - offsets[pages]
-    per_page = np.maximum(lens_all, 1) * max(n_grid, N_COARSE)
-    bounds = np.searchsorted(np.cumsum(per_page), np.arange(0, per_page.sum(), CHUNK_CELLS))
-    bounds = np.unique(np.concatenate([[0], bounds[1:], [n]]))
-    for a, b in itertools.pairwise(bounds):
-        pg = pages[a:b]
-        lens = lens_all[a:b]
-        take = np.concatenate(
-            [np.arange(offsets[p], offsets[p + 1]) for p in pg] or [np.zeros(0, np.int64)]
-        ).astype(np.int64)
-        args = (alpha[a:b], beta[a:b], unchanged[a:b], lens, g_tau[take], g_c[take])
-        grid = np.broadcast_to(coarse, (b - a, N_COARSE))
-        ld = _log_density(grid, *args)
-        keep = ld >= ld.max(axis=1, keepdims=True) - SPAN
-        first = np.argmax(keep, axis=1)
-        last = N_COARSE - 1 - np.argmax(keep[:, ::-1], axis=1)
-        lo = coarse[first] - step
-        hi = coarse[last] + step
-        fine = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, n_grid)[None, :]
-        ld = _log_density(fine, *args)
-        dens = np.exp(ld - ld.max(axis=1, keepdims=True))
-        dens /= np.trapezoid(dens, fine, axis=1)[:, None]
-        theta_out[a:b] = fine
-        dens_out[a:b] = dens
-    return GridPosterior(theta_out, dens_out)
+    Raises
+    ------
+    ValueError
+        When a page's posterior is improper (e.g. a flat prior and no unchanged interval).
+    """
+    groups = _as_groups(stats_or_groups)
+    if pages is None:
+        pages = np.arange(groups.n_pages)
+    pages = np.asarray(pages, dtype=np.int64)
+    parts = []
+    for chunk in _chunks(groups, pages, max(n_grid, N_SCAN)):
+        sub = groups.select(chunk)
+
+        def log_post(theta, rows, sub=sub, chunk=chunk):
+            return loglik_grid(sub.select(rows), theta) + log_prior(theta, chunk[rows])
+
+        parts.append(posterior_on_grid(log_post, len(chunk), n_grid=n_grid))
+    if not parts:
+        empty = np.zeros((0, n_grid))
+        return GridPosterior(empty, empty, empty, np.zeros(0), np.zeros(0), np.zeros(0))
+    fields = GridPosterior.__dataclass_fields__
+    return GridPosterior(*(np.concatenate([getattr(p, f) for p in parts]) for f in fields))
+
+
+def _as_groups(stats_or_groups) -> CensoredGroups:
+    if isinstance(stats_or_groups, CensoredGroups):
+        return stats_or_groups
+    return stats_or_groups.groups
+
+
+def _chunks(groups: CensoredGroups, pages: np.ndarray, width: int) -> list[np.ndarray]:
+    """Page chunks with at most about CHUNK_CELLS (groups x grid points) each."""
+    if len(pages) == 0:
+        return []
+    offsets = groups.offsets
+    cost = (np.maximum(offsets[pages + 1] - offsets[pages], 1) + 1) * width
+    cuts = np.searchsorted(np.cumsum(cost), np.arange(CHUNK_CELLS, cost.sum(), CHUNK_CELLS))
+    return [c for c in np.split(pages, np.unique(cuts)) if len(c)]

@@ -40,10 +40,14 @@ Boundaries (documented behaviour, never NaN or inf)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bayesrate.observations import concat_ranges
+
+if TYPE_CHECKING:
+    from bayesrate.sufficient import IntervalStats
 
 #: groups per block of pages (keeps a block's working arrays in cache)
 BLOCK_GROUPS = 1 << 15
@@ -74,29 +78,20 @@ class SolveResult:
     iterations: int
 
 
-def page_totals(
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
-) -> dict[str, np.ndarray]:
+def page_totals(stats: IntervalStats) -> dict[str, np.ndarray]:
     """Per-page ``n``, ``c``, unchanged exposure ``U``, changed exposure ``C``, ``τ_min``."""
-    n = np.bincount(group_page, weights=group_n, minlength=n_pages)
-    c = np.bincount(group_page, weights=group_changed, minlength=n_pages)
-    unchanged = np.bincount(
-        group_page, weights=(group_n - group_changed) * group_tau, minlength=n_pages
-    )
-    changed_exp = np.bincount(group_page, weights=group_changed * group_tau, minlength=n_pages)
-    tau_min = np.full(n_pages, np.inf)
-    if len(group_page):
-        if np.all(group_page[1:] >= group_page[:-1]):
-            offsets = _csr(group_page, n_pages)
-            present = np.flatnonzero(np.diff(offsets) > 0)
-            tau_min[present] = np.minimum.reduceat(group_tau, offsets[present])
-        else:
-            np.minimum.at(tau_min, group_page, group_tau)
-    return {"n": n, "c": c, "U": unchanged, "C": changed_exp, "tau_min": tau_min}
+    unchanged = stats.unchanged_exposure
+    tau_min = np.full(stats.n_pages, np.inf)
+    present = np.flatnonzero(np.diff(stats.group_offsets) > 0)
+    if len(present):
+        tau_min[present] = np.minimum.reduceat(stats.group_tau, stats.group_offsets[present])
+    return {
+        "n": stats.n_intervals.astype(np.float64),
+        "c": stats.n_changes.astype(np.float64),
+        "U": unchanged,
+        "C": stats.exposure - unchanged,
+        "tau_min": tau_min,
+    }
 
 
 def rate_cap(n: np.ndarray, tau_ref: np.ndarray) -> np.ndarray:
@@ -181,28 +176,17 @@ def _newton_block(
 
 def _solve(
     kind: str,
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
+    stats: IntervalStats,
     *,
     tol: float = TOL,
     max_iter: int = MAX_ITER,
     block_groups: int = BLOCK_GROUPS,
 ) -> SolveResult:
-    group_page = np.asarray(group_page, dtype=np.int64)
-    group_tau = np.asarray(group_tau, dtype=np.float64)
-    group_n = np.asarray(group_n, dtype=np.float64)
-    group_changed = np.asarray(group_changed, dtype=np.float64)
-    if len(group_tau) and not np.all(group_tau > 0):
-        bad = np.flatnonzero(~(group_tau > 0))[:10].tolist()
-        raise ValueError(f"interval lengths must be positive (groups {bad})")
-    if len(group_page) and np.any(np.diff(group_page) < 0):
-        order = np.argsort(group_page, kind="stable")
-        group_page, group_tau = group_page[order], group_tau[order]
-        group_n, group_changed = group_n[order], group_changed[order]
-    tot = page_totals(group_page, group_tau, group_n, group_changed, n_pages)
+    n_pages = stats.n_pages
+    group_tau = stats.group_tau
+    group_n = stats.group_n.astype(np.float64)
+    group_changed = stats.group_changed.astype(np.float64)
+    tot = page_totals(stats)
     n, c, unchanged = tot["n"], tot["c"], tot["U"]
     cap = rate_cap(n, tot["tau_min"])
     rate = np.zeros(n_pages)
@@ -217,7 +201,7 @@ def _solve(
         log_target = np.log(np.where(interior, unchanged, 1.0))
         weight_all = group_changed
     else:
-        sel = np.ones(len(group_page), dtype=bool)
+        sel = np.ones(len(group_tau), dtype=bool)
         tau_bar = np.divide(tot["U"] + tot["C"], n, out=np.ones(n_pages), where=n > 0)
         frac = np.divide(c, n, out=np.zeros(n_pages), where=n > 0)
         start = np.where(interior, -np.log1p(-np.where(interior, frac, 0.0)) / tau_bar, 0.0)
@@ -225,7 +209,7 @@ def _solve(
         weight_all = group_n
     start = np.minimum(start, cap)
 
-    g_page = group_page[sel]
+    g_page = stats.group_page[sel]
     g_tau = group_tau[sel]
     g_w = weight_all[sel]
     offsets = _csr(g_page, n_pages)
@@ -251,67 +235,28 @@ def _solve(
     return SolveResult(rate=rate, cap=cap, clipped=clipped, iterations=iterations)
 
 
-def solve_mle(
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
-    **kwargs,
-) -> SolveResult:
+def solve_mle(stats: IntervalStats, **kwargs) -> SolveResult:
     """Maximum-likelihood rates (per hour) from grouped intervals, vectorized over pages.
 
     Parameters
     ----------
-    group_page, group_tau, group_n, group_changed
-        One entry per group of intervals: page position, length (hours), number of
-        intervals, number with a detected change. Need not be grouped (one entry per
-        interval with ``n = 1`` is fine); sorted by page is fastest.
-    n_pages
-        Number of pages.
+    stats
+        Interval statistics (:meth:`IntervalStats.from_groups` builds them from arrays).
     tol, max_iter, block_groups
         Relative Newton tolerance, iteration limit, groups per cache block.
     """
-    return _solve("mle", group_page, group_tau, group_n, group_changed, n_pages, **kwargs)
+    return _solve("mle", stats, **kwargs)
 
 
-def solve_mm(
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
-    **kwargs,
-) -> SolveResult:
+def solve_mm(stats: IntervalStats, **kwargs) -> SolveResult:
     """Moment-matching (Upadhyay et al.) rates: ``Σ n_g e^{−λτ_g} = n − c`` per page."""
-    return _solve("mm", group_page, group_tau, group_n, group_changed, n_pages, **kwargs)
-
-
-def loglik_groups(
-    rate: np.ndarray,
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
-) -> np.ndarray:
-    """Exact per-page log-likelihood of per-page rates (``-inf`` where impossible)."""
-    x = np.asarray(rate, dtype=np.float64)[group_page] * group_tau
-    with np.errstate(divide="ignore"):
-        contrib = -(group_n - group_changed) * x
-        has = group_changed > 0
-        contrib[has] = contrib[has] + group_changed[has] * np.log(-np.expm1(-x[has]))
-    return np.bincount(group_page, weights=contrib, minlength=n_pages)
+    return _solve("mm", stats, **kwargs)
 
 
 def profile_interval(
+    stats: IntervalStats,
     rate: np.ndarray,
     cap: np.ndarray,
-    group_page: np.ndarray,
-    group_tau: np.ndarray,
-    group_n: np.ndarray,
-    group_changed: np.ndarray,
-    n_pages: int,
     *,
     level: float = 0.95,
     tol: float = 1e-12,
@@ -320,12 +265,11 @@ def profile_interval(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Profile-likelihood interval ``{λ : 2(ℓ(λ̂) − ℓ(λ)) ≤ χ²₁(level)}`` per page.
 
-    The log-likelihood is concave in ``θ = log λ`` (complementary log-log binomial), so
-    each side has one crossing of ``ℓ(θ̂) − χ²/2``. Newton on a concave function started
-    outside the interval (where it is below the target) moves monotonically to the
-    crossing, so each side is found by plain Newton in ``θ`` from a start a few Wald
-    half-widths out (widened until it is below the target), vectorized over the pages of
-    cache-sized blocks.
+    The log-likelihood (:mod:`bayesrate.likelihood`) is concave in ``θ = log λ``, so each
+    side has one crossing of ``ℓ(θ̂) − χ²/2``. Newton on a concave function started outside
+    the interval (where it is below the target) moves monotonically to the crossing, so
+    each side is found by plain Newton in ``θ`` from a start a few Wald half-widths out
+    (widened until it is below the target), vectorized over the pages of cache-sized blocks.
 
     Boundary cases: ``c = 0`` gives ``[0, q/(2U)]`` in closed form (``ℓ = −Uλ``);
     ``c = n`` gives ``[λ_L, inf)`` (the likelihood rises to its supremum 0 as
@@ -335,81 +279,53 @@ def profile_interval(
 
     half = 0.5 * chi2.ppf(level, 1)
     z = norm.ppf(0.5 + level / 2)
-    group_page = np.asarray(group_page, dtype=np.int64)
-    group_tau = np.asarray(group_tau, dtype=np.float64)
-    group_n = np.asarray(group_n, dtype=np.float64)
-    group_changed = np.asarray(group_changed, dtype=np.float64)
-    if len(group_page) and np.any(np.diff(group_page) < 0):
-        order = np.argsort(group_page, kind="stable")
-        group_page, group_tau = group_page[order], group_tau[order]
-        group_n, group_changed = group_n[order], group_changed[order]
-    tot = page_totals(group_page, group_tau, group_n, group_changed, n_pages)
+    tot = page_totals(stats)
     n, c, unchanged = tot["n"], tot["c"], tot["U"]
-    lower = np.zeros(n_pages)
-    upper = np.full(n_pages, np.inf)
-    none = c == 0
-    np.divide(half, unchanged, out=upper, where=none & (unchanged > 0))
-    all_changed = (c > 0) & (c >= n)
+    lower = np.zeros(stats.n_pages)
+    upper = np.full(stats.n_pages, np.inf)
+    np.divide(half, unchanged, out=upper, where=(c == 0) & (unchanged > 0))
     interior = (c > 0) & (c < n)
-    todo = interior | all_changed
-
-    sel = group_changed > 0
-    g_page, g_tau, g_c = group_page[sel], group_tau[sel], group_changed[sel]
-    offsets = _csr(g_page, n_pages)
-    for p0, p1 in _blocks(offsets, block_groups):
+    todo = interior | ((c > 0) & (c >= n))
+    groups = stats.groups
+    for p0, p1 in _blocks(groups.offsets, block_groups):
         pages = p0 + np.flatnonzero(todo[p0:p1])
-        if not len(pages):
-            continue
-        lo, hi = offsets[pages], offsets[pages + 1]
-        lens = hi - lo
-        starts = np.concatenate([[0], np.cumsum(lens[:-1])]).astype(np.int64)
-        take = concat_ranges(lo, lens)
-        tau_b, c_b, u_b = g_tau[take], g_c[take], unchanged[pages]
-
-        def ll_slope(theta, tau_b=tau_b, c_b=c_b, u_b=u_b, lens=lens, starts=starts):
-            lam = np.exp(theta)
-            x = np.repeat(lam, lens) * tau_b
-            with np.errstate(over="ignore"):
-                ll = np.add.reduceat(c_b * np.log(-np.expm1(-x)), starts) - u_b * lam
-                slope = np.add.reduceat(c_b * x / np.expm1(x), starts) - u_b * lam
-            return ll, slope
-
-        inner = interior[pages]
-        theta_hat = np.where(inner, np.log(np.where(inner, rate[pages], 1.0)), 0.0)
-        theta_hat[~inner] = np.log(cap[pages][~inner])
-        ll_hat, _ = ll_slope(theta_hat)
-        target = np.where(inner, ll_hat, 0.0) - half
-        # Wald half-width on θ from the observed information at θ̂ (a starting scale)
-        lam = np.exp(theta_hat)
-        x = np.repeat(lam, lens) * tau_b
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            q = tau_b / np.expm1(x)
-            info = np.add.reduceat(np.nan_to_num(c_b * q * (q + tau_b)), starts)
-            width = np.where(info > 0, z / (lam * np.sqrt(info)), 1.0)
-        width = np.clip(np.nan_to_num(width, nan=1.0, posinf=1.0), 1e-3, 10.0)
-
-        for direction, out, use in ((-1.0, lower, np.ones(len(pages), bool)), (1.0, upper, inner)):
-            if not use.any():
-                continue
-            idx = np.flatnonzero(use)
-            theta = theta_hat.copy()
-            step = 2.0 * width
-            # widen until below the target (concavity then guarantees monotone Newton)
-            for _ in range(60):
-                trial = np.where(use, theta_hat + direction * step, theta_hat)
-                f, _ = ll_slope(trial)
-                bad = use & ~(f < target)
-                theta = np.where(use & ~bad, trial, theta)
-                if not bad.any():
-                    break
-                step = np.where(bad, 2.0 * step, step)
-            for _ in range(max_iter):
-                f, slope = ll_slope(theta)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    delta = np.where(use & (slope != 0), (f - target) / slope, 0.0)
-                delta = np.nan_to_num(delta)
-                theta = theta - delta
-                if np.all(np.abs(delta) <= tol * np.maximum(1.0, np.abs(theta))):
-                    break
-            out[pages[idx]] = np.exp(theta[idx])
+        if len(pages):
+            inner = interior[pages]
+            theta_hat = np.log(np.where(inner, rate[pages], cap[pages]))
+            lower[pages], hi = _profile_sides(
+                groups.select(pages), theta_hat, inner, half, z, tol, max_iter
+            )
+            upper[pages[inner]] = hi[inner]
     return lower, upper
+
+
+def _profile_sides(groups, theta_hat, inner, half, z, tol, max_iter):
+    """Both crossings of ``ℓ(θ̂) − half`` for one block's pages (upper only where ``inner``)."""
+    from bayesrate.likelihood import loglik, loglik_derivatives
+
+    target = np.where(inner, loglik(groups, theta_hat), 0.0) - half
+    # Wald half-width on θ from the observed information at θ̂ (a starting scale)
+    info = loglik_derivatives(groups, theta_hat)[2]
+    with np.errstate(divide="ignore"):
+        width = np.clip(np.where(info > 0, z / np.sqrt(info), 1.0), 1e-3, 10.0)
+    sides = []
+    for direction, use in ((-1.0, np.ones(len(theta_hat), bool)), (1.0, inner)):
+        theta = theta_hat.copy()
+        step = 2.0 * width
+        # widen until below the target (concavity then guarantees monotone Newton)
+        for _ in range(60):
+            trial = np.where(use, theta_hat + direction * step, theta_hat)
+            bad = use & ~(loglik(groups, trial) < target)
+            theta = np.where(use & ~bad, trial, theta)
+            if not bad.any():
+                break
+            step = np.where(bad, 2.0 * step, step)
+        for _ in range(max_iter):
+            value, slope = loglik_derivatives(groups, theta, order=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                delta = np.where(use & (slope != 0), (value - target) / slope, 0.0)
+            theta = theta - np.nan_to_num(delta)
+            if np.all(np.abs(delta) <= tol * np.maximum(1.0, np.abs(theta))):
+                break
+        sides.append(np.exp(theta))
+    return sides[0], sides[1]

@@ -15,6 +15,13 @@ Poisson process of known rate ``p`` (visits per hour), after ``k`` visits of whi
 They use ``p``, not the actual interval lengths. Each state object holds arrays for a
 batch of pages and :meth:`update` advances every page in ``mask`` by one visit.
 
+**On a fixed visit grid** (every interval of length ``τ``) the paper's Poisson-crawl
+assumption ``E[I] = λ/(λ + p)`` does not hold: ``E[I] = 1 − e^{−λτ}``, and LLN, SA and SAM
+converge to ``x = p(e^{λτ} − 1)`` instead of ``λ`` (``(e^{λτ} − 1)/τ`` at ``p = 1/τ``: +72%
+at ``λτ = 1``, ×6.4 at ``λτ = 3``). :func:`run_sequences` detects pages whose intervals all
+have the same length and reports the grid-consistent rate ``log(1 + x/p)/τ`` for them
+(:func:`grid_consistent`); ``grid_transform=False`` keeps the paper's raw estimate.
+
 :func:`run_sequences` replays the visits of an :class:`~bayesrate.observations.Observations`
 through any online estimator (including the Gamma updates of
 :mod:`bayesrate.estimators.gamma`), one vectorized step per visit index; ``p`` defaults to
@@ -295,6 +302,36 @@ def make_state(method: str, n_pages: int, *, p=None, prior_alpha=None, prior_bet
     raise ValueError(f"unknown online method {method!r}; choose from {ONLINE_METHODS}")
 
 
+#: the paper's estimators whose fixed point moves on a regular grid
+GRID_SENSITIVE = ("lln", "sa", "sam")
+
+
+def regular_interval(obs: Observations, rtol: float = 1e-9) -> np.ndarray:
+    """Per page, the common length of its intervals (hours) when it has at least two and
+    they are all equal (a regular grid), else NaN."""
+    stats = obs.interval_stats
+    lo = np.full(stats.n_pages, np.inf)
+    hi = np.full(stats.n_pages, -np.inf)
+    np.minimum.at(lo, stats.group_page, stats.group_tau)
+    np.maximum.at(hi, stats.group_page, stats.group_tau)
+    regular = (stats.n_intervals >= 2) & np.isfinite(lo) & (hi - lo <= rtol * hi)
+    return np.where(regular, lo, np.nan)
+
+
+def grid_consistent(raw: np.ndarray, p: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """The rate whose grid fixed point is ``raw``: ``log(1 + raw/p)/τ`` (per hour).
+
+    On a grid of interval ``τ``, LLN, SA and SAM converge to ``p(e^{λτ} − 1)``; this
+    inverts that. NaN ``τ`` (irregular visits) leaves ``raw`` unchanged.
+    """
+    raw = np.asarray(raw, dtype=np.float64)
+    p = np.broadcast_to(np.asarray(p, dtype=np.float64), raw.shape)
+    ok = np.isfinite(tau) & (p > 0) & (tau > 0)
+    out = raw.copy()
+    out[ok] = np.log1p(raw[ok] / p[ok]) / tau[ok]
+    return out
+
+
 def run_sequences(
     obs: Observations,
     method: str,
@@ -303,6 +340,7 @@ def run_sequences(
     prior_alpha: float | np.ndarray | None = None,
     prior_beta: float | np.ndarray | None = None,
     level: float = 0.95,
+    grid_transform: bool = True,
     **params,
 ) -> RateEstimate:
     """Replay every page's visits in time order through an online estimator.
@@ -312,6 +350,10 @@ def run_sequences(
     crawl rate; ``prior_alpha``/``prior_beta`` (per hour) are the Gamma prior for the Gamma
     methods; ``params`` are the estimator's step-size options (e.g. ``eta``, ``beta``).
     Returns per-hour rates; the Gamma methods also give equal-tailed credible intervals.
+
+    For LLN, SA and SAM, pages visited on a regular grid get
+    the grid-consistent rate (:func:`grid_consistent`) unless ``grid_transform`` is false;
+    ``extra["grid_consistent"]`` marks them and ``extra["raw"]`` keeps the paper's values.
     """
     from bayesrate.estimators.batch import RateEstimate
 
@@ -347,4 +389,9 @@ def run_sequences(
         return RateEstimate(
             method, state.estimate, lo, hi, level, extra={"alpha": state.alpha, "beta": state.beta}
         )
-    return RateEstimate(method, np.asarray(state.estimate, dtype=np.float64).copy())
+    raw = np.asarray(state.estimate, dtype=np.float64).copy()
+    if method not in GRID_SENSITIVE:
+        return RateEstimate(method, raw)
+    tau = regular_interval(obs) if grid_transform else np.full(n_pages, np.nan)
+    rate = grid_consistent(raw, p, tau)
+    return RateEstimate(method, rate, extra={"raw": raw, "grid_consistent": np.isfinite(tau)})

@@ -78,10 +78,10 @@ LOWER_Q, UPPER_Q = 0.05, 0.95
 
 
 def seed_int(seed: int | str) -> int:
-    """An int seed from an int or a string (stable: SHA-256 of the string)."""
-    if isinstance(seed, (int, np.integer)):
-        return int(seed)
-    return int.from_bytes(hashlib.sha256(str(seed).encode()).digest()[:4], "little")
+    """The sampler's 32-bit seed (:func:`bayesrate.seeds.seed_int` mod 2^32)."""
+    from bayesrate import seeds
+
+    return seeds.seed_int(seed if isinstance(seed, str) else int(seed), bits=32)
 
 
 def library_versions() -> dict[str, str]:
@@ -113,6 +113,19 @@ def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, what: s
             raise ValueError(f"unknown {what} key {key!r}; known: {sorted(out)}")
         out[key] = value
     return out
+
+
+def check_config_numbers(
+    config: Mapping[str, Any], *, positive: tuple[str, ...] = (), finite: tuple[str, ...] = ()
+) -> None:
+    """Raise ``ValueError`` unless the ``positive`` keys are finite numbers > 0 and the
+    ``finite`` keys finite numbers (booleans are not numbers here)."""
+    for key in (*positive, *finite):
+        value = config[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and (key not in positive or value > 0)):
+            kind = "a finite number > 0" if key in positive else "a finite number"
+            raise ValueError(f"model_config {key!r} must be {kind}, got {value!r}")
 
 
 class RateModel:

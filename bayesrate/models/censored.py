@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY
-from bayesrate.models.base import RateModel
+from bayesrate.models.base import RateModel, check_config_numbers
 from bayesrate.models.likelihood import interval_loglik, pointwise_interval_loglik
 
 if TYPE_CHECKING:
@@ -45,9 +45,9 @@ class CensoredModel(RateModel):
         cfg = self.model_config
         if cfg["prior"] not in ("gamma", "lognormal"):
             raise ValueError(f"prior must be 'gamma' or 'lognormal', got {cfg['prior']!r}")
-        for key in ("alpha", "beta_days", "log_sd"):
-            if not (isinstance(cfg[key], (int, float)) and cfg[key] > 0):
-                raise ValueError(f"{key} must be a positive number, got {cfg[key]!r}")
+        check_config_numbers(
+            cfg, positive=("alpha", "beta_days", "log_sd"), finite=("log_mean_per_day",)
+        )
 
     def _build(self, data: Observations) -> pm.Model:
         import pymc as pm

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bayesrate.constants import DIM_DOMAIN, DIM_PAGE, HOURS_PER_DAY
-from bayesrate.models.base import RateModel, _labels
+from bayesrate.models.base import RateModel, _labels, check_config_numbers
 from bayesrate.models.likelihood import interval_loglik, pointwise_interval_loglik
 
 if TYPE_CHECKING:
@@ -100,9 +100,11 @@ class HierarchicalModel(RateModel):
         cfg = self.model_config
         if cfg["parameterisation"] not in PARAMETERISATIONS:
             raise ValueError(f"parameterisation must be one of {PARAMETERISATIONS}")
-        for key in ("log_sd", "domain_sd_scale", "page_sd_scale", "centre_threshold"):
-            if not (isinstance(cfg[key], (int, float)) and cfg[key] > 0):
-                raise ValueError(f"{key} must be a positive number, got {cfg[key]!r}")
+        check_config_numbers(
+            cfg,
+            positive=("log_sd", "domain_sd_scale", "page_sd_scale", "centre_threshold"),
+            finite=("log_mean_per_day",),
+        )
 
     # ------------------------------------------------------------------ parameterisation
     def choose_parameterisation(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,7 @@ from bayesrate.constants import (
     N_HOUR_OF_WEEK,
     N_HOURS_OF_DAY,
 )
+from bayesrate.models.base import check_config_numbers
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.likelihood import hour_of_week_loglik, pointwise_hour_of_week_loglik
 
@@ -60,10 +61,7 @@ class ModulatedModel(HierarchicalModel):
     def _validate_config(self) -> None:
         super()._validate_config()
         check_timezone(self.model_config["timezone"])
-        for key in ("hour_sd", "day_sd"):
-            value = self.model_config[key]
-            if not (isinstance(value, (int, float)) and value > 0):
-                raise ValueError(f"{key} must be a positive number")
+        check_config_numbers(self.model_config, positive=("hour_sd", "day_sd"))
 
     def coords(self, data: Observations) -> dict[str, Any]:
         from bayesrate.constants import DAY_NAMES

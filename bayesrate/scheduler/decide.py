@@ -88,7 +88,8 @@ def priority(
     if (last[~never] > now).any():
         bad = np.flatnonzero(~never & (last > now))
         raise ObservationError(
-            "now is before the last fetch of some URLs (time going backwards)",
+            "now is before the last fetch of some URLs (time going backwards); if their "
+            "fetch times are wrong, reset them (Store.reset, 'bayesrate schedule reset-url')",
             field="now",
             pages=[state.urls[i] for i in bad[:10]],
         )

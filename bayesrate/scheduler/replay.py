@@ -46,7 +46,7 @@ from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePo
 from bayesrate.scheduler.decide import decision_rates, priority, select_polite
 from bayesrate.scheduler.optimal import azar_rates, optimal_rates
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
-from bayesrate.simulate import rng_from
+from bayesrate.seeds import rng_from
 
 POLICIES = (*BASELINES, "bayesrate", "oracle-hindsight")
 #: a baseline's fetches must reach this share of the budget (tokens forbid more than 100%)
@@ -640,6 +640,6 @@ def replay_policies(
 
 
 def _iso(hours: float) -> str:
-    from bayesrate.observations import hours_to_timestamps
+    from bayesrate.clock import to_timestamp
 
-    return hours_to_timestamps([hours])[0].isoformat()
+    return to_timestamp(hours).isoformat()

@@ -349,7 +349,7 @@ def run(
         Per policy: ``freshness``, ``harmonic_staleness`` (weighted time averages),
         ``fetches``, and ``series`` (weighted freshness averaged per ``series_every`` hours).
     """
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     if budget is not None and (not np.isfinite(budget) or budget < 0):
         raise ObservationError(
@@ -446,7 +446,7 @@ def calibrate(
     reach ``1 − tol/2`` of the budget (tokens make more than the budget impossible).
     :func:`compare` checks the result on the whole world. Returns ``(scale, runs)``.
     """
-    from bayesrate.simulate import rng_from
+    from bayesrate.seeds import rng_from
 
     rng = rng_from(seed)
     rows = rng.choice(world.n, size=min(sample, world.n), replace=False)
@@ -596,30 +596,3 @@ def compare(
             / ours["harmonic_staleness"],
         },
     }
-
-
-def plot(result: dict[str, Any], path: str, dt_series: float = 24.0) -> None:
-    """Weighted freshness over time per policy (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for name, r in result["policies"].items():
-        days = np.arange(1, len(r["series"]) + 1) * dt_series / HOURS_PER_DAY
-        ax.plot(
-            days,
-            r["series"],
-            label=f"{name} ({r['freshness']:.3f})",
-            lw=2.2 if name in ("bayesrate", "oracle") else 1.2,
-        )
-    s = result["setup"]
-    ax.set_xlabel("day")
-    ax.set_ylabel("weighted freshness (daily mean)")
-    ax.set_title(f"{s['pages']} URLs, budget {s['budget_per_url_per_day']} fetches/URL/day")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

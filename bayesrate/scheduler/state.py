@@ -8,7 +8,7 @@ each plus the URL strings (``docs/scheduler.md``).
 Updates (:meth:`SchedulerState.observe`) use the censoring-exact moment-matched Gamma update
 (:func:`bayesrate.estimators.gamma.adf_update`) or, for comparison, the first source
 document's exposure update (``update="exposure"``). When the priors carry hour-of-week
-multipliers, an interval's exposure is its integrated modulation ``∫ m(how(u)) du`` instead
+multipliers, an interval's exposure is its integrated modulation ``∫ m(hour_of_week(u)) du`` instead
 of its length.
 
 New URLs start from their host's prior (the host is the ``domain`` of the priors artifact;
@@ -22,19 +22,19 @@ information (its flag is counted in ``baseline_flags_ignored``, not used).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from bayesrate.clock import UTC_NAMES, cumulative_multiplier
 from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_DAY, N_HOUR_OF_WEEK
 from bayesrate.errors import ObservationError
 from bayesrate.estimators.gamma import adf_update, exposure_update
 from bayesrate.priors import PriorSet
 
 UPDATES = ("adf", "exposure")
-_UTC = ("UTC", "utc", "Etc/UTC", "Z")
 
 
 @dataclass(frozen=True)
@@ -103,37 +103,24 @@ class SchedulerConfig:
 
 # ---------------------------------------------------------------------- modulation
 class Modulation:
-    """Integrated hour-of-week multipliers ``M(s, t) = ∫_s^t m(how(u)) du`` (hours).
+    """Integrated hour-of-week multipliers ``M(s, t) = ∫_s^t m(hour_of_week(u)) du`` (hours).
 
-    Exact. In UTC (or any zone without offset changes in the interval) it is a difference of
-    a piecewise-linear cumulative function; intervals whose ends have different UTC offsets
-    fall back to :func:`bayesrate.clock.hour_of_week_overlap`.
+    Exact in any time zone: differences of :func:`bayesrate.clock.cumulative_multiplier`,
+    which stays continuous across changes of UTC offset.
     """
 
     def __init__(self, multipliers: np.ndarray | None, timezone: str = "UTC") -> None:
         self.timezone = timezone
         self.multipliers = None if multipliers is None else np.asarray(multipliers, dtype=float)
         if self.multipliers is not None:
-            m = self.multipliers
-            self._cum = np.concatenate([[0.0], np.cumsum(m)])
+            self._cum = np.concatenate([[0.0], np.cumsum(self.multipliers)])
 
     @property
     def active(self) -> bool:
         return self.multipliers is not None
 
-    def _local(self, t: np.ndarray) -> np.ndarray:
-        if self.timezone in _UTC:
-            return t
-        from bayesrate.clock import local_hours
-
-        return local_hours(t, self.timezone)
-
-    def _cumulative(self, local: np.ndarray) -> np.ndarray:
-        x = local + EPOCH_HOUR_OF_WEEK  # x = 0 is Monday 00:00 local
-        weeks = np.floor(x / N_HOUR_OF_WEEK)
-        rem = x - weeks * N_HOUR_OF_WEEK
-        cell = np.minimum(np.floor(rem).astype(np.int64), N_HOUR_OF_WEEK - 1)
-        return weeks * self._cum[-1] + self._cum[cell] + (rem - cell) * self.multipliers[cell]
+    def _cumulative(self, t: np.ndarray) -> np.ndarray:
+        return cumulative_multiplier(t, self.multipliers[None, :], timezone=self.timezone)
 
     def integral(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """``M(start, end)`` per interval (= ``end - start`` without multipliers)."""
@@ -141,23 +128,13 @@ class Modulation:
         end = np.asarray(end, dtype=np.float64)
         if self.multipliers is None:
             return end - start
-        ls, le = self._local(start), self._local(end)
-        out = self._cumulative(le) - self._cumulative(ls)
-        shifted = np.flatnonzero(np.abs((le - end) - (ls - start)) > 1e-9)
-        if len(shifted):
-            from bayesrate.clock import hour_of_week_overlap
-
-            for chunk in np.array_split(shifted, max(1, len(shifted) // 20_000)):
-                out[chunk] = hour_of_week_overlap(start[chunk], end[chunk], self.timezone) @ (
-                    self.multipliers
-                )
-        return np.maximum(out, 0.0)
+        return np.maximum(self._cumulative(end) - self._cumulative(start), 0.0)
 
     def advance(self, start: np.ndarray, amount: np.ndarray) -> np.ndarray:
         """The time ``t`` with ``M(start, t) = amount`` (UTC clock; mean rate otherwise)."""
         start = np.asarray(start, dtype=np.float64)
         amount = np.asarray(amount, dtype=np.float64)
-        if self.multipliers is None or self.timezone not in _UTC:
+        if self.multipliers is None or self.timezone not in UTC_NAMES:
             return start + amount
         target = self._cumulative(start) + amount
         total = self._cum[-1]
@@ -171,6 +148,29 @@ class Modulation:
 # ---------------------------------------------------------------------- state
 _FLOAT_COLUMNS = ("alpha", "beta", "last_fetch", "last_change", "weight", "target")
 _INT_COLUMNS = ("host", "n_fetch", "n_changed")
+#: every per-URL column, in storage order
+COLUMNS = (
+    "host",
+    "weight",
+    "alpha",
+    "beta",
+    "last_fetch",
+    "last_change",
+    "n_fetch",
+    "n_changed",
+    "target",
+)
+
+
+def host_name(value: object) -> str | None:
+    """A host as given, or ``None`` when it is missing (``None``, NaN or ``""``).
+
+    Host names are strings used as they are: ``"NA"``, ``"null"`` and ``"007"`` are hosts.
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    text = str(value)
+    return text if text else None
 
 
 class SchedulerState:
@@ -275,9 +275,14 @@ class SchedulerState:
         repeated, and for weights that are not finite and positive.
         """
         urls = [str(u) for u in urls]
-        hosts = [str(h) for h in hosts]
         if len(hosts) != len(urls):
             raise ObservationError("urls and hosts must have the same length", field="host")
+        hosts = [host_name(h) for h in hosts]
+        blank = [i for i, h in enumerate(hosts) if h is None]
+        if blank:
+            raise ObservationError(
+                "missing host", field="host", rows=blank, pages=[urls[i] for i in blank]
+            )
         w = self._check_weights(weights, len(urls))
         dup = [i for i, u in enumerate(urls) if u in self.index]
         if dup:
@@ -314,6 +319,51 @@ class SchedulerState:
         self.n += k
         return idx
 
+    def set_rows(self, urls: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Overwrite the rows of known URLs and append new ones; returns their positions.
+
+        For persistence (:mod:`bayesrate.scheduler.store`): ``urls`` are distinct,
+        ``columns`` holds an array for every name in :data:`COLUMNS` and host codes index
+        :attr:`hosts`. No validation or update happens here.
+        """
+        urls = list(urls)
+        get = self.index.get
+        pos = np.fromiter((get(u, -1) for u in urls), dtype=np.int64, count=len(urls))
+        new = np.flatnonzero(pos < 0)
+        if len(new):
+            start = self.n
+            self._grow(start + len(new))
+            pos[new] = np.arange(start, start + len(new))
+            added = [urls[i] for i in new.tolist()]
+            self.urls.extend(added)
+            self.index.update(zip(added, pos[new].tolist(), strict=True))
+            self.n += len(new)
+        for name in COLUMNS:
+            getattr(self, "_" + name)[pos] = columns[name]
+        return pos
+
+    def reset(self, urls: Sequence[str], *, keep_rate: bool = False) -> np.ndarray:
+        """Forget URLs' fetch history, so that their next fetch is a new baseline.
+
+        For operators correcting a URL whose state is wrong (e.g. a fetch time in the
+        future). ``last_fetch``, ``last_change``, the fetch/change counters and the planned
+        rate are cleared; the rate posterior goes back to the host's prior unless
+        ``keep_rate``. Unknown URLs raise :class:`ObservationError` (nothing changes).
+        Returns the positions reset.
+        """
+        rows = self.rows(urls)
+        if not keep_rate:
+            alpha, beta = self.prior_per_hour(self.hosts)
+            self._alpha[rows] = alpha[self._host[rows]]
+            self._beta[rows] = beta[self._host[rows]]
+        self._last_fetch[rows] = np.nan
+        self._last_change[rows] = np.nan
+        self._n_fetch[rows] = 0
+        self._n_changed[rows] = 0
+        self._target[rows] = 0.0
+        self.version += 1
+        return rows
+
     @staticmethod
     def _check_weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
         if weights is None:
@@ -349,7 +399,8 @@ class SchedulerState:
             1 if the content differed from the URL's previous fetch, else 0.
         hosts
             Hosts of the URLs; required for URLs not yet in the state (they are added
-            with their host's prior). For known URLs it must match the stored host.
+            with their host's prior). For known URLs it may be missing (``None``, NaN or
+            ``""``); when given it must match the stored host.
         weights
             Importance weights; set (or update) the URLs' weights.
 
@@ -411,33 +462,37 @@ class SchedulerState:
         # map URLs (C-speed dict lookups); new ones get negative placeholders -(k+1)
         get = self.index.get
         idx = np.fromiter((get(u, -1) for u in urls), dtype=np.int64, count=n)
+        names = [None] * n if hosts is None else [host_name(h) for h in hosts]
         new_pos: dict[str, int] = {}
         new_urls: list[str] = []
-        new_hosts: list[str] = []
+        new_hosts: list[str | None] = []
         first_row: list[int] = []
-        unknown: list[int] = []
         mismatch: list[int] = []
         if hosts is not None:
+            # a known URL may omit its host (blank); a host that is given must match
             host_of = self.host_index.get
-            codes = np.fromiter((host_of(str(h), -1) for h in hosts), dtype=np.int64, count=n)
-            known = idx >= 0
+            codes = np.fromiter(
+                (-2 if h is None else host_of(h, -1) for h in names), dtype=np.int64, count=n
+            )
+            known = (idx >= 0) & (codes != -2)
             mismatch = np.flatnonzero(known & (codes != self._host[np.where(known, idx, 0)]))
             mismatch = mismatch.tolist()
         for i in np.flatnonzero(idx < 0).tolist():
-            if hosts is None:
-                unknown.append(i)
-                continue
             u = urls[i]
             k = new_pos.get(u)
             if k is None:
                 k = len(new_urls)
                 new_pos[u] = k
                 new_urls.append(u)
-                new_hosts.append(str(hosts[i]))
+                new_hosts.append(names[i])
                 first_row.append(i)
-            elif new_hosts[k] != str(hosts[i]):
-                mismatch.append(i)
+            elif names[i] is not None:
+                if new_hosts[k] is None:
+                    new_hosts[k] = names[i]
+                elif new_hosts[k] != names[i]:
+                    mismatch.append(i)
             idx[i] = -k - 1
+        unknown = [i for i in np.flatnonzero(idx < 0).tolist() if new_hosts[-idx[i] - 1] is None]
         if unknown:
             raise ObservationError(
                 "unknown URLs (give their host to add them)",
@@ -510,8 +565,10 @@ class SchedulerState:
     def _log(self, hosts: np.ndarray, times: np.ndarray) -> None:
         if self.config.politeness_limit is None or len(times) == 0:
             return
-        self.log_host = np.concatenate([self.log_host, hosts.astype(np.int32)])
-        self.log_time = np.concatenate([self.log_time, times])
+        log_host = np.concatenate([self.log_host, hosts.astype(np.int32)])
+        log_time = np.concatenate([self.log_time, times])
+        order = np.lexsort((log_host, log_time))  # by time (then host), as stored
+        self.log_host, self.log_time = log_host[order], log_time[order]
         horizon = self.log_time.max() - self.config.politeness_window
         keep = self.log_time > horizon
         if not keep.all():

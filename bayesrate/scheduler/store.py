@@ -1,18 +1,34 @@
-"""SQLite persistence of the scheduler state (WAL, one transaction per batch).
+"""SQLite persistence of the scheduler state: durable, atomic, safe with many writers.
 
-:class:`Store` keeps the whole :class:`~bayesrate.scheduler.state.SchedulerState` in memory
-and mirrors every change into an SQLite file:
+:class:`Store` mirrors a :class:`~bayesrate.scheduler.state.SchedulerState` in an SQLite file
+(``journal_mode=WAL``, ``synchronous=FULL``). What it guarantees (``docs/reliability.md``):
 
-- ``journal_mode=WAL`` and ``synchronous=FULL``: once :meth:`Store.observe` returns, the
-  batch is on disk and survives a crash of the process (or of the machine);
-- each batch is one transaction (rows touched, new hosts, politeness log, batch counter):
-  a crash mid-batch leaves the previous state, never half a batch;
-- a rejected batch (:class:`~bayesrate.errors.ObservationError`) changes nothing;
-- a writer whose in-memory state is older than the file (another process committed since
-  it opened) gets :class:`~bayesrate.errors.ArtifactError` and writes nothing (``revision``
-  counter checked inside the write transaction);
-- ``meta.schema_version`` is checked on open (:class:`~bayesrate.errors.ArtifactError`
-  when it does not match), as is ``meta.kind``.
+- **Durable**: once :meth:`Store.observe` (or :meth:`~Store.add`, :meth:`~Store.reset`,
+  :meth:`~Store.save_targets`) returns, the change is on disk and survives a crash of the
+  process or the machine.
+- **Atomic**: each call is one transaction; a crash mid-batch leaves the previous state,
+  never half a batch; a rejected batch (:class:`~bayesrate.errors.ObservationError`)
+  changes nothing.
+- **Many writers**: every write takes the database's write lock first (``BEGIN
+  IMMEDIATE``), then re-reads, inside that transaction, the rows it touches (by URL) and the
+  host table, applies the batch to those rows (the maths of
+  :meth:`SchedulerState.observe <bayesrate.scheduler.state.SchedulerState.observe>`) and
+  writes back only those rows; new URLs and hosts get ids allocated from the database
+  (its largest id + 1, under the lock), counters are advanced from their stored values. No
+  in-memory copy is ever written over the file, so every acknowledged observation survives
+  any interleaving of writers and no URL changes identity. ``save_targets`` writes only
+  the ``target`` column. A writer that cannot get the lock waits up to ``timeout`` seconds
+  (SQLite's busy timeout), then fails with :class:`~bayesrate.errors.ArtifactError` having
+  applied nothing.
+- **Readers** load a consistent snapshot (one read transaction); :attr:`Store.state` is
+  loaded on first use. After a write the snapshot is patched when no other process wrote
+  since it was loaded, else reloaded on next use.
+- **Verified before use**: a file is opened read-only until ``meta.kind``,
+  ``meta.schema_version`` (1) and the tables are verified, so a foreign file is never
+  modified; damaged metadata and rows that cannot be a scheduler state (α ≤ 0, host ids out
+  of range, ...) raise :class:`~bayesrate.errors.ArtifactError` naming the field and URLs.
+- **Fetch times** must be plausible dates no later than now plus a clock-skew tolerance
+  (:mod:`bayesrate.scheduler.wallclock`); :meth:`Store.reset` corrects a URL's state.
 
 The file also records the scheduler configuration and the priors it was created with, so
 ``bayesrate schedule`` commands need nothing but the path.
@@ -21,8 +37,12 @@ The file also records the scheduler configuration and the priors it was created 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,51 +50,65 @@ import numpy as np
 
 from bayesrate.errors import ArtifactError
 from bayesrate.priors import PriorSet
-from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
+from bayesrate.scheduler.state import COLUMNS, SchedulerConfig, SchedulerState
+from bayesrate.scheduler.wallclock import check_fetch_times
 
 SCHEMA_VERSION = 1
 KIND = "bayesrate-scheduler-state"
+#: seconds a writer waits for another writer's lock before giving up
+DEFAULT_TIMEOUT = 60.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS hosts (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-CREATE TABLE IF NOT EXISTS urls (
-    id INTEGER PRIMARY KEY, url TEXT UNIQUE NOT NULL, host INTEGER NOT NULL,
-    weight REAL NOT NULL, alpha REAL NOT NULL, beta REAL NOT NULL,
-    last_fetch REAL, last_change REAL, n_fetch INTEGER NOT NULL, n_changed INTEGER NOT NULL,
-    target REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS fetch_log (host INTEGER NOT NULL, time REAL NOT NULL);
-"""
-_COLUMNS = (
-    "host",
-    "weight",
-    "alpha",
-    "beta",
-    "last_fetch",
-    "last_change",
-    "n_fetch",
-    "n_changed",
-    "target",
+_TABLES = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE hosts (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)",
+    "CREATE TABLE urls ("
+    " id INTEGER PRIMARY KEY, url TEXT UNIQUE NOT NULL, host INTEGER NOT NULL,"
+    " weight REAL NOT NULL, alpha REAL NOT NULL, beta REAL NOT NULL,"
+    " last_fetch REAL, last_change REAL, n_fetch INTEGER NOT NULL, n_changed INTEGER NOT NULL,"
+    " target REAL NOT NULL)",
+    "CREATE TABLE fetch_log (host INTEGER NOT NULL, time REAL NOT NULL)",
 )
+_TABLE_COLUMNS = {
+    "meta": {"key", "value"},
+    "hosts": {"id", "name"},
+    "urls": {"id", "url", *COLUMNS},
+    "fetch_log": {"host", "time"},
+}
+_COUNTERS = ("version", "revision", "baseline_flags_ignored")
+_INTEGER_COLUMNS = ("host", "n_fetch", "n_changed")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    con = sqlite3.connect(str(path), isolation_level=None)  # explicit BEGIN/COMMIT
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    return con
+@dataclass(frozen=True)
+class WriteResult:
+    """What one write did: rows in the batch, URLs added, URLs in the file afterwards."""
+
+    rows: int
+    new_urls: int
+    urls: int
+    revision: int
 
 
 class Store:
     """A scheduler state backed by an SQLite file; use :meth:`create` or :meth:`open`."""
 
-    def __init__(self, path: Path, con: sqlite3.Connection, state: SchedulerState) -> None:
+    def __init__(
+        self,
+        path: Path,
+        con: sqlite3.Connection,
+        config: SchedulerConfig,
+        priors: PriorSet,
+        *,
+        readonly: bool = False,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self.path = path
         self.con = con
-        self.state = state
-        row = con.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
-        self.revision = int(row[0]) if row else 0
+        self.config = config
+        self.priors = priors
+        self.readonly = readonly
+        self.timeout = timeout
+        self._state: SchedulerState | None = None
+        self._state_revision = -1
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -83,14 +117,20 @@ class Store:
         path: str | Path,
         priors: PriorSet | None = None,
         config: SchedulerConfig | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> Store:
-        """Create a new state file (:class:`ArtifactError` if it already exists)."""
+        """Create a new state file (:class:`ArtifactError` if it exists or cannot be made)."""
         path = Path(path)
-        if path.exists():
-            raise ArtifactError(f"{path} already exists; open it or remove it first")
-        state = SchedulerState(priors, config)
-        con = _connect(path)
-        con.executescript(_SCHEMA)
+        state = SchedulerState(priors, config, capacity=16)  # validates the config
+        if not path.parent.is_dir():
+            raise ArtifactError(f"cannot create {path}: directory {path.parent} does not exist")
+        try:  # claim the name atomically: two inits of one path cannot both succeed
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise ArtifactError(f"{path} already exists; open it or remove it first") from None
+        except OSError as exc:
+            raise ArtifactError(f"cannot create {path}: {exc.strerror}") from exc
         meta = {
             "kind": KIND,
             "schema_version": str(SCHEMA_VERSION),
@@ -100,32 +140,58 @@ class Store:
             "revision": "0",
             "baseline_flags_ignored": "0",
         }
-        con.execute("BEGIN")
-        con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-        con.execute("COMMIT")
-        return cls(path, con, state)
+        try:
+            con = sqlite3.connect(str(path), isolation_level=None, timeout=timeout)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            con.execute("BEGIN IMMEDIATE")
+            for statement in _TABLES:
+                con.execute(statement)
+            con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+            con.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(path) + suffix).unlink(missing_ok=True)
+            raise ArtifactError(f"cannot create {path}: {exc}") from exc
+        store = cls(path, con, state.config, state.priors, timeout=timeout)
+        store._state, store._state_revision = state, 0
+        return store
 
     @classmethod
-    def open(cls, path: str | Path) -> Store:
-        """Open an existing state file and load it into memory."""
+    def open(
+        cls, path: str | Path, *, readonly: bool = False, timeout: float = DEFAULT_TIMEOUT
+    ) -> Store:
+        """Open an existing state file; the state itself is loaded on first use.
+
+        The file is opened read-only until it is verified to be a scheduler state;
+        ``readonly=True`` keeps it so (queries only; writes raise :class:`ArtifactError`).
+        """
         path = Path(path)
         if not path.exists():
             raise ArtifactError(f"no scheduler state at {path} (run 'bayesrate schedule init')")
-        con = _connect(path)
+        if not path.is_file():
+            raise ArtifactError(f"{path} is not a file (a scheduler state file was expected)")
+        uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
         try:
-            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.DatabaseError as exc:
-            raise ArtifactError(f"{path} is not a scheduler state file: {exc}") from exc
-        if meta.get("kind") != KIND:
-            raise ArtifactError(f"{path} is not a scheduler state file (kind={meta.get('kind')})")
-        if meta.get("schema_version") != str(SCHEMA_VERSION):
-            raise ArtifactError(
-                f"{path} has schema version {meta.get('schema_version')}; this bayesrate "
-                f"reads version {SCHEMA_VERSION}"
-            )
-        config = SchedulerConfig(**json.loads(meta["config"]))
-        priors = PriorSet.from_json(json.loads(meta["priors"]))
-        return cls(path, con, _load_state(con, priors, config, meta))
+            ro = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+        except sqlite3.Error as exc:
+            raise ArtifactError(f"cannot open {path}: {exc}") from exc
+        try:
+            config, priors = _verify(ro, path)
+        except BaseException:
+            ro.close()
+            raise
+        if readonly:
+            return cls(path, ro, config, priors, readonly=True, timeout=timeout)
+        ro.close()
+        try:
+            con = sqlite3.connect(str(path), isolation_level=None, timeout=timeout)
+            if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            raise ArtifactError(f"cannot open {path} for writing: {exc}") from exc
+        return cls(path, con, config, priors, timeout=timeout)
 
     def close(self) -> None:
         self.con.close()
@@ -136,15 +202,70 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ reads
+    @property
+    def state(self) -> SchedulerState:
+        """The whole state (a consistent snapshot, loaded on first use)."""
+        if self._state is None:
+            self._state, self._state_revision = self._load_all()
+        return self._state
+
+    def refresh(self) -> SchedulerState:
+        """Reload the snapshot from the file."""
+        self._state = None
+        return self.state
+
+    def _load_all(self) -> tuple[SchedulerState, int]:
+        con = self.con
+        try:
+            con.execute("BEGIN")  # one read transaction: rows, hosts, log and meta agree
+            try:
+                counters = _read_counters(con, self.path)
+                hosts = _read_hosts(con, self.path)
+                rows = con.execute(
+                    "SELECT url, " + ", ".join(COLUMNS) + " FROM urls ORDER BY id"
+                ).fetchall()
+                log = con.execute("SELECT host, time FROM fetch_log ORDER BY time, host").fetchall()
+            finally:
+                con.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise ArtifactError(f"{self.path} is damaged: {exc}") from exc
+        state = self._state_of(hosts, rows, counters)
+        if log:
+            h, t = (np.asarray(v, dtype=np.float64) for v in zip(*log, strict=True))
+            bad = np.flatnonzero(~np.isfinite(t) | (h < 0) | (h >= len(hosts)) | (h != h.round()))
+            if len(bad):
+                raise ArtifactError(
+                    f"{self.path} is damaged: fetch_log rows {bad[:10].tolist()} have an "
+                    "unknown host id or a non-finite time"
+                )
+            state.log_host = h.astype(np.int32)
+            state.log_time = t
+        return state, counters["revision"]
+
+    def _state_of(
+        self, hosts: list[str], rows: Sequence[tuple], counters: dict[str, int]
+    ) -> SchedulerState:
+        """A state holding ``rows`` (url + COLUMNS), checked for values a state cannot hold."""
+        state = SchedulerState(self.priors, self.config, capacity=max(len(rows), 16))
+        state.hosts = list(hosts)
+        state.host_index = {h: i for i, h in enumerate(hosts)}
+        state.version = counters["version"]
+        state.baseline_flags_ignored = counters["baseline_flags_ignored"]
+        if rows:
+            urls, *values = zip(*rows, strict=True)
+            raw = dict(zip(COLUMNS, values, strict=True))
+            columns = _checked_columns(raw, urls, hosts, self.path)
+            state.set_rows([str(u) for u in urls], columns)
+        return state
+
     # ------------------------------------------------------------------ writes
     def add(
         self, urls: Sequence[str], hosts: Sequence[str], weights: Sequence[float] | None = None
-    ) -> np.ndarray:
+    ) -> WriteResult:
         """Register new URLs durably (see :meth:`SchedulerState.add`)."""
-        n_hosts = len(self.state.hosts)
-        rows = self.state.add(urls, hosts, weights)
-        self._commit(rows, n_hosts)
-        return rows
+        urls = [str(u) for u in urls]
+        return self._apply(urls, lambda work: work.add(urls, hosts, weights))
 
     def observe(
         self,
@@ -153,107 +274,274 @@ class Store:
         changed: Sequence[int],
         hosts: Sequence[str] | None = None,
         weights: Sequence[float] | None = None,
-    ) -> np.ndarray:
-        """Apply and persist a batch; when this returns, the batch is durable."""
-        n_hosts = len(self.state.hosts)
-        rows = self.state.observe(urls, times, changed, hosts, weights)
-        self._commit(rows, n_hosts, log=True)
-        return rows
+        *,
+        now: float | None = None,
+        time_unit: str = "h",
+    ) -> WriteResult:
+        """Apply and persist a batch; when this returns, the batch is durable.
+
+        Times are hours since the epoch; they must be plausible dates no later than
+        ``now`` (default: the wall clock) plus
+        :data:`~bayesrate.scheduler.wallclock.CLOCK_SKEW_HOURS` (``time_unit`` names the
+        unit the caller's numbers were in, for the error message). Otherwise as
+        :meth:`SchedulerState.observe <bayesrate.scheduler.state.SchedulerState.observe>`.
+        """
+        urls = [str(u) for u in urls]
+        t = np.asarray(times, dtype=np.float64)
+        if t.shape == (len(urls),):  # other shapes: the state's validation names them
+            check_fetch_times(t, now=now, unit=time_unit, urls=urls)
+        return self._apply(
+            urls, lambda work: work.observe(urls, t, changed, hosts, weights), log=True
+        )
+
+    def reset(self, urls: Sequence[str], *, keep_rate: bool = False) -> WriteResult:
+        """Forget URLs' fetch history durably (see :meth:`SchedulerState.reset`)."""
+        urls = [str(u) for u in urls]
+        return self._apply(urls, lambda work: work.reset(urls, keep_rate=keep_rate))
 
     def save_targets(self) -> None:
-        """Persist ``state.target`` (after :func:`~bayesrate.scheduler.decide.plan`)."""
-        self._commit(np.arange(self.state.n), len(self.state.hosts))
+        """Persist ``state.target`` (after :func:`~bayesrate.scheduler.decide.plan`).
 
-    def _commit(self, rows: np.ndarray, n_hosts_before: int, log: bool = False) -> None:
+        Writes only the ``target`` column (by URL): fetch results that other processes
+        committed since the snapshot was loaded are kept.
+        """
         st = self.state
-        try:
-            con = self.con
-            con.execute("BEGIN IMMEDIATE")
-            row = con.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
-            on_disk = int(row[0]) if row else 0
-            if on_disk != self.revision:
-                raise ArtifactError(
-                    f"{self.path} was changed by another process since it was opened "
-                    f"(revision {on_disk}, expected {self.revision}); this batch was not "
-                    "applied — the state has been reloaded, retry"
-                )
-            if len(st.hosts) > n_hosts_before:
-                con.executemany(
-                    "INSERT INTO hosts VALUES (?, ?)",
-                    [(i, st.hosts[i]) for i in range(n_hosts_before, len(st.hosts))],
-                )
-            cols = [st.column(c)[rows] for c in _COLUMNS]
-            records = zip(
-                rows.tolist(),
-                [st.urls[i] for i in rows.tolist()],
-                *[_sql_values(c) for c in cols],
-                strict=True,
-            )
+        with self._writing() as con:
+            counters = _read_counters(con, self.path)
             con.executemany(
-                "INSERT INTO urls (id, url, "
-                + ", ".join(_COLUMNS)
-                + ") VALUES ("
-                + ", ".join("?" * (len(_COLUMNS) + 2))
-                + ") ON CONFLICT(id) DO UPDATE SET "
-                + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS),
-                records,
+                "UPDATE urls SET target = ? WHERE url = ?",
+                zip(_sql_values(st.target), st.urls, strict=True),
             )
-            if log and st.config.politeness_limit is not None:
-                # the politeness log holds one window of fetches: rewrite it whole
-                con.execute("DELETE FROM fetch_log")
+            _write_counters(con, counters | {"revision": counters["revision"] + 1})
+        if self._state_revision == counters["revision"]:
+            self._state_revision += 1
+        else:  # other writers changed other columns: reload on next use
+            self._state = None
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the database's write lock from the start."""
+        if self.readonly:
+            raise ArtifactError(f"{self.path} was opened read-only")
+        con = self.con
+        try:
+            con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise ArtifactError(
+                f"{self.path}: could not get the write lock within {self.timeout:g} s "
+                f"({exc}; another process is writing); nothing was applied, retry"
+            ) from exc
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException as exc:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise ArtifactError(f"{self.path}: {exc}; nothing was applied") from exc
+            raise
+
+    def _apply(
+        self, urls: list[str], change: Callable[[SchedulerState], Any], *, log: bool = False
+    ) -> WriteResult:
+        """Re-read the rows of ``urls`` under the write lock, ``change`` them, write them."""
+        with self._writing() as con:
+            counters = _read_counters(con, self.path)
+            hosts = _read_hosts(con, self.path)
+            distinct = list(dict.fromkeys(urls))
+            found = con.execute(
+                "SELECT id, url, " + ", ".join(COLUMNS) + " FROM urls "
+                "WHERE url IN (SELECT value FROM json_each(?)) ORDER BY id",
+                (json.dumps(distinct),),
+            ).fetchall()
+            next_id, n_urls = con.execute(
+                "SELECT COALESCE(MAX(id), -1) + 1, COUNT(*) FROM urls"
+            ).fetchone()
+            work = self._state_of(hosts, [r[1:] for r in found], dict.fromkeys(_COUNTERS, 0))
+            n_known, n_hosts = work.n, len(work.hosts)
+            change(work)  # validates first: raises (and nothing is written) or mutates work
+            con.executemany(
+                "INSERT INTO hosts VALUES (?, ?)",
+                [(i, work.hosts[i]) for i in range(n_hosts, len(work.hosts))],
+            )
+            values = [_sql_values(work.column(c)) for c in COLUMNS]
+            con.executemany(
+                "UPDATE urls SET " + ", ".join(f"{c} = ?" for c in COLUMNS) + " WHERE id = ?",
+                zip(*[v[:n_known] for v in values], [r[0] for r in found], strict=True),
+            )
+            n_new = work.n - n_known
+            con.executemany(
+                f"INSERT INTO urls (id, url, {', '.join(COLUMNS)}) "
+                f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})",
+                zip(
+                    range(next_id, next_id + n_new),
+                    work.urls[n_known:],
+                    *[v[n_known:] for v in values],
+                    strict=True,
+                ),
+            )
+            if log and len(work.log_time):
                 con.executemany(
                     "INSERT INTO fetch_log VALUES (?, ?)",
-                    zip(st.log_host.tolist(), st.log_time.tolist(), strict=True),
+                    zip(work.log_host.tolist(), work.log_time.tolist(), strict=True),
                 )
-            con.executemany(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [
-                    ("version", str(st.version)),
-                    ("revision", str(self.revision + 1)),
-                    ("baseline_flags_ignored", str(st.baseline_flags_ignored)),
-                ],
+                # the politeness log holds one window of fetches
+                con.execute(
+                    "DELETE FROM fetch_log WHERE time <= (SELECT MAX(time) FROM fetch_log) - ?",
+                    (float(self.config.politeness_window),),
+                )
+            after = {
+                "version": counters["version"] + work.version,
+                "revision": counters["revision"] + 1,
+                "baseline_flags_ignored": counters["baseline_flags_ignored"]
+                + work.baseline_flags_ignored,
+            }
+            _write_counters(con, after)
+        self._patch(work, counters["revision"], after)
+        return WriteResult(len(urls), n_new, n_urls + n_new, after["revision"])
+
+    def _patch(self, work: SchedulerState, revision_before: int, after: dict[str, int]) -> None:
+        """Bring the snapshot up to date with a write (or drop it if others wrote too)."""
+        st = self._state
+        if st is None:
+            return
+        if self._state_revision != revision_before:
+            self._state = None  # another process wrote since the snapshot: reload on use
+            return
+        for name in work.hosts[len(st.hosts) :]:
+            st.host_index[name] = len(st.hosts)
+            st.hosts.append(name)
+        st.set_rows(work.urls, {c: work.column(c) for c in COLUMNS})
+        if len(work.log_time):
+            st._log(work.log_host, work.log_time)
+        st.version = after["version"]
+        st.baseline_flags_ignored = after["baseline_flags_ignored"]
+        self._state_revision = after["revision"]
+
+
+# ---------------------------------------------------------------------- file checks
+def _verify(con: sqlite3.Connection, path: Path) -> tuple[SchedulerConfig, PriorSet]:
+    """Check that ``con`` holds a scheduler state of this schema; parse its metadata."""
+    try:
+        con.execute("BEGIN")
+        try:
+            tables = {
+                name: {c[1] for c in con.execute(f"PRAGMA table_info({name})")}
+                for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            meta = (
+                dict(con.execute("SELECT key, value FROM meta").fetchall())
+                if "meta" in tables
+                else {}
             )
+        finally:
             con.execute("COMMIT")
-            self.revision += 1
-        except BaseException:
-            if self.con.in_transaction:
-                self.con.execute("ROLLBACK")
-            # the in-memory state went ahead of the file: reload what is durable
-            meta = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
-            self.state = _load_state(self.con, st.priors, st.config, meta)
-            self.revision = int(meta.get("revision", 0))
-            raise
+    except sqlite3.DatabaseError as exc:
+        raise ArtifactError(f"{path} is not a scheduler state file: {exc}") from exc
+    if "meta" not in tables:
+        raise ArtifactError(f"{path} is not a scheduler state file (no 'meta' table)")
+    if meta.get("kind") != KIND:
+        raise ArtifactError(f"{path} is not a scheduler state file (kind={meta.get('kind')})")
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        raise ArtifactError(
+            f"{path} has schema version {meta.get('schema_version')}; this bayesrate "
+            f"reads version {SCHEMA_VERSION}"
+        )
+    for table, columns in _TABLE_COLUMNS.items():
+        missing = columns - tables.get(table, set())
+        if missing:
+            raise ArtifactError(f"{path} is damaged: table {table!r} lacks {sorted(missing)}")
+    _parse_counters(meta, path)
+    try:
+        config = SchedulerConfig(**json.loads(meta["config"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"{path} is damaged: meta 'config' is unreadable ({exc})") from exc
+    try:
+        priors = PriorSet.from_json(json.loads(meta["priors"]))
+    except (KeyError, TypeError, ValueError, AttributeError, ArtifactError) as exc:
+        raise ArtifactError(f"{path} is damaged: meta 'priors' is unreadable ({exc})") from exc
+    return config, priors
+
+
+def _parse_counters(meta: dict[str, str], path: Path) -> dict[str, int]:
+    out = {}
+    for key in _COUNTERS:
+        try:
+            value = int(meta.get(key, "0"))
+        except (TypeError, ValueError):
+            value = -1
+        if value < 0:
+            raise ArtifactError(
+                f"{path} is damaged: meta {key!r} = {meta.get(key)!r} is not a count"
+            )
+        out[key] = value
+    return out
+
+
+def _read_counters(con: sqlite3.Connection, path: Path) -> dict[str, int]:
+    keys = ", ".join(f"'{k}'" for k in _COUNTERS)
+    meta = dict(con.execute(f"SELECT key, value FROM meta WHERE key IN ({keys})").fetchall())
+    return _parse_counters(meta, path)
+
+
+def _write_counters(con: sqlite3.Connection, counters: dict[str, int]) -> None:
+    con.executemany(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in counters.items()]
+    )
+
+
+def _read_hosts(con: sqlite3.Connection, path: Path) -> list[str]:
+    rows = con.execute("SELECT id, name FROM hosts ORDER BY id").fetchall()
+    ids = [r[0] for r in rows]
+    if ids != list(range(len(rows))):
+        raise ArtifactError(f"{path} is damaged: host ids are not 0..{len(rows) - 1}")
+    names = [r[1] for r in rows]
+    if not all(isinstance(n, str) and n for n in names):
+        raise ArtifactError(f"{path} is damaged: host names must be non-empty text")
+    return names
+
+
+def _checked_columns(
+    raw: dict[str, Sequence[Any]], urls: Sequence[str], hosts: Sequence[str], path: Path
+) -> dict[str, np.ndarray]:
+    """Per-URL columns as arrays; :class:`ArtifactError` naming URLs for impossible values."""
+    cols: dict[str, np.ndarray] = {}
+    for name, values in raw.items():
+        try:
+            cols[name] = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ArtifactError(f"{path} is damaged: column {name!r} is not numeric") from exc
+    last, changed_at = cols["last_fetch"], cols["last_change"]
+    problems = {
+        "host": (cols["host"] < 0) | (cols["host"] >= len(hosts)),
+        "weight": ~(np.isfinite(cols["weight"]) & (cols["weight"] > 0)),
+        "alpha": ~(np.isfinite(cols["alpha"]) & (cols["alpha"] > 0)),
+        "beta": ~(np.isfinite(cols["beta"]) & (cols["beta"] > 0)),
+        "last_fetch": np.isinf(last),
+        "last_change": np.isinf(changed_at) | (~np.isnan(changed_at) & ~(changed_at <= last)),
+        "n_fetch": cols["n_fetch"] < 0,
+        "n_changed": (cols["n_changed"] < 0) | (cols["n_changed"] > cols["n_fetch"]),
+        "target": ~(np.isfinite(cols["target"]) & (cols["target"] >= 0)),
+    }
+    for name in _INTEGER_COLUMNS:
+        problems[name] |= ~np.isfinite(cols[name]) | (cols[name] != np.round(cols[name]))
+    for name, bad in problems.items():
+        if bad.any():
+            where = np.flatnonzero(bad)
+            shown = ", ".join(repr(urls[i]) for i in where[:5])
+            raise ArtifactError(
+                f"{path} is damaged: impossible {name!r} for {len(where)} URL(s) "
+                f"({shown}{', ...' if len(where) > 5 else ''}); restore a backup or reset them"
+            )
+    for name in _INTEGER_COLUMNS:
+        cols[name] = cols[name].astype(np.int32)
+    return cols
 
 
 def _sql_values(col: np.ndarray) -> list[Any]:
+    """Python values for SQLite (NaN → NULL)."""
+    values = col.tolist()
     if col.dtype.kind == "f":
-        return [None if np.isnan(x) else x for x in col.tolist()]
-    return col.tolist()
-
-
-def _load_state(
-    con: sqlite3.Connection, priors: PriorSet, config: SchedulerConfig, meta: dict[str, str]
-) -> SchedulerState:
-    hosts = [name for _, name in con.execute("SELECT id, name FROM hosts ORDER BY id")]
-    cur = con.execute("SELECT url, " + ", ".join(_COLUMNS) + " FROM urls ORDER BY id")
-    rows = cur.fetchall()
-    n = len(rows)
-    state = SchedulerState(priors, config, capacity=max(n, 16))
-    state.hosts = hosts
-    state.host_index = {h: i for i, h in enumerate(hosts)}
-    if n:
-        urls, *cols = zip(*rows, strict=True)
-        state.urls = list(urls)
-        state.index = {u: i for i, u in enumerate(state.urls)}
-        for name, values in zip(_COLUMNS, cols, strict=True):
-            arr = getattr(state, "_" + name)
-            arr[:n] = np.array([np.nan if v is None else v for v in values], dtype=arr.dtype)
-        state.n = n
-    log = con.execute("SELECT host, time FROM fetch_log ORDER BY time").fetchall()
-    if log:
-        h, t = zip(*log, strict=True)
-        state.log_host = np.array(h, dtype=np.int32)
-        state.log_time = np.array(t, dtype=np.float64)
-    state.version = int(meta.get("version", 0))
-    state.baseline_flags_ignored = int(meta.get("baseline_flags_ignored", 0))
-    return state
+        for i in np.flatnonzero(np.isnan(col)).tolist():
+            values[i] = None
+    return values

@@ -17,9 +17,7 @@ is plotted against the interval, and the largest interval keeping it ≤ 5 % is 
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from bayesrate.studies import Progress, StudyResult, silent
 
 DESCRIPTION = "censoring bias of naive / moment / full-information estimators; revisit interval"
 
@@ -39,10 +37,6 @@ PUBLISHED = {
     (0.25, "naive"): {"mean": 0.22, "sd": 0.015},
     (0.25, "cho"): {"mean": 0.2504492},
 }
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replications", type=int, help=f"default {REPLICATIONS}")
 
 
 def critical_load(bound: float = MULTIPLE_CHANGE_BOUND) -> float:
@@ -144,65 +138,58 @@ def revisit_curves(rng, long_time: float = LONG_TIME) -> tuple:
     return pd.DataFrame(curves), pd.DataFrame(rows), x_star
 
 
-def _plots(out: Path, draws: dict, curves, revisit, hours: int) -> None:
-    import matplotlib
+def run(
+    *,
+    seed: int | str = "bayesrate-case-study",
+    fast: bool = False,
+    replications: int | None = None,
+    progress: Progress = silent,
+) -> StudyResult:
+    """Censoring bias of the estimators, and the revisit interval; see the module docstring.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    Parameters
+    ----------
+    seed
+        Seed (int or string).
+    fast
+        200 replications and a 2,000-hour revisit process (smoke tests).
+    replications
+        Replications of the bias experiment (default 2,000; 200 when ``fast``).
+    progress
+        Called with one line per step.
+    """
+    from bayesrate import plots
+    from bayesrate.seeds import rng_from
 
-    fig, axes = plt.subplots(len(draws), 1, figsize=(8, 3.2 * len(draws)))
-    for ax, (rate, est) in zip(np.atleast_1d(axes), draws.items(), strict=True):
-        for name in ("full", "naive", "moment", "cho"):
-            ax.hist(est[name], bins=40, alpha=0.5, label=name, density=True)
-        ax.axvline(rate, color="k", ls="--", lw=1)
-        ax.set_title(f"rate {rate}/h, {hours} hourly visits")
-        ax.set_xlabel("estimate (changes per hour)")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "bias.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for rate, part in curves.groupby("rate_per_hour"):
-        ax.plot(part.interval_hours, part.p_multiple, label=f"{rate}/h")
-    ax.axhline(MULTIPLE_CHANGE_BOUND, color="r", lw=1)
-    ax.set_xlabel("interval between visits (hours)")
-    ax.set_ylabel("proportion of intervals with ≥ 2 changes")
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "revisit.png", dpi=110)
-    plt.close(fig)
-
-
-def run(args: argparse.Namespace) -> int:
-    from bayesrate.commands.common import progress
-    from bayesrate.simulate import rng_from
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    reps = args.replications or (200 if args.fast else REPLICATIONS)
-    long_time = 2_000.0 if args.fast else LONG_TIME
-    rng = rng_from(args.seed)
+    reps = replications or (200 if fast else REPLICATIONS)
+    long_time = 2_000.0 if fast else LONG_TIME
+    rng = rng_from(seed)
     progress(f"case-study: {reps} replications x {HOURS} hourly visits at rates {RATES}")
     table, draws = bias_table(rng, reps)
-    table.to_csv(out / "bias.csv", index=False)
     progress(f"case-study: revisit interval on {len(REVISIT_INTERVALS)} grids over {long_time} h")
     curves, revisit, x_star = revisit_curves(rng, long_time)
-    curves.to_csv(out / "revisit_curves.csv", index=False)
-    revisit.to_csv(out / "revisit_interval.csv", index=False)
-    _plots(out, draws, curves, revisit, HOURS)
     summary = {
         "replications": reps,
         "hours": HOURS,
-        "seed": str(args.seed),
+        "seed": str(seed),
         "bias": table.round(6).to_dict(orient="records"),
         "revisit_x_star": x_star,
         "revisit": revisit.round(4).to_dict(orient="records"),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     with_cols = ["rate_per_hour", "estimator", "mean", "sd", "mse", "mse_ratio_vs_full"]
-    print(table[with_cols].to_string(index=False, float_format=lambda v: f"{v:.5g}"))
-    print(revisit.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    progress(f"case-study: wrote {out}")
-    return 0
+    text = "\n".join(
+        [
+            table[with_cols].to_string(index=False, float_format=lambda v: f"{v:.5g}"),
+            revisit.to_string(index=False, float_format=lambda v: f"{v:.4f}"),
+        ]
+    )
+    return StudyResult(
+        name="case-study",
+        tables={"bias": table, "revisit_curves": curves, "revisit_interval": revisit},
+        summary=summary,
+        figures={
+            "bias": plots.estimate_histograms(draws, HOURS),
+            "revisit": plots.revisit_curves(curves, MULTIPLE_CHANGE_BOUND).figure,
+        },
+        text=text,
+    )

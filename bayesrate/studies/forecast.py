@@ -22,21 +22,23 @@ calibrated predictive even when most counts are 0 or 1; and ``rate_log_rmse``, t
 ``log`` predicted rate against ``log`` realised exact rate over pages with at least one
 true change in the window (the rate a Bayesian model predicts is its posterior mean).
 
-:func:`run` is the library entry point; the command line is
-:mod:`bayesrate.commands.study_forecast`; figures are in
-:mod:`bayesrate.studies.forecast_plots`.
+:func:`run` is the library entry point (``bayesrate study forecast`` is a thin layer over
+it, :mod:`bayesrate.commands.study`); the figures are :func:`bayesrate.plots.forecast_calibration`,
+:func:`~bayesrate.plots.forecast_pit` and :func:`~bayesrate.plots.forecast_log_scores`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bayesrate.clock import to_timestamp
 from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE, HOURS_PER_DAY
 from bayesrate.errors import ObservationError
 from bayesrate.history import (
@@ -46,8 +48,9 @@ from bayesrate.history import (
     hours_of,
     segment_searchsorted,
 )
-from bayesrate.observations import Observations, concat_ranges, hours_to_timestamps
-from bayesrate.simulate import rng_from
+from bayesrate.observations import Observations, concat_ranges
+from bayesrate.seeds import rng_from
+from bayesrate.studies import Progress, StudyResult, silent
 
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
@@ -167,6 +170,68 @@ class ForecastResult:
                 }
             )
         return pd.DataFrame(rows).set_index("method")
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """What ``--json`` prints: :meth:`to_json`."""
+        return self.to_json()
+
+    @property
+    def text(self) -> str:
+        """The score table for the terminal."""
+        lines = [
+            f"{self.source}: {self.n_pages:,} pages, crawl every {self.crawl_every_hours:g} h, "
+            f"split {self.split}, horizon {self.horizon_days:g} days",
+            self.table().to_string(float_format=lambda v: f"{v:.4f}"),
+        ]
+        if self.reference is not None:
+            ref = self.reference
+            lines.append(
+                f"hindsight reference (knows each page's realised test rate): log score "
+                f"{ref.log_score:.4f}, Brier {ref.brier:.4f}, coverage90 {ref.coverage90:.3f}"
+            )
+        return "\n".join(lines)
+
+    def pages_table(self) -> pd.DataFrame:
+        """Per page and method: P(observed count), PIT, P(change), predicted rate per day."""
+        frame = pd.DataFrame(
+            {
+                "page": self.pages.to_numpy(),
+                "domain": self.domain,
+                "test_intervals": self.test_intervals,
+                "detected": self.detected,
+                "changed": self.changed.astype(int),
+                "true_rate_per_day": self.true_rate * HOURS_PER_DAY,
+            }
+        )
+        for name, m in self.methods.items():
+            frame[f"{name}_p_detected"] = m.prob_at_k
+            frame[f"{name}_pit"] = m.pit
+            frame[f"{name}_p_change"] = m.prob_change
+            frame[f"{name}_rate_per_day"] = m.rate_per_hour * HOURS_PER_DAY
+        return frame
+
+    def study_result(self) -> StudyResult:
+        """Tables (``scores``, ``pages``), ``forecast.json`` and the three figures."""
+        from bayesrate import plots
+
+        scores = self.table().reset_index()
+        return StudyResult(
+            name="forecast",
+            tables={"scores": scores, "pages": self.pages_table()},
+            summary=self.details(),
+            figures={
+                "calibration": plots.forecast_calibration(self),
+                "pit": plots.forecast_pit(self),
+                "log-score": plots.forecast_log_scores(self),
+            },
+            text=self.text,
+            summary_file="forecast.json",
+        )
+
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write the tables, ``forecast.json`` and the figures (atomically)."""
+        return self.study_result().save(directory)
 
     def details(self) -> dict[str, Any]:
         """Everything in :meth:`to_json` plus design, training data, diagnostics and notes."""
@@ -508,49 +573,60 @@ def score(
 
 # --------------------------------------------------------------------------- entry point
 def run(
-    history: ChangeHistory,
     *,
     seed: int | str = "bayesrate-forecast",
     fast: bool = False,
-    crawl_every_hours: float = 24.0,
+    progress: Progress = silent,
+    history: ChangeHistory | str | Path | None = None,
+    dataset: str | None = None,
+    crawl_every: float = 24.0,
     split: str | pd.Timestamp | float | None = None,
     horizon_days: float = DEFAULT_HORIZON_DAYS,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] | str = METHODS,
     max_pages: int | None = None,
     draws: int | None = None,
     tune: int | None = None,
     chains: int | None = None,
     predictive_draws: int = 500,
-    progress: Callable[[str], None] = lambda message: None,
 ) -> ForecastResult:
     """Run the forecast study on a change history.
 
     Parameters
     ----------
-    history
-        The exact (or approximate) change history.
     seed
         Seeds the crawl phases, the page subset, the draw subset and the PIT noise.
     fast
         Small run for smoke tests: :data:`FAST` (300 pages, short chains) unless given.
-    crawl_every_hours
-        The crawl interval (training and test).
+    progress
+        Callback for one-line progress messages.
+    history, dataset
+        The exact (or approximate) change history: a :class:`ChangeHistory` or a file
+        (``history``), or an embedded dataset name (``dataset``); exactly one.
+    crawl_every
+        The crawl interval in hours (training and test).
     split
         Training/test split (tz-aware timestamp or hours since the epoch); default the end
         of the history minus the horizon.
     horizon_days
         Length of the test window.
     methods
-        Any of :data:`METHODS`.
+        Any of :data:`METHODS` (a sequence, or comma-separated text).
     max_pages
         Score a random subset of this many eligible pages.
     draws, tune, chains
         NUTS settings of the model fits (default :data:`STUDY_SAMPLER`).
     predictive_draws
         Posterior draws used for the predictive (a random subset of the fit's draws).
-    progress
-        Callback for one-line progress messages.
     """
+    if not isinstance(history, ChangeHistory):
+        from bayesrate.io.history import load_history
+
+        history = load_history(dataset=dataset, path=history)
+    elif dataset is not None:
+        raise ObservationError("give a history or a dataset, not both", field="dataset")
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    crawl_every_hours = float(crawl_every)
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ObservationError(
@@ -642,7 +718,7 @@ def run(
 
 
 def _iso(hours: float) -> str:
-    return hours_to_timestamps([hours])[0].isoformat()
+    return to_timestamp(hours).isoformat()
 
 
 __all__ = [

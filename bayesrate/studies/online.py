@@ -20,9 +20,7 @@ SAM β ∈ {0.4, 0.5, 0.6, 0.7} at η = 0.8; SAM η ∈ {0.5, 0.6, 0.7, 0.8} at 
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from bayesrate.studies import Progress, StudyResult, silent
 
 DESCRIPTION = "online estimators (LLN, SA, SAM) vs Naive/MLE/MM and Gamma updates: RMSE vs k"
 
@@ -35,18 +33,17 @@ EXPERIMENTS = {
     "lam500_p50": {"lam": 500.0, "p": 50.0, "eta": 0.8, "beta": 0.6},
 }
 SENSITIVITY = {"lam": 500.0, "p": 10.0}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, help=f"runs per experiment (default {RUNS})")
-    parser.add_argument("--samples", type=int, help=f"crawls per run (default {SAMPLES})")
-    parser.add_argument("--prior-alpha", type=float, default=1.0, help="Gamma prior α")
-    parser.add_argument(
-        "--prior-beta-intervals",
-        type=float,
-        default=0.1,
-        help="Gamma prior β in mean crawl intervals 1/p (default 0.1)",
-    )
+#: the step-size sensitivity runs: name -> estimators (method, parameters)
+SENSITIVITY_GROUPS = {
+    "sens_lln": {f"LLN alpha={a}": ("lln", {"alpha": a}) for a in ("one", "log", "sqrt")},
+    "sens_sa": {f"SA eta={e}": ("sa", {"eta": e}) for e in (0.5, 0.75, 1.0)},
+    "sens_sam_beta": {
+        f"SAM beta={b}": ("sam", {"eta": 0.8, "beta": b}) for b in (0.4, 0.5, 0.6, 0.7)
+    },
+    "sens_sam_eta": {
+        f"SAM eta={e}": ("sam", {"eta": e, "beta": 0.5}) for e in (0.5, 0.6, 0.7, 0.8)
+    },
+}
 
 
 def checkpoints(samples: int, n: int = 40):
@@ -73,6 +70,7 @@ def trajectories(tau, flags, p: float, estimators: dict, *, offline: bool = True
 
     from bayesrate.estimators import mle as solver
     from bayesrate.estimators import online
+    from bayesrate.sufficient import IntervalStats
 
     runs, samples = flags.shape
     ks = checkpoints(samples) if ks is None else ks
@@ -98,10 +96,15 @@ def trajectories(tau, flags, p: float, estimators: dict, *, offline: bool = True
         out["MM"] = np.zeros((len(ks), runs))
         page = np.repeat(np.arange(runs), samples).reshape(runs, samples)
         for i, k in enumerate(ks):
-            args = (page[:, :k].ravel(), tau[:, :k].ravel(), np.ones(runs * k))
-            args = (*args, flags[:, :k].ravel().astype(np.float64), runs)
-            out["MLE"][i] = solver.solve_mle(*args).rate
-            out["MM"][i] = solver.solve_mm(*args).rate
+            stats = IntervalStats.from_groups(
+                page[:, :k].ravel(),
+                tau[:, :k].ravel(),
+                np.ones(runs * k),
+                flags[:, :k].ravel(),
+                runs,
+            )
+            out["MLE"][i] = solver.solve_mle(stats).rate
+            out["MM"][i] = solver.solve_mm(stats).rate
     return ks, out
 
 
@@ -129,84 +132,68 @@ def summarise(name: str, lam: float, ks, est: dict):
     return pd.DataFrame(rows)
 
 
-def _plot(out: Path, name: str, lam: float, table) -> None:
-    import matplotlib
+def run(
+    *,
+    seed: int | str = "bayesrate-online",
+    fast: bool = False,
+    runs: int | None = None,
+    samples: int | None = None,
+    prior_alpha: float = 1.0,
+    prior_beta_intervals: float = 0.1,
+    progress: Progress = silent,
+) -> StudyResult:
+    """The paper's experiments and the step-size sensitivity; see the module docstring.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for estimator, part in table.groupby("estimator", sort=False):
-        (line,) = a1.plot(part.k, part["mean"], label=estimator)
-        a1.fill_between(part.k, part.band_lo, part.band_hi, color=line.get_color(), alpha=0.12)
-        a2.plot(part.k, part.rmse, label=estimator)
-    a1.axhline(lam, color="k", ls="--", lw=1)
-    a1.set_xscale("log")
-    a1.set_ylim(0, 2.5 * lam)
-    a1.set_title(f"{name}: mean and 95% band")
-    a1.set_xlabel("k (crawls)")
-    a2.set_xscale("log")
-    a2.set_yscale("log")
-    a2.set_title("RMSE")
-    a2.set_xlabel("k (crawls)")
-    a2.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / f"{name}.png", dpi=110)
-    plt.close(fig)
-
-
-def run(args: argparse.Namespace) -> int:
+    Parameters
+    ----------
+    seed
+        Seed (int or string).
+    fast
+        20 runs of 200 crawls (smoke tests) unless ``runs``/``samples`` say otherwise.
+    runs, samples
+        Runs per experiment (default 100) and crawls per run (default 2,000).
+    prior_alpha, prior_beta_intervals
+        Gamma prior of the Gamma updates: α, and β in mean crawl intervals ``1/p``.
+    progress
+        Called with one line per step.
+    """
     import pandas as pd
 
-    from bayesrate.commands.common import progress
-    from bayesrate.simulate import rng_from
+    from bayesrate import plots
+    from bayesrate.seeds import rng_from
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    runs = args.runs or (20 if args.fast else RUNS)
-    samples = args.samples or (200 if args.fast else SAMPLES)
-    rng = rng_from(args.seed)
-    a0 = args.prior_alpha
-    tables = []
+    runs = runs or (20 if fast else RUNS)
+    samples = samples or (200 if fast else SAMPLES)
+    rng = rng_from(seed)
+    tables, figures = [], {}
     for name, cfg in EXPERIMENTS.items():
         lam, p = cfg["lam"], cfg["p"]
         progress(f"online: {name} ({runs} runs x {samples} crawls)")
         tau, flags = simulate(rng, lam, p, runs, samples)
-        b0 = args.prior_beta_intervals / p
+        gamma = {"prior_alpha": prior_alpha, "prior_beta": prior_beta_intervals / p}
         estimators = {
             "Naive": ("naive-online", {}),
             "LLN": ("lln", {"alpha": "one"}),
             "SA": ("sa", {"eta": cfg["eta"]}),
             "SAM": ("sam", {"eta": cfg["eta"], "beta": cfg["beta"]}),
-            "Gamma-exposure": ("gamma-exposure", {"prior_alpha": a0, "prior_beta": b0}),
-            "Gamma-ADF": ("gamma-adf", {"prior_alpha": a0, "prior_beta": b0}),
+            "Gamma-exposure": ("gamma-exposure", gamma),
+            "Gamma-ADF": ("gamma-adf", gamma),
         }
         ks, est = trajectories(tau, flags, p, estimators)
         table = summarise(name, lam, ks, est)
-        _plot(out, name, lam, table)
+        figures[name] = plots.estimator_trajectories(table, name, lam)
         tables.append(table)
 
     lam, p = SENSITIVITY["lam"], SENSITIVITY["p"]
     progress(f"online: step-size sensitivity at λ={lam}, p={p}")
     tau, flags = simulate(rng, lam, p, runs, samples)
-    groups = {
-        "sens_lln": {f"LLN alpha={a}": ("lln", {"alpha": a}) for a in ("one", "log", "sqrt")},
-        "sens_sa": {f"SA eta={e}": ("sa", {"eta": e}) for e in (0.5, 0.75, 1.0)},
-        "sens_sam_beta": {
-            f"SAM beta={b}": ("sam", {"eta": 0.8, "beta": b}) for b in (0.4, 0.5, 0.6, 0.7)
-        },
-        "sens_sam_eta": {
-            f"SAM eta={e}": ("sam", {"eta": e, "beta": 0.5}) for e in (0.5, 0.6, 0.7, 0.8)
-        },
-    }
-    for name, estimators in groups.items():
+    for name, estimators in SENSITIVITY_GROUPS.items():
         ks, est = trajectories(tau, flags, p, estimators, offline=False)
         table = summarise(name, lam, ks, est)
-        _plot(out, name, lam, table)
+        figures[name] = plots.estimator_trajectories(table, name, lam)
         tables.append(table)
 
     full = pd.concat(tables, ignore_index=True)
-    full.to_csv(out / "rmse.csv", index=False)
     last = full[full.k == full.k.max()]
     final = {
         exp: {
@@ -218,13 +205,11 @@ def run(args: argparse.Namespace) -> int:
     summary = {
         "runs": runs,
         "samples": samples,
-        "seed": str(args.seed),
-        "prior": {"alpha": a0, "beta_intervals": args.prior_beta_intervals},
+        "seed": str(seed),
+        "prior": {"alpha": prior_alpha, "beta_intervals": prior_beta_intervals},
         "final_k": int(full.k.max()),
         "final": final,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
     cols = ["experiment", "estimator", "mean", "rmse", "band_lo", "band_hi"]
-    print(last[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    progress(f"online: wrote {out}")
-    return 0
+    text = last[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    return StudyResult("online", {"rmse": full}, summary, figures, text)

@@ -1,33 +1,35 @@
 """Real edit traces as ground truth: estimator error vs visit interval (Wikipedia).
 
-The three articles in ``../shared/data/wikipedia-revisions-westhad`` carry exact edit
-times (uncensored). Each article's history is cut into 30-day windows; each window is a
-"page" whose true rate is its number of edits per hour over the observed span. A crawler
-visiting on a regular grid (15 min … 1 week, aligned with the window start) records only
-whether at least one edit happened since its previous visit; every estimator is applied
-to those censored flags and compared with the window's uncensored rate. The whole
-history of each article (one page per article) is reported as well.
+Three Wikipedia articles (Ebola virus disease, Ebola virus disease in the United States,
+Monsanto; the ``wikipedia-revisions-westhad`` traces: one CSV of revisions per article,
+``<article>.Revisions.csv``) carry exact edit times (uncensored). Each article's history
+is cut into 30-day windows; each window is a "page" whose true rate is its number of edits
+per hour over the observed span. A crawler visiting on a regular grid (15 min … 1 week,
+aligned with the window start) records only whether at least one edit happened since its
+previous visit; every estimator is applied to those censored flags and compared with the
+window's uncensored rate. The whole history of each article (one page per article) is
+reported as well.
 
-Parsing (SOURCE.md: the CSV is messy): the file is read line by line, split on commas,
+Parsing (the CSV is messy): the file is read line by line, split on commas,
 and a line is kept when its first field is an integer revision id and its 7th field
 starts with ``https://``; the time is the 5th field (seconds since the first edit).
 Line-wise splitting keeps the rows that a quoting CSV reader swallows into multi-line
-comments (SOURCE.md's counts 7,650 / 3,955 / 1,521 are the CSV reader's; line-wise gives
+comments (the counts 7,650 / 3,955 / 1,521 are the CSV reader's; line-wise gives
 7,792 / 3,984 / 1,521, all with distinct ids and non-decreasing times). Every dropped
 line is counted in ``summary.json``.
 
-The data have no licence: they are read from ``--data-dir`` (default
-``$BAYESRATE_SHARED/data`` or ``../shared/data`` next to the repository), never copied.
+The traces have no stated licence, so they are not shipped: ``run(data_dir=...)`` (``bayesrate
+study wikipedia --data-dir DIR``) reads them from ``DIR/wikipedia-revisions-westhad/``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 from pathlib import Path
 
 import numpy as np
+
+from bayesrate.estimators.estimate import METHODS as ESTIMATOR_METHODS
+from bayesrate.studies import Progress, StudyResult, silent
 
 DESCRIPTION = "Wikipedia edit traces subsampled on visit grids: estimator error vs interval"
 
@@ -35,30 +37,9 @@ DATASET = "wikipedia-revisions-westhad"
 INTERVALS_HOURS = (0.25, 0.5, 1.0, 2.0, 4.0, 6.0, 12.0, 24.0, 48.0, 96.0, 168.0)
 WINDOW_HOURS = 720.0
 MIN_WINDOW_HOURS = 168.0
-METHODS = (
-    "naive",
-    "moment",
-    "cho",
-    "mle",
-    "mm",
-    "lln",
-    "sa",
-    "sam",
-    "gamma-exposure",
-    "gamma-adf",
-)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help=f"directory holding {DATASET}/ (default ../shared/data)")
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("BAYESRATE_SHARED")
-    if env:
-        return Path(env) / "data"
-    repo = Path(__file__).resolve().parents[2]
-    return repo.parent / "shared" / "data"
+#: every estimator but the grid posterior (its Gamma(1, 1 day) prior is the same as
+#: gamma-adf's, whose online replay is the point of comparison)
+METHODS = tuple(m for m in ESTIMATOR_METHODS if m != "posterior-grid")
 
 
 def read_trace(path: Path) -> tuple:
@@ -126,8 +107,8 @@ ARTICLE_METHODS = ("naive", "moment", "cho", "mle", "mm", "gamma-exposure")
 
 def estimate_all(page, time, changed, methods=METHODS) -> tuple:
     """Per-page rates per hour for every method, on observations built from arrays."""
-    from bayesrate.commands.estimate import estimate
     from bayesrate.constants import HOURS_PER_DAY
+    from bayesrate.estimators.estimate import estimate
     from bayesrate.observations import Observations
 
     labels = np.char.add("w", np.char.zfill(page.astype(str), 6))
@@ -142,21 +123,80 @@ def estimate_all(page, time, changed, methods=METHODS) -> tuple:
     return out, capped
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    *,
+    data_dir: str | Path,
+    seed: int | str = "bayesrate-wikipedia",
+    fast: bool = False,
+    progress: Progress = silent,
+) -> StudyResult:
+    """Censor the traces on every visit grid and score every estimator; see the module docstring.
+
+    Parameters
+    ----------
+    data_dir
+        Directory holding ``wikipedia-revisions-westhad/*.Revisions.csv``.
+    seed
+        Unused (the study is deterministic); accepted like every study's.
+    fast
+        Two visit intervals (1 h, 1 day) and 40 windows (smoke tests).
+    progress
+        Called with one line per step.
+
+    Raises
+    ------
+    ObservationError
+        When the directory holds no trace.
+    """
     import pandas as pd
 
-    from bayesrate.commands.common import progress
+    from bayesrate import plots
     from bayesrate.errors import ObservationError
 
-    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    folder = data_dir / DATASET
+    folder = Path(data_dir) / DATASET
     files = sorted(folder.glob("*.Revisions.csv"))
     if not files:
-        raise ObservationError(f"no *.Revisions.csv under {folder} (use --data-dir)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    intervals = (1.0, 24.0) if args.fast else INTERVALS_HOURS
+        raise ObservationError(
+            f"no *.Revisions.csv under {folder}: the Wikipedia traces are not shipped "
+            "(no licence); pass the directory that holds wikipedia-revisions-westhad/"
+        )
+    intervals = (1.0, 24.0) if fast else INTERVALS_HOURS
 
+    traces, parse = _read_traces(files, progress)
+    windows = _windows(traces, fast)
+    rows, article_rows = [], []
+    for interval in intervals:
+        progress(f"wikipedia: visits every {interval} h over {len(windows[0])} windows")
+        rows += _score_windows(traces, windows, interval)
+        article_rows += _score_articles(traces, interval)
+    table = pd.DataFrame(rows)
+    articles = pd.DataFrame(article_rows)
+    summary = {
+        "data": str(folder),
+        "parse": parse,
+        "window_hours": WINDOW_HOURS,
+        "windows": len(windows[0]),
+        "intervals_hours": list(intervals),
+        "median_ratio": {
+            m: dict(zip(part.interval_hours, part.median_ratio.round(4), strict=True))
+            for m, part in table.groupby("method", sort=False)
+        },
+    }
+    wide = table.pivot(index="interval_hours", columns="method", values="median_ratio")
+    text = "median estimate / true rate over 30-day windows\n" + wide[list(METHODS)].to_string(
+        float_format=lambda v: f"{v:.3f}"
+    )
+    return StudyResult(
+        name="wikipedia",
+        tables={"windows": table, "articles": articles},
+        summary=summary,
+        figures={"wikipedia": plots.ratio_by_interval(table)},
+        text=text,
+    )
+
+
+def _read_traces(files: list[Path], progress: Progress) -> tuple[dict, dict]:
+    """Edit times per article, and what parsing kept and dropped (with burstiness)."""
     traces, parse = {}, {}
     for f in files:
         article = f.name.removesuffix(".Revisions.csv")
@@ -171,8 +211,11 @@ def run(args: argparse.Namespace) -> int:
             "gap_cv": float(gaps.std() / gaps.mean()) if len(gaps) and gaps.mean() > 0 else 0.0,
         }
         progress(f"wikipedia: {article}: {len(traces[article])} edits, {dropped} lines dropped")
+    return traces, parse
 
-    # windows (pages): 30 days, the last one kept if at least a week long
+
+def _windows(traces: dict, fast: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, article) of the 30-day windows; the last one kept if at least a week."""
     win_article, win_start, win_end = [], [], []
     for article, t in traces.items():
         starts = np.arange(0.0, t[-1], WINDOW_HOURS)
@@ -181,115 +224,71 @@ def run(args: argparse.Namespace) -> int:
         win_article += [article] * int(keep.sum())
         win_start.append(starts[keep])
         win_end.append(ends[keep])
-    win_start = np.concatenate(win_start)
-    win_end = np.concatenate(win_end)
-    win_article = np.asarray(win_article)
-    if args.fast:
-        pick = np.linspace(0, len(win_start) - 1, min(40, len(win_start))).astype(int)
-        win_start, win_end, win_article = win_start[pick], win_end[pick], win_article[pick]
+    start, end, article = (
+        np.concatenate(win_start),
+        np.concatenate(win_end),
+        np.asarray(win_article),
+    )
+    if fast:
+        pick = np.linspace(0, len(start) - 1, min(40, len(start))).astype(int)
+        start, end, article = start[pick], end[pick], article[pick]
+    return start, end, article
 
-    rows, article_rows = [], []
-    for interval in intervals:
-        progress(f"wikipedia: visits every {interval} h over {len(win_start)} windows")
-        pages, times, flags, truths = [], [], [], []
-        for article in traces:
-            sel = win_article == article
-            if not sel.any():
-                continue
-            p, tm, ch, tr = censor(traces[article], win_start[sel], win_end[sel], interval)
-            offset = sum(len(x) for x in truths)
-            pages.append(p + offset)
-            times.append(tm)
-            flags.append(ch)
-            truths.append(tr)
-        page = np.concatenate(pages)
-        truth = np.concatenate(truths)
-        est, capped = estimate_all(page, np.concatenate(times), np.concatenate(flags))
-        ok = truth > 0
-        for method, rate in est.items():
-            ratio = rate[ok] / truth[ok]
-            rows.append(
-                {
-                    "interval_hours": interval,
-                    "method": method,
-                    "windows": int(ok.sum()),
-                    "median_ratio": float(np.median(ratio)),
-                    "pooled_ratio": float(rate[ok].sum() / truth[ok].sum()),
-                    "mean_abs_rel_error": float(np.mean(np.abs(ratio - 1))),
-                    "rmse_per_day": float(np.sqrt(np.mean((rate[ok] - truth[ok]) ** 2)) * 24),
-                    "share_all_changed": float(np.mean(capped[ok])),
-                }
-            )
-        # whole history, one page per article
-        a_page, a_time, a_flag, a_truth = [], [], [], []
-        for j, t in enumerate(traces.values()):
-            p, tm, ch, tr = censor(t, np.array([0.0]), np.array([t[-1]]), interval)
-            a_page.append(p + j)
-            a_time.append(tm)
-            a_flag.append(ch)
-            a_truth.append(tr)
-        a_est, _ = estimate_all(
-            np.concatenate(a_page),
-            np.concatenate(a_time),
-            np.concatenate(a_flag),
-            ARTICLE_METHODS,
+
+def _score_windows(traces: dict, windows: tuple, interval: float) -> list[dict]:
+    """Every method's error on the windows censored on a grid of ``interval`` hours."""
+    win_start, win_end, win_article = windows
+    pages, times, flags, truths = [], [], [], []
+    for article in traces:
+        sel = win_article == article
+        if not sel.any():
+            continue
+        p, tm, ch, tr = censor(traces[article], win_start[sel], win_end[sel], interval)
+        pages.append(p + sum(len(x) for x in truths))
+        times.append(tm)
+        flags.append(ch)
+        truths.append(tr)
+    truth = np.concatenate(truths)
+    est, capped = estimate_all(np.concatenate(pages), np.concatenate(times), np.concatenate(flags))
+    ok = truth > 0
+    rows = []
+    for method, rate in est.items():
+        ratio = rate[ok] / truth[ok]
+        rows.append(
+            {
+                "interval_hours": interval,
+                "method": method,
+                "windows": int(ok.sum()),
+                "median_ratio": float(np.median(ratio)),
+                "pooled_ratio": float(rate[ok].sum() / truth[ok].sum()),
+                "mean_abs_rel_error": float(np.mean(np.abs(ratio - 1))),
+                "rmse_per_day": float(np.sqrt(np.mean((rate[ok] - truth[ok]) ** 2)) * 24),
+                "share_all_changed": float(np.mean(capped[ok])),
+            }
         )
-        a_truth = np.concatenate(a_truth)
-        for j, article in enumerate(traces):
-            for method, rate in a_est.items():
-                article_rows.append(
-                    {
-                        "article": article,
-                        "interval_hours": interval,
-                        "method": method,
-                        "truth_per_day": a_truth[j] * 24,
-                        "estimate_per_day": rate[j] * 24,
-                        "ratio": rate[j] / a_truth[j] if a_truth[j] > 0 else float("nan"),
-                    }
-                )
-    table = pd.DataFrame(rows)
-    table.to_csv(out / "windows.csv", index=False)
-    articles = pd.DataFrame(article_rows)
-    articles.to_csv(out / "articles.csv", index=False)
-    _plot(out, table)
-    summary = {
-        "data": str(folder),
-        "parse": parse,
-        "window_hours": WINDOW_HOURS,
-        "windows": len(win_start),
-        "intervals_hours": list(intervals),
-        "median_ratio": {
-            m: dict(zip(part.interval_hours, part.median_ratio.round(4), strict=True))
-            for m, part in table.groupby("method", sort=False)
-        },
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-    wide = table.pivot(index="interval_hours", columns="method", values="median_ratio")
-    print("median estimate / true rate over 30-day windows")
-    print(wide[list(METHODS)].to_string(float_format=lambda v: f"{v:.3f}"))
-    progress(f"wikipedia: wrote {out}")
-    return 0
+    return rows
 
 
-def _plot(out: Path, table) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for method, part in table.groupby("method", sort=False):
-        a1.plot(part.interval_hours, part.median_ratio, marker="o", ms=3, label=method)
-        a2.plot(part.interval_hours, part.mean_abs_rel_error, marker="o", ms=3, label=method)
-    for ax in (a1, a2):
-        ax.set_xscale("log")
-        ax.set_xlabel("visit interval (hours)")
-    a1.axhline(1.0, color="k", ls="--", lw=1)
-    a1.set_yscale("log")
-    a1.set_ylabel("median estimate / true rate")
-    a2.set_ylabel("mean |relative error|")
-    a2.set_yscale("log")
-    a2.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "wikipedia.png", dpi=110)
-    plt.close(fig)
+def _score_articles(traces: dict, interval: float) -> list[dict]:
+    """Each article's whole history as one page, censored on a grid of ``interval`` hours."""
+    parts = [censor(t, np.array([0.0]), np.array([t[-1]]), interval) for t in traces.values()]
+    page = np.concatenate([p + j for j, (p, *_) in enumerate(parts)])
+    est, _ = estimate_all(
+        page,
+        np.concatenate([tm for _, tm, _, _ in parts]),
+        np.concatenate([ch for _, _, ch, _ in parts]),
+        ARTICLE_METHODS,
+    )
+    truth = np.concatenate([tr for *_, tr in parts])
+    return [
+        {
+            "article": article,
+            "interval_hours": interval,
+            "method": method,
+            "truth_per_day": truth[j] * 24,
+            "estimate_per_day": rate[j] * 24,
+            "ratio": rate[j] / truth[j] if truth[j] > 0 else float("nan"),
+        }
+        for j, article in enumerate(traces)
+        for method, rate in est.items()
+    ]

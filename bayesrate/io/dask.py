@@ -6,12 +6,16 @@ So the visits can stay in a partitioned Dask DataFrame: each partition is valida
 reduced to its groups where it lives (:meth:`Observations.from_frame` per partition — the
 same checks and errors as in memory), and only the groups are gathered.
 
+Read CSV files with :func:`read_csv` (ids as strings, no missing-value guessing); every
+partition's ``page``/``domain`` values are turned into strings before validation.
+
 Requirement: all visits of a page are in one partition (e.g. ``ddf.shuffle("page")`` or
 reading files written per page range); a page found in two partitions is an error.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -19,8 +23,11 @@ import pandas as pd
 
 from bayesrate.constants import DOMAIN, PAGE
 from bayesrate.errors import ObservationError
-from bayesrate.observations import Observations
+from bayesrate.observations import ID_COLUMNS, Observations, ids_as_strings
 from bayesrate.sufficient import IntervalStats
+
+#: what reading a partition raises for a file that is not a readable table
+_UNREADABLE = (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError)
 
 GROUP_COLUMNS = {
     PAGE: object,
@@ -37,7 +44,7 @@ def _partition_groups(frame: pd.DataFrame, time_unit: str) -> pd.DataFrame:
     """One partition's visits → its (page, tau) groups plus per-page totals."""
     if len(frame) == 0:
         return pd.DataFrame({k: pd.Series(dtype=v) for k, v in GROUP_COLUMNS.items()})
-    obs = Observations.from_frame(frame, time_unit=time_unit)
+    obs = Observations.from_frame(ids_as_strings(frame), time_unit=time_unit)
     stats = obs.interval_stats
     pages = stats.pages.to_numpy()
     domains = obs.pages[DOMAIN].to_numpy()
@@ -67,6 +74,25 @@ def _partition_groups(frame: pd.DataFrame, time_unit: str) -> pd.DataFrame:
     return pd.concat([groups, totals], ignore_index=True)
 
 
+def read_csv(urlpath: Any, **kwargs: Any) -> Any:
+    """A Dask DataFrame of canonical visits from CSV files, ids read as written.
+
+    ``dask.dataframe.read_csv`` with ``page`` and ``domain`` read as strings and no
+    missing-value guessing (only empty cells are missing), as
+    :func:`bayesrate.io.table.load_table` reads one file: ``"007"`` and ``"7"`` stay two
+    pages and ``"NA"`` is an id. Further keyword arguments go to ``dask.dataframe.read_csv``.
+    """
+    import dask.dataframe as dd
+
+    dtype = dict.fromkeys(ID_COLUMNS, str) | dict(kwargs.pop("dtype", {}))
+    kwargs.setdefault("keep_default_na", False)
+    kwargs.setdefault("na_values", [""])
+    try:
+        return dd.read_csv(urlpath, dtype=dtype, **kwargs)
+    except _UNREADABLE as exc:
+        raise ObservationError(f"cannot read {urlpath} as CSV: {exc}") from exc
+
+
 def interval_stats_from_dask(ddf: Any, *, time_unit: str = "h") -> IntervalStats:
     """Compute :class:`IntervalStats` from a Dask DataFrame of canonical visits.
 
@@ -85,7 +111,12 @@ def interval_stats_from_dask(ddf: Any, *, time_unit: str = "h") -> IntervalStats
         spans partitions.
     """
     meta = pd.DataFrame({k: pd.Series(dtype=v) for k, v in GROUP_COLUMNS.items()})
-    parts = ddf.map_partitions(_partition_groups, time_unit, meta=meta).compute()
+    try:
+        parts = ddf.map_partitions(_partition_groups, time_unit, meta=meta).compute()
+    except _UNREADABLE as exc:
+        if isinstance(exc, ObservationError):
+            raise
+        raise ObservationError(f"cannot read the partitions: {exc}") from exc
     return _assemble(parts)
 
 

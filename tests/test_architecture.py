@@ -1,0 +1,86 @@
+"""ARCHITECTURE.md's module map names every module, and its "imports PyMC?" column holds."""
+
+from __future__ import annotations
+
+import pkgutil
+import re
+import subprocess
+import sys
+
+import pytest
+
+import bayesrate
+from tests.helpers import REPO
+
+HEAVY = ("pymc", "pytensor", "arviz", "nutpie")
+
+
+def module_map() -> dict[str, str]:
+    """``module -> imports-PyMC cell`` from the table in ARCHITECTURE.md.
+
+    A row may name several modules (``a``, ``b``) or a package with a wildcard (``x.*``).
+    """
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`bayesrate"):
+            continue
+        for name in re.findall(r"`(bayesrate[\w.*]*)`", cells[0]):
+            rows[name] = cells[2].lower()
+    return rows
+
+
+def package_modules() -> list[str]:
+    names = ["bayesrate"]
+    for info in pkgutil.walk_packages(bayesrate.__path__, "bayesrate."):
+        if info.name.split(".")[-1] != "__main__":
+            names.append(info.name)
+    return sorted(names)
+
+
+def entry_for(module: str, rows: dict[str, str]) -> str | None:
+    """The map's row for a module: itself, or the nearest ``package.*`` above it."""
+    if module in rows:
+        return module
+    parts = module.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        star = ".".join(parts[:k]) + ".*"
+        if star in rows:
+            return star
+    return None
+
+
+def test_module_map_names_every_module():
+    rows = module_map()
+    missing = [m for m in package_modules() if entry_for(m, rows) is None]
+    assert not missing, f"ARCHITECTURE.md's module map does not name: {missing}"
+    stale = [r for r in rows if not r.endswith(".*") and r not in package_modules()]
+    assert not stale, f"ARCHITECTURE.md names modules that do not exist: {stale}"
+
+
+def light_modules() -> list[str]:
+    rows = module_map()
+    return [
+        m
+        for m in package_modules()
+        if (e := entry_for(m, rows)) is not None and rows[e].startswith(("no", "**never"))
+    ]
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_modules_marked_light_import_no_pymc(chunk):
+    modules = light_modules()[chunk::4]
+    code = (
+        "import importlib, sys\n"
+        f"bad = {{}}\nfor m in {modules!r}:\n"
+        "    before = set(sys.modules)\n"
+        "    importlib.import_module(m)\n"
+        f"    heavy = [h for h in {HEAVY!r} if h in sys.modules]\n"
+        "    if heavy: bad[m] = heavy; break\n"
+        "print(bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert out.stdout.strip() == "{}", out.stdout

@@ -1,0 +1,341 @@
+"""One error boundary (issue 11, item 5): every expected failure of the CLI is one line
+``bayesrate CMD: error: ...`` and a non-zero exit, never a traceback, and nothing is left
+half-written. Each case here raised a traceback, printed NaN/Infinity, silently used a
+default, or wrote output before failing, before the fix."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrate.cli import main
+
+T0 = 480_000.0
+
+
+@pytest.fixture
+def good_csv(tmp_path):
+    path = tmp_path / "good.csv"
+    pd.DataFrame(
+        {
+            "page": ["a", "a", "a", "b", "b", "b"],
+            "domain": ["d", "d", "d", "e", "e", "e"],
+            "time": [0.0, 24.0, 48.0, 0.0, 12.0, 36.0],
+            "changed": [None, 1, 0, None, 0, 1],
+        }
+    ).to_csv(path, index=False)
+    return path
+
+
+def _bad_inputs(tmp_path):
+    """The unreadable inputs of the issue, by name."""
+    good = "page,time,changed\na,0,\na,24,1\n"
+    files = {
+        "empty.csv": b"",
+        "truncated.csv.gz": gzip.compress(good.encode() * 200)[:60],
+        "not-gzip.csv.gz": good.encode(),
+        "binary.csv": bytes(range(256)) * 20,
+        "ragged.csv": b'page,time,changed\na,0\n"unclosed,1,2,3\n',
+        "garbage.parquet": b"PAR1 this is not parquet at all",
+        "empty.parquet": b"",
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    (tmp_path / "a-directory.csv").mkdir()
+    return [*files, "a-directory.csv"]
+
+
+def run(argv, capsys):
+    """Run the CLI; return (exit code, stdout, stderr) and check that no traceback leaked."""
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return rc, out, err
+
+
+def assert_error(argv, capsys, match, rc=1):
+    """The command fails with status ``rc`` and one message line naming ``match``."""
+    code, _, err = run(argv, capsys)
+    assert code == rc, err
+    lines = [line for line in err.splitlines() if not line.startswith("[bayesrate]")]
+    if rc == 1:  # argparse (status 2) prints its usage first
+        assert len(lines) == 1, err
+    assert lines[-1].startswith(f"bayesrate {argv[0]}") and ": error: " in lines[-1], err
+    assert match in lines[-1], err
+    return lines[-1]
+
+
+@pytest.mark.parametrize("command", ["data", "estimate", "fit"])
+def test_unreadable_inputs_are_one_line_errors(tmp_path, capsys, command):
+    argv = {
+        "data": ["data", "summary"],
+        "estimate": ["estimate", "--method", "naive"],
+        "fit": ["fit", "--out", tmp_path / "fit-out"],
+    }[command]
+    for name in _bad_inputs(tmp_path):
+        assert_error([*argv, "--input", tmp_path / name], capsys, name)
+    assert not (tmp_path / "fit-out").exists()
+
+
+def test_missing_and_unsupported_inputs(tmp_path, capsys):
+    assert_error(["data", "summary", "--input", tmp_path / "nope.csv"], capsys, "no such file")
+    (tmp_path / "x.json").write_text("{}")
+    assert_error(["data", "summary", "--input", tmp_path / "x.json"], capsys, "unsupported")
+    (tmp_path / "header.csv").write_text("page,time,changed\n")
+    assert_error(["data", "summary", "--input", tmp_path / "header.csv"], capsys, "empty")
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"no_such_key": 1}', "unknown model_config key"),
+        ('{"log_sd": -1}', "'log_sd' must be a finite number > 0"),
+        ('{"log_sd": Infinity}', "'log_sd' must be a finite number > 0"),
+        ('{"log_sd": true}', "'log_sd' must be a finite number > 0"),
+        ('{"log_mean_per_day": "high"}', "'log_mean_per_day' must be a finite number"),
+        ('{"parameterisation": "sideways"}', "parameterisation"),
+    ],
+)
+def test_fit_config_errors_before_any_work(good_csv, tmp_path, capsys, config, match):
+    out = tmp_path / "out"
+    argv = ["fit", "--input", good_csv, "--out", out, "--model", "hierarchical"]
+    assert_error([*argv, "--config", config], capsys, match)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--draws", "-5"],
+        ["--draws", "0"],
+        ["--tune", "-1"],
+        ["--chains", "0"],
+        ["--draws", "many"],
+    ],
+)
+def test_fit_sampler_options_are_validated(good_csv, tmp_path, capsys, option):
+    out = tmp_path / "out"
+    assert_error(["fit", "--input", good_csv, "--out", out, *option], capsys, option[0], rc=2)
+    assert not out.exists()
+
+
+def test_outputs_onto_files_or_unwritable_places_fail_before_any_work(good_csv, tmp_path, capsys):
+    existing = tmp_path / "existing.txt"
+    existing.write_text("keep me\n")
+    start = time.perf_counter()
+    assert_error(["fit", "--input", good_csv, "--out", existing], capsys, "not a directory")
+    assert_error(["fit", "--input", good_csv, "--out", existing / "sub"], capsys, "is a file")
+    assert_error(["fit", "--input", good_csv, "--out", "/proc/bayesrate-out"], capsys,
+                 "cannot write")  # fmt: skip
+    assert_error(["estimate", "--input", good_csv, "--method", "naive", "--out", tmp_path],
+                 capsys, "is a directory")  # fmt: skip
+    assert_error(["estimate", "--input", good_csv, "--method", "naive", "--out",
+                  existing / "x.csv"], capsys, "not a directory")  # fmt: skip
+    assert_error(["calibrate", "--input", good_csv, "--out", existing,
+                  "--models-dir", tmp_path / "m"], capsys, "not a directory")  # fmt: skip
+    assert_error(["calibrate", "--input", good_csv, "--models-dir", existing,
+                  "--out", tmp_path / "r"], capsys, "--models-dir")  # fmt: skip
+    assert_error(["study", "case-study", "--fast", "--out", existing], capsys,
+                 "not a directory")  # fmt: skip
+    assert time.perf_counter() - start < 60  # refused up front, not after a fit
+    assert existing.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.txt", "good.csv"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--prior-beta", "inf"),
+        ("--prior-alpha", "inf"),
+        ("--prior-alpha", "nan"),
+        ("--prior-beta", "0"),
+        ("--crawl-rate", "0"),
+        ("--crawl-rate", "-2"),
+    ],
+)
+def test_estimate_rejects_non_finite_priors_and_zero_crawl_rate(good_csv, capsys, option, value):
+    method = "sa" if option == "--crawl-rate" else "gamma-exposure"
+    argv = ["estimate", "--input", good_csv, "--method", method, option, value]
+    assert_error(argv, capsys, f"argument {option}", rc=2)
+
+
+def test_estimate_output_is_written_atomically(good_csv, tmp_path, capsys):
+    out = tmp_path / "est.csv"
+    rc, _, _ = run(["estimate", "--input", good_csv, "--method", "mle", "--out", out], capsys)
+    assert rc == 0
+    assert pd.read_csv(out, dtype={"page": str})["page"].tolist() == ["a", "b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["est.csv", "good.csv"]
+
+
+# ---------------------------------------------------------------------- scheduler
+@pytest.fixture
+def state(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    fetches = tmp_path / "f.csv"
+    fetches.write_text(
+        f"url,time,changed,host\nhttps://a/1,{T0},0,a\nhttps://a/2,{T0},0,a\n"
+        f"https://a/1,{T0 + 3},1,a\n"
+    )
+    assert run(["schedule", "init", db], capsys)[0] == 0
+    assert run(["schedule", "observe", db, fetches], capsys)[0] == 0
+    return db
+
+
+def test_scheduler_state_file_errors(tmp_path, capsys, state):
+    for name, content in (("garbage.db", b"garbage" * 500), ("empty.db", b""),
+                          ("half.db", state.read_bytes()[:3000])):  # fmt: skip
+        (tmp_path / name).write_bytes(content)
+        for op in (["stats"], ["due", "--now", str(T0 + 10)], ["plan", "--budget", "5"]):
+            assert_error(["schedule", op[0], tmp_path / name, *op[1:]], capsys, name)
+    assert (tmp_path / "empty.db").stat().st_size == 0  # never written
+    assert_error(["schedule", "stats", tmp_path / "missing.db"], capsys, "schedule init")
+    assert_error(["schedule", "init", tmp_path / "no" / "dir" / "s.db"], capsys,
+                 "does not exist")  # fmt: skip
+    assert not (tmp_path / "no").exists()
+    assert_error(["schedule", "init", state], capsys, "already exists")
+
+
+def test_scheduler_damaged_meta_and_rows(tmp_path, capsys, state):
+    con = sqlite3.connect(state)
+    con.execute("UPDATE urls SET alpha = -1 WHERE url = 'https://a/2'")
+    con.commit()
+    assert_error(["schedule", "stats", state], capsys, "impossible 'alpha'")
+    con.execute("UPDATE urls SET alpha = 1")
+    con.execute("UPDATE urls SET host = 3")
+    con.commit()
+    assert_error(["schedule", "due", state, "--now", str(T0 + 10)], capsys, "impossible 'host'")
+    con.execute("UPDATE meta SET value = 'not json' WHERE key = 'priors'")
+    con.commit()
+    con.close()
+    assert_error(["schedule", "stats", state], capsys, "meta 'priors'")
+
+
+def test_scheduler_stats_on_a_foreign_sqlite_file_changes_nothing(tmp_path, capsys):
+    other = tmp_path / "app.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (name TEXT)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    assert_error(["schedule", "stats", other], capsys, "not a scheduler state")
+    assert other.read_bytes() == before
+    con = sqlite3.connect(other)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    con.close()
+
+
+def test_scheduler_observe_errors(tmp_path, capsys, state):
+    assert_error(["schedule", "observe", state, tmp_path / "missing.csv"], capsys, "no such file")
+    (tmp_path / "empty.csv").write_bytes(b"")
+    assert_error(["schedule", "observe", state, tmp_path / "empty.csv"], capsys, "empty")
+    (tmp_path / "header.csv").write_text("url,time,changed\n")
+    assert_error(["schedule", "observe", state, tmp_path / "header.csv"], capsys, "no fetches")
+    (tmp_path / "flags.csv").write_text(f"url,time,changed\nhttps://a/1,{T0 + 4},yes\n")
+    assert_error(["schedule", "observe", state, tmp_path / "flags.csv"], capsys, "0 or 1")
+    (tmp_path / "seconds.csv").write_text("url,time,changed\nhttps://a/1,1736000000,0\n")
+    err = assert_error(["schedule", "observe", state, tmp_path / "seconds.csv"], capsys,
+                       "not a plausible date")  # fmt: skip
+    assert "--time-unit s" in err
+    future = time.time() / 3600 + 48
+    (tmp_path / "future.csv").write_text(f"url,time,changed\nhttps://a/1,{future},0\n")
+    assert_error(["schedule", "observe", state, tmp_path / "future.csv"], capsys, "future")
+    # one rule for timestamps everywhere: without an offset they are refused, by row
+    (tmp_path / "naive.csv").write_text(
+        "url,time,changed\nhttps://a/1,2025-01-02T00:00Z,0\nhttps://a/1,2025-01-03T00:00,1\n"
+    )
+    err = assert_error(["schedule", "observe", state, tmp_path / "naive.csv"], capsys, "naive")
+    assert "rows: 1" in err
+    # nothing of the above was applied
+    rc, out, _ = run(["schedule", "stats", state, "--json"], capsys)
+    assert rc == 0 and json.loads(out)["fetches"] == 3
+
+
+@pytest.mark.parametrize(
+    ("now", "match"),
+    [
+        ("inf", "finite"),
+        ("nan", "finite"),
+        ("1700000010", "not a plausible date"),
+        ("-1e300", "not a plausible date"),
+        ("yesterday-ish", "cannot read time"),
+        ("9999-01-01T00:00:00Z", "not a plausible date"),
+        ("2025-01-01T00:00", "no offset"),
+    ],
+)
+def test_due_now_is_validated(state, capsys, now, match):
+    assert_error(["schedule", "due", state, f"--now={now}"], capsys, match)
+
+
+def test_json_outputs_are_strict(tmp_path, capsys, state):
+    def strict(text):
+        def refuse(name):
+            raise AssertionError(f"non-standard JSON constant {name}")
+
+        return json.loads(text, parse_constant=refuse)
+
+    rc, out, _ = run(["schedule", "due", state, "--now", str(T0 + 10), "--json"], capsys)
+    assert rc == 0
+    due = strict(out)["due"]
+    assert {d["url"] for d in due} == {"https://a/1", "https://a/2"}
+    assert [d["urgent"] for d in due if d["url"] == "https://a/2"] == [False]
+    db = tmp_path / "empty-state.db"
+    assert run(["schedule", "init", db], capsys)[0] == 0
+    rc, out, _ = run(["schedule", "stats", db, "--json"], capsys)
+    assert rc == 0 and strict(out)["rate_per_day_q10_q50_q90"] == [None, None, None]
+    never = tmp_path / "never.csv"
+    never.write_text(f"url,time,changed,host\nhttps://b/1,{T0},0,b\n")
+    assert run(["schedule", "observe", db, never], capsys)[0] == 0
+    rc, out, _ = run(["schedule", "due", db, "--now", str(T0 + 24 * 40), "--json"], capsys)
+    assert strict(out)["due"][0]["urgent"] is True  # past max_interval: was "Infinity"
+
+
+@pytest.mark.parametrize(
+    "option",
+    [["--days=nan"], ["--days=0"], ["--pages=0"], ["--budget=inf"], ["--tick=-1"]],
+)
+def test_schedule_simulate_options_are_validated(capsys, option):
+    assert_error(["schedule", "simulate", *option], capsys, option[0].split("=")[0], rc=2)
+
+
+def test_reset_url_command(tmp_path, capsys, state):
+    con = sqlite3.connect(state)
+    con.execute("UPDATE urls SET last_fetch = 1700000000 WHERE url = 'https://a/1'")
+    con.commit()
+    con.close()
+    assert_error(["schedule", "due", state, "--now", str(T0 + 10)], capsys, "reset-url")
+    rc, out, _ = run(["schedule", "reset-url", state, "https://a/1"], capsys)
+    assert rc == 0 and "reset 1 URLs" in out
+    rc, out, _ = run(["schedule", "due", state, "--now", str(T0 + 10), "--json"], capsys)
+    first = json.loads(out)["due"][0]
+    assert rc == 0 and (first["url"], first["urgent"]) == ("https://a/1", True)
+    assert_error(["schedule", "reset-url", state, "https://nowhere/"], capsys, "unknown URLs")
+
+
+def test_unexpected_errors_say_where_to_report(monkeypatch, capsys):
+    from bayesrate.commands import data
+
+    def broken(args):
+        raise RuntimeError("an unforeseen failure")
+
+    monkeypatch.setattr(data, "_list", broken)
+    rc = main(["data", "list"])
+    err = capsys.readouterr().err
+    assert rc == 70
+    assert "bayesrate data list: internal error: RuntimeError: an unforeseen failure" in err
+    assert "please report it" in err and "Traceback" in err
+
+
+def test_nan_in_numeric_output_is_not_json_nan():
+    from bayesrate.commands.common import strict_json
+
+    text = json.dumps(strict_json({"a": np.nan, "b": [np.inf, 1.5], "c": np.float32(2)}),
+                      allow_nan=False)  # fmt: skip
+    assert json.loads(text) == {"a": None, "b": [None, 1.5], "c": 2.0}
