@@ -1,18 +1,22 @@
 """Decisions over a :class:`~bayesrate.scheduler.state.SchedulerState` (``docs/science.md`` §5).
 
 - :func:`decision_rates`: the λ each URL is scheduled with — posterior mean (or a Thompson
-  draw), floored at ``rate_floor``; URLs that changed at every visit are raised to at least
+  draw, or a quantile; always of the URL's posterior as it is, no special cases), floored
+  at ``rate_floor``; URLs that changed at every visit are raised to at least
   ``1 / min_interval`` (no information above the sampling frequency: cap, do not extrapolate).
 - :func:`next_check`: ``t_next = t_last + factor / λ`` (with hour-of-week multipliers: the
   time at which the integrated rate reaches ``factor``), clipped to
   ``[min_interval, max_interval]`` (the upper clip is the exploration floor).
-- :func:`priority`: ``w · Λ(t_last, now)``, or with a plan (:func:`plan`) the number of
-  planned intervals elapsed ``p · (now − t_last)``. Never-fetched URLs and URLs past
+- :func:`priority`: ``w · E[Λ(t_last, now)]``, or with a plan (:func:`plan`) the number of
+  planned intervals elapsed ``p · M(t_last, now)`` (``M`` the integrated hour-of-week
+  multiplier when the artifact has one: fetches land after the busy hours; else the time). Never-fetched URLs and URLs past
   ``max_interval`` come first; URLs fetched less than ``min_interval`` ago are not eligible.
 - :func:`due`: the ``k`` most valuable URLs with at most ``politeness_limit − recent`` per
   host (recent = fetches observed in the politeness window).
 - :func:`plan`: fetch rates optimal for freshness (Azar) or harmonic staleness (Kolobov)
-  under a budget, from the decision rates, with an exploration floor and per-host caps.
+  under a budget, with an exploration floor and per-host caps: from each URL's whole
+  posterior at ``now`` (expected freshness gain, :func:`~bayesrate.scheduler.optimal.
+  expected_optimal_rates`; the grid posterior's default) or from point rates.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from bayesrate.errors import ObservationError
-from bayesrate.scheduler.optimal import optimal_rates
+from bayesrate.scheduler.optimal import expected_optimal_rates, optimal_rates
 from bayesrate.scheduler.state import SchedulerState
 
 #: priority of never-fetched URLs and URLs past the revisit floor (above any finite score)
@@ -34,28 +38,25 @@ def decision_rates(
     rng: np.random.Generator | None = None,
     cap: bool = True,
     quantile: float | None = None,
+    now: float | None = None,
 ) -> np.ndarray:
     """λ per hour used for decisions (see module docstring).
 
     ``thompson`` (default: the config's) draws λ from each posterior; otherwise ``quantile``
-    (e.g. 0.3) takes that posterior quantile, and ``None`` the posterior mean. ``cap=False``
-    skips raising changed-at-every-visit URLs to ``1 / min_interval`` (the planner bounds
-    fetch rates by ``1 / min_interval`` itself and uses the posterior as is).
+    (e.g. 0.3) takes that posterior quantile, and ``None`` the posterior mean — of the
+    posterior at the last fetch, or drifted to ``now`` when given. ``cap=False`` skips
+    raising changed-at-every-visit URLs to ``1 / min_interval`` (the planner bounds fetch
+    rates by ``1 / min_interval`` itself and uses the posterior as is).
     """
     cfg = state.config
     use_draw = cfg.thompson if thompson is None else thompson
     if use_draw:
         rng = rng if rng is not None else np.random.default_rng()
-        lam = rng.gamma(state.alpha, 1.0 / state.beta)
+        lam = state.posterior_draw(rng, now)
     elif quantile is not None:
-        from scipy.special import gammaincinv
-
-        lam = gammaincinv(state.alpha, float(quantile)) / state.beta
-        # a Gamma with α < 1 has a density that diverges at 0, so its lower quantiles sit near
-        # zero and stop being an "optimistic but plausible" rate: plan those with the mean
-        lam = np.where(state.alpha < 1.0, state.posterior_mean(), lam)
+        lam = state.posterior_quantile(float(quantile), now)
     else:
-        lam = state.posterior_mean()
+        lam = state.posterior_mean(now)
     lam = np.maximum(lam, cfg.rate_floor)
     capped = state.changed_every_visit if cap else np.zeros(0, dtype=bool)
     if capped.any():
@@ -94,18 +95,29 @@ def priority(
             pages=[state.urls[i] for i in bad[:10]],
         )
     elapsed_from = np.where(never, now, last)
+    integrated = state.modulation.integral(elapsed_from, np.full_like(elapsed_from, now))
     if use_plan and state.target.any():
-        score = state.target * (now - elapsed_from)
+        score = state.target * integrated
+    elif rates is None:
+        score = state.weight * decision_rates(state) * integrated * drift_growth(state, now)
     else:
-        lam = decision_rates(state) if rates is None else rates
-        score = (
-            state.weight
-            * lam
-            * state.modulation.integral(elapsed_from, np.full_like(elapsed_from, now))
-        )
+        score = state.weight * rates * integrated
     elapsed = now - elapsed_from
     score = np.where(never | (elapsed >= cfg.max_interval), URGENT, score)
     return np.where(~never & (elapsed < cfg.min_interval), -np.inf, score)
+
+
+def drift_growth(state: SchedulerState, now: float) -> np.ndarray:
+    """Mean growth of the expected rate over the time since the last fetch under drift:
+    ``(e^a − 1)/a`` with ``a = σ²Δt/2`` (a log-normal random walk has
+    ``E[λ(t)] = E[λ(0)]·e^{σ²t/2}``; exact off the grid's ends). 1 without drift."""
+    sigma2 = state.drift_variances()
+    if not sigma2.any():
+        return np.ones(state.n)
+    last = state.last_fetch
+    a = 0.5 * sigma2 * np.where(np.isnan(last), 0.0, np.maximum(now - last, 0.0))
+    safe = np.where(a > 1e-12, a, 1.0)
+    return np.where(a > 1e-12, np.expm1(a) / safe, 1.0)
 
 
 def due(
@@ -171,6 +183,8 @@ def plan(
     rates: np.ndarray | None = None,
     host_cap: float | None = None,
     rng: np.random.Generator | None = None,
+    now: float | None = None,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
     """Set ``state.target`` to optimal fetch rates per hour for a budget (fetches per hour).
 
@@ -184,36 +198,54 @@ def plan(
         Exploration floor per URL (fetches per hour); default ``1 / max_interval``, reduced
         so that the floors use at most half the budget and half of each host's cap.
     rates
-        Rates to plan with (default :func:`decision_rates` with ``cap=False`` and the
-        config's ``plan_quantile``, or Thompson draws when the config says so).
+        Point rates to plan with. Default: the grid posterior's whole distribution at
+        ``now`` (``config.plans_expected``: the expected freshness gain); else
+        :func:`decision_rates` with ``cap=False`` and the config's ``plan_quantile``, or
+        Thompson draws when the config says so.
     host_cap
         Fetches per hour per host (default: the politeness limit over its window).
+    now
+        Time the posteriors are drifted to (default: the latest fetch in the state).
+    rows
+        Plan only these URLs (the others get 0); default all.
     """
     cfg = state.config
-    n = state.n
-    if n == 0:
+    if state.n == 0:
         return np.zeros(0)
-    if rates is None:
-        lam = decision_rates(state, rng=rng, cap=False, quantile=cfg.plan_quantile)
-    else:
-        lam = np.asarray(rates, dtype=np.float64)
+    rows = np.arange(state.n) if rows is None else np.asarray(rows, dtype=np.int64)
+    n = len(rows)
+    if now is None and np.isfinite(state.last_fetch).any():
+        now = float(np.nanmax(state.last_fetch))
     if host_cap is None and cfg.politeness_limit is not None:
         host_cap = cfg.politeness_limit / cfg.politeness_window
+    hosts = state.host[rows]
     if floor is None:
-        floor = min(1.0 / cfg.max_interval, 0.5 * float(budget) / n) if budget > 0 else 0.0
+        floor = min(1.0 / cfg.max_interval, 0.5 * float(budget) / max(n, 1)) if budget > 0 else 0.0
         if host_cap is not None and floor > 0:
             # floors may use at most half of a host's cap (large hosts get a lower floor)
-            per_host = np.bincount(state.host, minlength=len(state.hosts))
-            floor = np.minimum(floor, 0.5 * float(host_cap) / per_host[state.host])
-    p = optimal_rates(
-        state.weight,
-        lam,
-        budget,
-        objective=objective,
-        lower=floor,
-        upper=1.0 / cfg.min_interval,
-        hosts=state.host if host_cap is not None else None,
-        host_caps=host_cap,
-    )
-    state.target[:] = p
-    return p
+            per_host = np.bincount(hosts, minlength=len(state.hosts))
+            floor = np.minimum(floor, 0.5 * float(host_cap) / per_host[hosts])
+    bounds = {
+        "objective": objective,
+        "lower": floor,
+        "upper": 1.0 / cfg.min_interval,
+        "hosts": hosts if host_cap is not None else None,
+        "host_caps": host_cap,
+    }
+    expected = rates is None and cfg.plans_expected and not cfg.thompson
+    if expected:
+        if state.posterior != "grid":
+            raise ObservationError(
+                "planning from posterior expectations needs the grid posterior", field="plan"
+            )
+        probs = state.grid.probabilities(state.log_weights_at(now)[rows])
+        p = expected_optimal_rates(state.weight[rows], probs, state.grid.rate, budget, **bounds)
+    else:
+        if rates is None:
+            lam = decision_rates(state, rng=rng, cap=False, quantile=cfg.plan_quantile, now=now)
+        else:
+            lam = np.asarray(rates, dtype=np.float64)
+        p = optimal_rates(state.weight[rows], lam[rows], budget, **bounds)
+    state.target[:] = 0.0
+    state.target[rows] = p
+    return state.target.copy()

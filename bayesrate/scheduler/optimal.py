@@ -21,6 +21,8 @@ Rates and budgets must be in the same unit (the package uses per hour).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from bayesrate.errors import ObservationError
@@ -169,6 +171,24 @@ def optimal_rates(
         raise ObservationError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     w, lam, budget = _check_inputs(weights, rates, budget)
     n = len(w)
+    lo, hi, codes, caps = _bounds_and_hosts(n, budget, lower, upper, hosts, host_caps)
+    unbounded = not lo.any() and np.isinf(hi).all() and host_caps is None
+    if unbounded and objective == "freshness":
+        return azar_rates(w, lam, budget)
+    return _solve_multipliers(
+        lambda mu: np.clip(_rate_at(objective, w, lam, mu), lo, hi), budget, codes, caps
+    )
+
+
+def _bounds_and_hosts(
+    n: int,
+    budget: float,
+    lower: np.ndarray | float,
+    upper: np.ndarray | float,
+    hosts: np.ndarray | None,
+    host_caps: np.ndarray | float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validated per-page bounds, host codes and per-host caps (one host when uncapped)."""
     lo = np.broadcast_to(np.asarray(lower, dtype=np.float64), (n,))
     hi = np.broadcast_to(np.asarray(upper, dtype=np.float64), (n,))
     if (np.isnan(lo) | np.isnan(hi) | (lo < 0) | (hi < lo)).any() or np.isinf(lo).any():
@@ -179,39 +199,43 @@ def optimal_rates(
             f"more than the budget {budget:.6g}",
             field="budget",
         )
-    unbounded = not lo.any() and np.isinf(hi).all() and host_caps is None
-    if unbounded and objective == "freshness":
-        return azar_rates(w, lam, budget)
-
     if host_caps is None:
-        codes = np.zeros(n, dtype=np.int64)
-        caps = np.array([np.inf])
-    else:
-        if hosts is None:
-            raise ObservationError("host_caps needs hosts", field="hosts")
-        codes = np.asarray(hosts, dtype=np.int64)
-        if codes.shape != (n,) or (n and codes.min() < 0):
-            raise ObservationError("hosts must be integer codes >= 0, one per page", field="hosts")
-        n_hosts = int(codes.max()) + 1 if n else 0
-        caps = np.broadcast_to(np.asarray(host_caps, dtype=np.float64), (n_hosts,)).copy()
-        bad = np.flatnonzero(np.isnan(caps) | (caps < 0))
-        if len(bad):
-            raise ObservationError("host caps must be >= 0", field="host_caps", rows=bad)
-        floor_sum = np.bincount(codes, weights=lo, minlength=n_hosts)
-        over = np.flatnonzero(floor_sum > caps * (1 + 1e-12))
-        if len(over):
-            raise ObservationError(
-                "exploration floors exceed the host cap", field="host_caps", rows=over
-            )
-    n_hosts = len(caps)
+        return lo, hi, np.zeros(n, dtype=np.int64), np.array([np.inf])
+    if hosts is None:
+        raise ObservationError("host_caps needs hosts", field="hosts")
+    codes = np.asarray(hosts, dtype=np.int64)
+    if codes.shape != (n,) or (n and codes.min() < 0):
+        raise ObservationError("hosts must be integer codes >= 0, one per page", field="hosts")
+    n_hosts = int(codes.max()) + 1 if n else 0
+    caps = np.broadcast_to(np.asarray(host_caps, dtype=np.float64), (n_hosts,)).copy()
+    bad = np.flatnonzero(np.isnan(caps) | (caps < 0))
+    if len(bad):
+        raise ObservationError("host caps must be >= 0", field="host_caps", rows=bad)
+    floor_sum = np.bincount(codes, weights=lo, minlength=n_hosts)
+    over = np.flatnonzero(floor_sum > caps * (1 + 1e-12))
+    if len(over):
+        raise ObservationError("exploration floors exceed the host cap", field="host_caps", rows=over)
+    return lo, hi, codes, caps
 
-    def fetches(mu_page: np.ndarray) -> np.ndarray:
-        return np.clip(_rate_at(objective, w, lam, mu_page), lo, hi)
+
+def _solve_multipliers(
+    fetches: Callable[[np.ndarray], np.ndarray],
+    budget: float,
+    codes: np.ndarray,
+    caps: np.ndarray,
+) -> np.ndarray:
+    """Fetch rates at the budget's multiplier, with a multiplier per host for its cap.
+
+    ``fetches(mu_page)`` gives every page's bounded optimum at its multiplier (decreasing
+    in it). Host multipliers ``μ*_h`` solve ``Σ_h p = C_h`` (−inf where the cap never
+    binds); then the global ``μ`` by bisection on ``log μ`` with ``ν_h = max(μ, μ*_h)``.
+    """
+    n = len(codes)
+    n_hosts = len(caps)
 
     def host_sum(mu_page: np.ndarray) -> np.ndarray:
         return np.bincount(codes, weights=fetches(mu_page), minlength=n_hosts)
 
-    # per-host multipliers μ*_h solving Σ_h p = C_h (−inf if the cap never binds)
     host_mu = np.full(n_hosts, -np.inf)
     finite = np.isfinite(caps)
     if finite.any():
@@ -243,6 +267,136 @@ def optimal_rates(
     p = fetches(np.exp(np.maximum(log_mu, host_mu)[codes]))
     # clip rounding: never over the budget or a host cap, never below a floor
     return _never_exceed(p, budget) if p.sum() > budget else p
+
+
+# ---------------------------------------------------------------------- full posteriors
+#: fetch rates tabulated per page for the posterior solver (log-spaced, plus 0)
+N_TABLE = 64
+
+
+class PosteriorResponse:
+    """Each page's optimal fetch rate at a multiplier, from its whole rate posterior.
+
+    With ``π_ij`` the probability of rate ``λ_j`` for page ``i`` (a shared set of rates:
+    the scheduler's grid), the marginal value of fetch rate ``p`` is
+    ``v_i(p) = w_i Σ_j π_ij λ_j / (p + λ_j)²`` for freshness (the derivative of
+    ``E[p / (p + λ)]``) and ``w_i Σ_j π_ij λ_j / (p (p + λ_j))`` for harmonic staleness
+    (of ``−E[log(p / (p + λ))]``). Both decrease in ``p``; the optimum at multiplier ``μ``
+    solves ``v_i(p) = μ`` (0 for freshness when ``v_i(0) ≤ μ``), clipped to the bounds.
+    ``v`` is tabulated on :data:`N_TABLE` log-spaced rates spanning the bounds (one matrix
+    product ``π · K``) and inverted by binary search per page with linear interpolation of
+    ``log p`` in ``log v``.
+    """
+
+    def __init__(
+        self,
+        objective: str,
+        weights: np.ndarray,
+        probabilities: np.ndarray,
+        node_rates: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        n_table: int = N_TABLE,
+    ) -> None:
+        self.objective = objective
+        lam = np.asarray(node_rates, dtype=np.float64)
+        finite_hi = upper[np.isfinite(upper)]
+        p_max = float(finite_hi.max()) if len(finite_hi) else 1e3 * float(lam.max())
+        positive_lo = lower[lower > 0]
+        p_min = min(float(positive_lo.min()) if len(positive_lo) else np.inf,
+                    1e-3 * float(lam.min()), p_max / 1e6)  # fmt: skip
+        p_min = min(p_min, p_max)
+        table = np.geomspace(p_min, max(p_max, p_min * (1 + 1e-9)), n_table)
+        if objective == "freshness":
+            kernel = lam[:, None] / (table[None, :] + lam[:, None]) ** 2
+            at_zero = probabilities @ (1.0 / lam)
+        else:
+            kernel = lam[:, None] / (table[None, :] * (table[None, :] + lam[:, None]))
+            at_zero = np.full(len(probabilities), np.inf)
+        self.p = table
+        self.log_p = np.log(table)
+        w = np.asarray(weights, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.log_v = np.log(w[:, None] * (probabilities @ kernel))
+            self.log_v0 = np.log(w * at_zero)
+        self.lower, self.upper = lower, upper
+        self.useful = w > 0
+
+    def __call__(self, mu: np.ndarray) -> np.ndarray:
+        """Bounded optimum of every page at its multiplier ``mu`` (decreasing in ``mu``)."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return self._respond(np.log(np.asarray(mu, dtype=np.float64)))
+
+    def _respond(self, log_mu: np.ndarray) -> np.ndarray:
+        log_v = self.log_v
+        n, m = log_v.shape
+        rows = np.arange(n)
+        # first table index with v < μ (m if none), by binary search per row
+        left = np.zeros(n, dtype=np.int64)
+        right = np.full(n, m, dtype=np.int64)
+        for _ in range(int(np.ceil(np.log2(m + 1)))):
+            active = left < right
+            mid = (left + right) // 2
+            ge = log_v[rows, np.minimum(mid, m - 1)] >= log_mu
+            left = np.where(active & ge, mid + 1, left)
+            right = np.where(active & ~ge, mid, right)
+        lo = left - 1
+        above_all = left == m
+        j = np.clip(lo, 0, m - 2)
+        v_a, v_b = log_v[rows, j], log_v[rows, j + 1]
+        frac = np.clip((v_a - log_mu) / np.where(v_a > v_b, v_a - v_b, 1.0), 0.0, 1.0)
+        p = np.exp(self.log_p[j] + frac * (self.log_p[j + 1] - self.log_p[j]))
+        p = np.where(above_all, self.p[-1] * np.exp((log_v[:, -1] - log_mu) / 2), p)
+        below_all = lo < 0  # μ above v at the smallest tabulated rate
+        if self.objective == "freshness":
+            # between 0 and the first rate: v is ~linear in p; 0 when v(0) <= μ
+            v0, v1 = np.exp(self.log_v0), np.exp(log_v[:, 0])
+            mu_lin = np.exp(log_mu)
+            small = self.p[0] * np.clip((v0 - mu_lin) / np.maximum(v0 - v1, 1e-300), 0, 1)
+            p = np.where(below_all, small, p)
+        else:  # harmonic: v ~ w/p near 0
+            p = np.where(below_all, self.p[0] * np.exp(log_v[:, 0] - log_mu), p)
+        p = np.where(self.useful, p, 0.0)
+        return np.clip(p, self.lower, self.upper)
+
+
+def expected_optimal_rates(
+    weights: np.ndarray,
+    probabilities: np.ndarray,
+    node_rates: np.ndarray,
+    budget: float,
+    *,
+    objective: str = "freshness",
+    lower: np.ndarray | float = 0.0,
+    upper: np.ndarray | float = np.inf,
+    hosts: np.ndarray | None = None,
+    host_caps: np.ndarray | float | None = None,
+) -> np.ndarray:
+    """Fetch rates maximising the *posterior expected* objective under a budget.
+
+    Freshness: maximise ``Σ w_i E_i[p_i / (p_i + λ)]``; harmonic: minimise
+    ``Σ w_i E_i[log((p_i + λ) / p_i)]``, each expectation over page ``i``'s rate posterior
+    ``P(λ = node_rates[j]) = probabilities[i, j]``; ``Σ p ≤ budget``, bounds and per-host
+    caps as in :func:`optimal_rates` (:class:`PosteriorResponse` gives each page's
+    optimum at a multiplier, :func:`_solve_multipliers` the multipliers).
+    """
+    if objective not in OBJECTIVES:
+        raise ObservationError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    probs = np.asarray(probabilities, dtype=np.float64)
+    lam = np.asarray(node_rates, dtype=np.float64)
+    if probs.ndim != 2 or probs.shape[1] != len(lam) or (lam <= 0).any():
+        raise ObservationError(
+            "probabilities must be (pages, nodes) over positive node rates", field="rate"
+        )
+    w, _, budget = _check_inputs(weights, np.ones(len(probs)), budget)
+    if (probs < 0).any() or not np.allclose(probs.sum(axis=1), 1.0, atol=1e-6):
+        raise ObservationError("posterior probabilities must be >= 0 and sum to 1", field="rate")
+    n = len(w)
+    lo, hi, codes, caps = _bounds_and_hosts(n, budget, lower, upper, hosts, host_caps)
+    if n == 0:
+        return np.zeros(0)
+    response = PosteriorResponse(objective, w, probs, lam, lo, hi)
+    return _solve_multipliers(response, budget, codes, caps)
 
 
 def expected_freshness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray) -> float:

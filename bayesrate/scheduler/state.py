@@ -1,15 +1,22 @@
 """Per-URL scheduler state in columnar arrays, with the prior lookup and batch updates.
 
-One row per URL: the Gamma(α, β) posterior of its change rate (per hour; β in hours of
-exposure), last fetch, last fetch that detected a change, importance weight, host, and
-fetch/change counters. Arrays grow by doubling, so millions of URLs cost a few dozen bytes
-each plus the URL strings (``docs/scheduler.md``).
+One row per URL: the posterior of its change rate, last fetch, last fetch that detected a
+change, importance weight, host, fetch/change counters and planned fetch rate. Arrays grow
+by doubling (``docs/scheduler.md``). Two posterior families (``SchedulerConfig.posterior``):
 
-Updates (:meth:`SchedulerState.observe`) use the censoring-exact moment-matched Gamma update
-(:func:`bayesrate.estimators.gamma.adf_update`) or, for comparison, the first source
-document's exposure update (``update="exposure"``). When the priors carry hour-of-week
-multipliers, an interval's exposure is its integrated modulation ``∫ m(hour_of_week(u)) du`` instead
-of its length.
+- ``"grid"`` (default): the posterior of ``log λ`` on one shared grid of ``K`` nodes, as
+  float32 log-probabilities per URL (:mod:`bayesrate.scheduler.rategrid`). It starts from
+  the artifact's fitted population (``priors.json`` v2: a normal mixture of ``log λ``;
+  v1: the Gamma prior, discretised exactly), takes the exact censored likelihood of every
+  interval, and lets ``log λ`` drift as a random walk between fetches when the artifact
+  (or ``SchedulerConfig.drift``) gives a volatility ``σ_rw``. Means, quantiles and
+  Thompson draws come from that posterior.
+- ``"gamma"``: Gamma(α, β) per URL (per hour; β in hours of exposure), updated by the
+  censoring-exact moment-matched update (:func:`bayesrate.estimators.gamma.adf_update`) or,
+  for comparison, the first source document's exposure update (``update="exposure"``).
+
+When the priors carry hour-of-week multipliers, an interval's exposure is its integrated
+modulation ``∫ m(hour_of_week(u)) du`` instead of its length (the drift runs on clock time).
 
 New URLs start from their host's prior (the host is the ``domain`` of the priors artifact;
 unseen hosts get the artifact's global prior). Without an artifact the documented default
@@ -33,8 +40,20 @@ from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_DAY, N_HOUR_OF_WEE
 from bayesrate.errors import ObservationError
 from bayesrate.estimators.gamma import adf_update, exposure_update
 from bayesrate.priors import PriorSet
+from bayesrate.scheduler.rategrid import (
+    GRID_MAX_PER_DAY,
+    GRID_MIN_PER_DAY,
+    GRID_SIZE,
+    LogRateGrid,
+    merge_unchanged,
+    run_filter,
+)
 
 UPDATES = ("adf", "exposure")
+POSTERIORS = ("grid", "gamma")
+#: a crawl log applied at once (:meth:`SchedulerState.observe_log`) merges runs of unchanged
+#: intervals into blocks of at most this many hours (exact without drift)
+LOG_BLOCK_HOURS = 7 * HOURS_PER_DAY
 
 
 @dataclass(frozen=True)
@@ -43,8 +62,21 @@ class SchedulerConfig:
 
     Attributes
     ----------
+    posterior
+        ``"grid"`` (default: the posterior on a shared log-rate grid) or ``"gamma"``
+        (one Gamma per URL, the earlier state; kept for comparison).
     update
-        ``"adf"`` (censoring-exact, default) or ``"exposure"`` (seed ``PageState``).
+        Gamma posterior only: ``"adf"`` (censoring-exact, default) or ``"exposure"``
+        (seed ``PageState``).
+    grid_size, grid_min_per_day, grid_max_per_day
+        Grid posterior only: nodes of the shared grid and the rates (per day) of its first
+        and last node.
+    drift
+        Grid posterior only: random-walk volatility of ``log λ`` per √day; ``None`` takes
+        it from the priors artifact (v2 ``drift``), and none there means no drift.
+    plan_expected
+        Plan from posterior expectations of the freshness gain (:func:`~bayesrate.scheduler.
+        decide.plan`); ``None``: yes for the grid posterior, no (point rates) for Gamma.
     min_interval
         Shortest allowed revisit interval; pages that changed at every visit are scheduled
         at it (no extrapolation above the sampling frequency).
@@ -61,17 +93,22 @@ class SchedulerConfig:
     thompson
         Draw λ from the posterior in decisions instead of using its mean.
     plan_quantile
-        The planner (:func:`~bayesrate.scheduler.decide.plan`) uses this quantile of each
-        URL's posterior instead of its mean: a lower confidence bound on the rate, i.e.
-        optimism about how long a fetch stays fresh, so that URLs whose rate is uncertain
-        (and that a plug-in plan would abandon) get fetched until the data say otherwise.
-        ``None`` plans with the posterior mean. Default 0.3 (``docs/scheduler.md``).
+        When planning from point rates: this quantile of each URL's posterior instead of
+        its mean (a lower confidence bound on the rate: optimism about how long a fetch
+        stays fresh). ``None`` plans with the posterior mean. Default 0.3
+        (``docs/scheduler.md``).
     cap_after
         A URL counts as "changed at every visit" (and is scheduled at ``min_interval``)
         once it has at least this many intervals, all changed.
     """
 
     update: str = "adf"
+    posterior: str = "grid"
+    grid_size: int = GRID_SIZE
+    grid_min_per_day: float = GRID_MIN_PER_DAY
+    grid_max_per_day: float = GRID_MAX_PER_DAY
+    drift: float | None = None
+    plan_expected: bool | None = None
     min_interval: float = 1.0
     max_interval: float = 30 * HOURS_PER_DAY
     factor: float = 1.0
@@ -85,6 +122,15 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         if self.update not in UPDATES:
             raise ObservationError(f"update must be one of {UPDATES}", field="update")
+        if self.posterior not in POSTERIORS:
+            raise ObservationError(f"posterior must be one of {POSTERIORS}", field="posterior")
+        try:
+            LogRateGrid(self.grid_size, self.grid_min_per_day, self.grid_max_per_day)
+        except (ValueError, TypeError) as exc:
+            raise ObservationError(str(exc), field="grid") from exc
+        d = self.drift
+        if d is not None and not (isinstance(d, (int, float)) and np.isfinite(d) and d >= 0):
+            raise ObservationError(f"drift must be a number >= 0 or None, got {d!r}", field="drift")
         for name in ("min_interval", "max_interval", "factor", "rate_floor", "politeness_window"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
@@ -99,6 +145,17 @@ class SchedulerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def plans_expected(self) -> bool:
+        """Whether :func:`~bayesrate.scheduler.decide.plan` uses posterior expectations."""
+        if self.plan_expected is None:
+            return self.posterior == "grid"
+        return bool(self.plan_expected)
+
+    def grid(self) -> LogRateGrid:
+        """The shared log-rate grid of this configuration."""
+        return LogRateGrid(int(self.grid_size), self.grid_min_per_day, self.grid_max_per_day)
 
 
 # ---------------------------------------------------------------------- modulation
@@ -146,9 +203,13 @@ class Modulation:
 
 
 # ---------------------------------------------------------------------- state
-_FLOAT_COLUMNS = ("alpha", "beta", "last_fetch", "last_change", "weight", "target")
+#: columns every state has (``docs/scheduler.md``)
+BASE_COLUMNS = ("host", "weight", "last_fetch", "last_change", "n_fetch", "n_changed", "target")
+#: the posterior's columns, per family (``log_weights``: float32 log-probabilities, K per URL)
+POSTERIOR_COLUMNS = {"gamma": ("alpha", "beta"), "grid": ("log_weights",)}
+_FLOAT_COLUMNS = ("weight", "last_fetch", "last_change", "target")
 _INT_COLUMNS = ("host", "n_fetch", "n_changed")
-#: every per-URL column, in storage order
+#: every per-URL column of a Gamma state, in storage order
 COLUMNS = (
     "host",
     "weight",
@@ -160,6 +221,11 @@ COLUMNS = (
     "n_changed",
     "target",
 )
+
+
+def storage_columns(posterior: str) -> tuple[str, ...]:
+    """The per-URL columns a state of this posterior family stores."""
+    return (*BASE_COLUMNS, *POSTERIOR_COLUMNS[posterior])
 
 
 def host_name(value: object) -> str | None:
@@ -179,7 +245,7 @@ class SchedulerState:
     Parameters
     ----------
     priors
-        Per-domain Gamma priors (per day); hosts are looked up as domains.
+        Per-domain priors (per day); hosts are looked up as domains.
     config
         :class:`SchedulerConfig`.
     capacity
@@ -194,12 +260,17 @@ class SchedulerState:
     ) -> None:
         self.priors = priors if priors is not None else PriorSet.default()
         self.config = config if config is not None else SchedulerConfig()
+        self.posterior = self.config.posterior
+        self.grid = self.config.grid() if self.posterior == "grid" else None
+        self.columns = storage_columns(self.posterior)
         self.modulation = Modulation(self.priors.hour_of_week, self.priors.timezone)
         self.n = 0
         self.urls: list[str] = []
         self.index: dict[str, int] = {}
         self.hosts: list[str] = []
         self.host_index: dict[str, int] = {}
+        self._host_prior: list[Any] = []  # per host code: log-probabilities or (α, β_h)
+        self._host_sigma2: list[float] = []  # per host code: drift variance per hour
         self._cap = 0
         self._grow(max(int(capacity), 16))
         # politeness log: (host code, time) of recent fetches
@@ -209,28 +280,41 @@ class SchedulerState:
         self.version = 0  # number of applied batches
 
     # ------------------------------------------------------------------ storage
+    def _column_specs(self) -> list[tuple[str, Any, tuple[int, ...], float]]:
+        """(name, dtype, trailing shape, fill) of every array column."""
+        specs = [(c, np.float64, (), np.nan if c.startswith("last") else 0.0)
+                 for c in _FLOAT_COLUMNS]  # fmt: skip
+        specs += [(c, np.int32, (), 0) for c in _INT_COLUMNS]
+        if self.posterior == "gamma":
+            specs += [("alpha", np.float64, (), 0.0), ("beta", np.float64, (), 0.0)]
+        else:
+            specs += [("log_weights", np.float32, (self.grid.size,), 0.0),
+                      ("rate_mean", np.float64, (), 0.0)]  # fmt: skip
+        return specs
+
     def _grow(self, need: int) -> None:
         if need <= self._cap:
             return
         cap = max(need, 2 * self._cap)
-        for name in _FLOAT_COLUMNS:
-            new = np.full(cap, np.nan if name.startswith("last") else 0.0)
-            if self._cap:
-                new[: self.n] = getattr(self, "_" + name)[: self.n]
-            setattr(self, "_" + name, new)
-        for name in _INT_COLUMNS:
-            new = np.zeros(cap, dtype=np.int32)
+        for name, dtype, shape, fill in self._column_specs():
+            new = np.full((cap, *shape), fill, dtype=dtype)
             if self._cap:
                 new[: self.n] = getattr(self, "_" + name)[: self.n]
             setattr(self, "_" + name, new)
         self._cap = cap
 
     def column(self, name: str) -> np.ndarray:
-        """View of one column for the ``n`` URLs (``alpha``, ``beta``, ``last_fetch``, ...)."""
-        return getattr(self, "_" + name)[: self.n]
+        """View of one column for the ``n`` URLs (``last_fetch``, ``alpha``, ...)."""
+        try:
+            return getattr(self, "_" + name)[: self.n]
+        except AttributeError:
+            raise AttributeError(
+                f"a {self.posterior!r} state has no column {name!r}"
+            ) from None
 
     alpha = property(lambda self: self.column("alpha"))
     beta = property(lambda self: self.column("beta"))
+    log_weights = property(lambda self: self.column("log_weights"))
     last_fetch = property(lambda self: self.column("last_fetch"))
     last_change = property(lambda self: self.column("last_change"))
     weight = property(lambda self: self.column("weight"))
@@ -243,19 +327,37 @@ class SchedulerState:
         """Bytes held: numeric columns (per allocated row) and the URL index (estimate)."""
         import sys
 
-        arrays = sum(getattr(self, "_" + c)[: self.n].nbytes for c in _FLOAT_COLUMNS)
-        arrays += sum(getattr(self, "_" + c)[: self.n].nbytes for c in _INT_COLUMNS)
+        arrays = sum(getattr(self, "_" + c[0])[: self.n].nbytes for c in self._column_specs())
         strings = sum(sys.getsizeof(u) for u in self.urls)
         index = sys.getsizeof(self.index) + sys.getsizeof(self.urls) + 8 * self.n
         return {"arrays": arrays, "url_strings": strings, "url_index": index}
 
     # ------------------------------------------------------------------ priors
     def prior_per_hour(self, hosts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``(α, β in hours)`` for new URLs of these hosts (domain prior, global fallback)."""
+        """``(α, β in hours)`` of the Gamma priors (or Gamma views) of these hosts."""
         if len(hosts) == 0:
             return np.zeros(0), np.zeros(0)
         a, b_day = self.priors.arrays(np.asarray(hosts, dtype=object))
         return a.astype(float), b_day.astype(float) * HOURS_PER_DAY
+
+    def prior_log_weights(self, host: str) -> np.ndarray:
+        """The grid prior of a host's new URLs: the population's cell masses (v2 artifact)
+        or the Gamma prior's (v1), as log-probabilities."""
+        population = self.priors.population_for(host)
+        if population is not None:
+            mix = population.predictive
+            means = np.asarray(mix.means) - np.log(HOURS_PER_DAY)
+            return self.grid.prior_normal_mixture(mix.weights, means, mix.sds)
+        gamma = self.priors.for_domain(host)
+        return self.grid.prior_gamma(gamma.alpha, gamma.beta * HOURS_PER_DAY)
+
+    def drift_variance(self, host: str) -> float:
+        """``σ_rw²`` per hour of a host's URLs (``config.drift``, else the artifact's)."""
+        sigma = self.config.drift
+        if sigma is None:
+            population = self.priors.population_for(host)
+            sigma = None if population is None else population.sigma_rw_per_day
+        return 0.0 if sigma is None else float(sigma) ** 2 / HOURS_PER_DAY
 
     def _host_codes(self, hosts: Sequence[str]) -> np.ndarray:
         index = self.host_index
@@ -264,6 +366,32 @@ class SchedulerState:
             self.hosts.append(h)
         get = index.__getitem__
         return np.fromiter(map(get, hosts), dtype=np.int32, count=len(hosts))
+
+    def _host_tables(self) -> tuple[Any, np.ndarray]:
+        """Per host code: prior (grid: ``(H, K)`` log-probabilities; Gamma: ``(α, β_h)``
+        arrays) and drift variance per hour, computed once per host."""
+        for h in self.hosts[len(self._host_prior) :]:
+            if self.posterior == "grid":
+                self._host_prior.append(self.prior_log_weights(h))
+            else:
+                a, b = self.prior_per_hour([h])
+                self._host_prior.append((a[0], b[0]))
+            self._host_sigma2.append(self.drift_variance(h) if self.posterior == "grid" else 0.0)
+        sigma2 = np.asarray(self._host_sigma2, dtype=np.float64)
+        if self.posterior == "grid":
+            return np.asarray(self._host_prior).reshape(-1, self.grid.size), sigma2
+        table = np.asarray(self._host_prior, dtype=np.float64).reshape(-1, 2)
+        return (table[:, 0], table[:, 1]), sigma2
+
+    def _set_prior(self, rows: np.ndarray) -> None:
+        prior, _ = self._host_tables()
+        codes = self._host[rows]
+        if self.posterior == "grid":
+            self._log_weights[rows] = prior[codes]
+            self._rate_mean[rows] = self.grid.mean(prior)[codes]
+        else:
+            self._alpha[rows] = prior[0][codes]
+            self._beta[rows] = prior[1][codes]
 
     # ------------------------------------------------------------------ adding URLs
     def add(
@@ -302,13 +430,8 @@ class SchedulerState:
         start = self.n
         self._grow(start + k)
         idx = np.arange(start, start + k)
-        codes = self._host_codes(hosts)
-        # priors per host, looked up once per host
-        alpha, beta = self.prior_per_hour(self.hosts)
-        self._alpha[idx] = alpha[codes]
-        self._beta[idx] = beta[codes]
+        self._host[idx] = self._host_codes(hosts)
         self._weight[idx] = w
-        self._host[idx] = codes
         self._last_fetch[idx] = np.nan
         self._last_change[idx] = np.nan
         self._n_fetch[idx] = 0
@@ -317,13 +440,14 @@ class SchedulerState:
         self.index.update(zip(urls, range(start, start + k), strict=True))
         self.urls.extend(urls)
         self.n += k
+        self._set_prior(idx)
         return idx
 
     def set_rows(self, urls: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         """Overwrite the rows of known URLs and append new ones; returns their positions.
 
         For persistence (:mod:`bayesrate.scheduler.store`): ``urls`` are distinct,
-        ``columns`` holds an array for every name in :data:`COLUMNS` and host codes index
+        ``columns`` holds an array for every name in :attr:`columns` and host codes index
         :attr:`hosts`. No validation or update happens here.
         """
         urls = list(urls)
@@ -338,8 +462,10 @@ class SchedulerState:
             self.urls.extend(added)
             self.index.update(zip(added, pos[new].tolist(), strict=True))
             self.n += len(new)
-        for name in COLUMNS:
+        for name in self.columns:
             getattr(self, "_" + name)[pos] = columns[name]
+        if self.posterior == "grid" and len(pos):
+            self._rate_mean[pos] = self.grid.mean(self._log_weights[pos])
         return pos
 
     def reset(self, urls: Sequence[str], *, keep_rate: bool = False) -> np.ndarray:
@@ -353,9 +479,7 @@ class SchedulerState:
         """
         rows = self.rows(urls)
         if not keep_rate:
-            alpha, beta = self.prior_per_hour(self.hosts)
-            self._alpha[rows] = alpha[self._host[rows]]
-            self._beta[rows] = beta[self._host[rows]]
+            self._set_prior(rows)
         self._last_fetch[rows] = np.nan
         self._last_change[rows] = np.nan
         self._n_fetch[rows] = 0
@@ -541,7 +665,6 @@ class SchedulerState:
             rank = np.arange(len(idx)) - group_start
         else:
             rank = np.zeros(len(idx), dtype=np.int64)
-        update = adf_update if self.config.update == "adf" else exposure_update
         for r in range(int(rank.max()) + 1 if len(rank) else 0):
             sel = rank == r
             i, ti, ci = idx[sel], t[sel], c[sel]
@@ -550,17 +673,96 @@ class SchedulerState:
             self.baseline_flags_ignored += int(ci[base].sum())
             upd = ~base
             if upd.any():
-                iu = i[upd]
-                exposure = self.modulation.integral(last[upd], ti[upd])
-                a, b = update(self._alpha[iu], self._beta[iu], exposure, ci[upd])
-                self._alpha[iu] = a
-                self._beta[iu] = b
-                self._n_changed[iu] += ci[upd]
-                chg = iu[ci[upd] == 1]
-                self._last_change[chg] = ti[upd][ci[upd] == 1]
+                iu, cu = i[upd], ci[upd]
+                self._update(iu, last[upd], ti[upd], cu)
+                self._n_changed[iu] += cu
+                chg = iu[cu == 1]
+                self._last_change[chg] = ti[upd][cu == 1]
             self._last_fetch[i] = ti
             self._n_fetch[i] += 1
         self._log(self._host[idx], t)
+
+    def _update(self, rows: np.ndarray, start: np.ndarray, end: np.ndarray, changed) -> None:
+        """The posterior update of one interval ``(start, end]`` per row (distinct rows)."""
+        exposure = self.modulation.integral(start, end)
+        if self.posterior == "gamma":
+            update = adf_update if self.config.update == "adf" else exposure_update
+            self._alpha[rows], self._beta[rows] = update(
+                self._alpha[rows], self._beta[rows], exposure, changed
+            )
+            return
+        _, sigma2 = self._host_tables()
+        logp = self.grid.diffuse(self._log_weights[rows], sigma2[self._host[rows]] * (end - start))
+        logp, _ = self.grid.update(logp, exposure, changed)
+        self._log_weights[rows] = logp
+        self._rate_mean[rows] = self.grid.mean(logp)
+
+    def observe_log(self, offsets: np.ndarray, times: np.ndarray, changed: np.ndarray) -> None:
+        """Apply a whole crawl log to the first ``len(offsets) - 1`` URLs, never fetched yet.
+
+        Visits of URL ``i`` are ``times[offsets[i]:offsets[i + 1]]`` (increasing) with
+        their flags; each URL's first visit is its baseline. For a warm start (the replay's
+        warm-up log): equal to observing the visits one by one, except that with drift
+        (grid posterior) runs of unchanged intervals are merged into blocks of at most
+        :data:`LOG_BLOCK_HOURS` (the rate is held constant within a block; exact without
+        drift). No validation: use :meth:`observe` for data from outside.
+        """
+        offsets = np.asarray(offsets, dtype=np.int64)
+        times = np.asarray(times, dtype=np.float64)
+        changed = np.asarray(changed).astype(np.int8)
+        n = len(offsets) - 1
+        counts = np.diff(offsets)
+        page = np.repeat(np.arange(n), counts)
+        later = np.ones(len(times), dtype=bool)
+        later[offsets[:-1][counts > 0]] = False  # baselines open no interval
+        start = np.concatenate([[np.nan], times[:-1]])[later]
+        end, row, flag = times[later], page[later], changed[later]
+        self.baseline_flags_ignored += int(changed[~later].sum())
+        exposure = self.modulation.integral(start, end)
+        if self.posterior == "grid":
+            _, sigma2 = self._host_tables()
+            s2 = sigma2[self._host[:n]]
+            block = merge_unchanged(row, end - start, exposure, flag,
+                                    np.inf if not s2.any() else LOG_BLOCK_HOURS)  # fmt: skip
+            logp, _ = run_filter(self.grid, self._log_weights[:n], *block, sigma2=s2)
+            self._log_weights[:n] = logp
+            self._rate_mean[:n] = self.grid.mean(logp)
+        else:
+            self._gamma_log(row, exposure, flag, n)
+        fetched = counts > 0
+        last = np.full(n, np.nan)
+        last[fetched] = times[offsets[1:][fetched] - 1]
+        self._last_fetch[:n] = last
+        self._n_fetch[:n] = counts
+        self._n_changed[:n] = np.bincount(row, weights=flag, minlength=n)
+        last_hit = np.full(n, np.nan)
+        hits = flag == 1
+        last_hit[row[hits]] = end[hits]  # in time order: the last write wins
+        self._last_change[:n] = last_hit
+        self.version += 1
+
+    def _gamma_log(self, row: np.ndarray, exposure: np.ndarray, flag: np.ndarray, n: int):
+        """Gamma posteriors after a crawl log, exactly as one-by-one updates: unchanged
+        exposure is conjugate (``β += τ``) and commutes; each changed interval is
+        moment-matched after the exposure that preceded it."""
+        alpha, beta = self._alpha, self._beta
+        update = adf_update if self.config.update == "adf" else exposure_update
+        hit = np.flatnonzero(flag == 1)
+        unchanged = np.where(flag == 0, exposure, 0.0)
+        before = np.cumsum(unchanged)  # unchanged exposure up to each interval (inclusive)
+        first = np.searchsorted(row, np.arange(n), side="left")
+        row_start_cum = np.concatenate([[0.0], before])[first]
+        hit_rank = np.arange(len(hit)) - np.searchsorted(row[hit], row[hit], side="left")
+        taken = np.zeros(n)
+        for r in range(int(hit_rank.max(initial=-1)) + 1):
+            h = hit[hit_rank == r]
+            p = row[h]
+            gap = before[h] - row_start_cum[p] - taken[p]
+            beta[p] += gap
+            taken[p] += gap
+            alpha[p], beta[p] = update(alpha[p], beta[p], exposure[h], np.ones(len(h)))
+        end_cum = np.concatenate([[0.0], before])[np.searchsorted(row, np.arange(n), side="right")]
+        beta[:n] += end_cum - row_start_cum - taken
 
     def _log(self, hosts: np.ndarray, times: np.ndarray) -> None:
         if self.config.politeness_limit is None or len(times) == 0:
@@ -602,9 +804,58 @@ class SchedulerState:
         n_int = self.n_fetch - 1
         return (n_int >= max(int(self.config.cap_after), 1)) & (self.n_changed == n_int)
 
-    def posterior_mean(self) -> np.ndarray:
-        """Posterior mean rate per hour (``α / β``)."""
-        return self.alpha / self.beta
+    # ------------------------------------------------------------------ posteriors
+    def drift_variances(self) -> np.ndarray:
+        """``σ_rw²`` per hour of every URL (0 without drift or for a Gamma state)."""
+        _, sigma2 = self._host_tables()
+        return sigma2[self.host]
+
+    def log_weights_at(self, now: float | None = None) -> np.ndarray:
+        """Grid posteriors at ``now``: each URL's posterior after its last fetch, drifted
+        over the time since (never-fetched URLs: their prior). ``None``: at the last fetch."""
+        if self.posterior != "grid":
+            raise ValueError("log_weights_at needs a grid posterior")
+        logp = self.log_weights.astype(np.float64)
+        if now is None:
+            return logp
+        elapsed = np.nan_to_num(now - self.last_fetch, nan=0.0)
+        return self.grid.diffuse(logp, self.drift_variances() * np.maximum(elapsed, 0.0))
+
+    def posterior_mean(self, now: float | None = None) -> np.ndarray:
+        """Posterior mean rate per hour (at the last fetch, or at ``now`` with drift)."""
+        if self.posterior == "gamma":
+            return self.alpha / self.beta
+        if now is None or not self.drift_variances().any():
+            return self.column("rate_mean").copy()
+        return self.grid.mean(self.log_weights_at(now))
+
+    def posterior_quantile(self, q: float, now: float | None = None) -> np.ndarray:
+        """The ``q`` quantile of each URL's rate posterior (per hour)."""
+        if self.posterior == "gamma":
+            from scipy.special import gammaincinv
+
+            return gammaincinv(self.alpha, float(q)) / self.beta
+        return self.grid.quantile(self.log_weights_at(now), float(q))
+
+    def posterior_draw(self, rng: np.random.Generator, now: float | None = None) -> np.ndarray:
+        """One draw of each URL's rate from its posterior (per hour)."""
+        if self.posterior == "gamma":
+            return rng.gamma(self.alpha, 1.0 / self.beta)
+        return self.grid.sample(self.log_weights_at(now), rng)
+
+    def expected_changes(self, now: float) -> np.ndarray:
+        """Expected changes of each URL since its last fetch (never fetched: since ``now``,
+        i.e. 0): ``E[λ]·M(t_last, now)``, times ``(e^a − 1)/a`` with ``a = σ²Δt/2`` under
+        drift — the mean growth of a log-normal random walk (``E[λ(t)] = E[λ]·e^{σ²t/2}``,
+        exact off the grid's ends) averaged over the interval."""
+        last = self.last_fetch
+        since = np.where(np.isnan(last), now, last)
+        out = self.posterior_mean() * self.modulation.integral(since, np.full_like(since, now))
+        if self.posterior == "grid":
+            a = 0.5 * self.drift_variances() * (now - since)
+            growth = np.where(a > 1e-12, np.expm1(a) / np.where(a > 1e-12, a, 1.0), 1.0)
+            out = out * growth
+        return out
 
     def summary(self) -> dict[str, Any]:
         """Counts and rate quantiles (per day) for ``bayesrate schedule stats``."""
@@ -621,7 +872,8 @@ class SchedulerState:
             "changed_every_visit": int(self.changed_every_visit.sum()),
             "rate_per_day_q10_q50_q90": q,
             "last_fetch_max_hours": float(np.nanmax(self.last_fetch)) if fetched else None,
-            "update": self.config.update,
+            "posterior": self.posterior,
+            "update": self.config.update if self.posterior == "gamma" else "exact (grid)",
             "priors": dict(self.priors.metadata).get("model", "artifact"),
             "hour_of_week": self.modulation.active,
             "baseline_flags_ignored": self.baseline_flags_ignored,
