@@ -1,46 +1,49 @@
-"""A fused PyTensor Op for the changed-interval terms of the modulated likelihood.
+"""Fused PyTensor Ops for the interval groups' Binomial log-likelihood (numba, GIL-free).
 
-``Σ_k c_k · log(1 − e^{−λ_k})`` with ``log λ_k = log_rate[page_k] + log_pattern[pattern_k]``
-is the expensive part of :func:`bayesrate.models.likelihood.hour_of_week_loglik`: on an
-hourly grid there is one term per (page, hour-of-week bucket) with a change (24,700 of them
-on ``pages_like(300)``). As a graph of gathers, elementwise ops and scatter-adds, one
-log-density + gradient cost 0.75 ms under nutpie's numba backend; with this Op, which
-computes value and gradient in one pass (0.25–0.29 ms), the model's costs 0.36–0.48 ms
-(``benchmarks/RESULTS.md`` → Models).
+A group ``k`` holds ``n_k`` intervals of one page with the same exposure, ``c_k`` of which
+ended in a detected change. With ``log λ_k = log_rate[page_k] + log_pattern[pattern_k]``
+(the integrated rate of one interval: page rate times the exposure of its pattern), its
+log-probability is the Binomial's, written stably (``docs/models.md``)::
 
-How:
+    v_k = c_k · log(1 − e^{−λ_k}) − (n_k − c_k) · λ_k + log C(n_k, c_k)
 
-* The Op returns ``(value, ∂/∂log_rate, ∂/∂log_pattern)``; its ``pullback`` reuses the two
-  gradient outputs, so a log-density-and-gradient is one evaluation. Second derivatives
-  are not implemented (NUTS, ADVI and pathfinder need none).
-* The kernel is nopython numba and releases the GIL: nutpie's chain threads run in
-  parallel. (A numpy version was as fast on one thread but serialised two chains on the
-  GIL; ``np.dot`` inside the kernel let BLAS threads contend with the chains.)
+On an hourly grid the modulated model has one group per page × hour-of-week bucket with a
+change (24,700 on ``pages_like(300)``); as a graph of gathers, elementwise ops and
+scatter-adds one log-density + gradient cost 0.75 ms under nutpie's numba backend. Here:
+
+* :class:`BinomialTerms` returns ``v`` (one per group: PyMC's pointwise log-likelihood)
+  and ``s = dv/d log λ``. Its ``pullback`` scales ``s`` by the cotangent and hands it to
+  :class:`ScatterToFactors`, which sums it into ``∂/∂log_rate`` (per page) and
+  ``∂/∂log_pattern`` (per pattern) in one numba loop.
+* The kernels are nopython numba and release the GIL: nutpie's chain threads run in
+  parallel. (A numpy version serialised two chains on the GIL; ``np.dot`` inside the
+  kernel let BLAS threads contend with the chains.)
 * ``λ = e^{log_rate}·e^{log_pattern}`` (per-page and per-pattern exponentials, unless a
   factor is beyond ±340 in log), ``e^{−λ}`` by Cody-Waite range reduction and a Taylor
   series with ``2^k`` from exponent bits, ``log(1 − e^{−λ})`` by a Bernoulli series for
   ``λ ≤ ln 2`` and an atanh series above: all arithmetic, in blocks of 256 terms, so LLVM
-  vectorises the loops (numba's libm calls do not vectorise). Per term: ~1 ulp relative
-  for ``λ ≤ ln 2``; above, the inherent ``λ·ε`` of ``e^{−λ}`` (tested against numpy).
-* The (page, pattern, count) groups live on the Op (equal Ops: equal digests of the
-  arrays) and are frozen into the compiled function, which PyTensor caches on disk.
+  vectorises the loops (numba's libm calls do not vectorise). The series' coefficients are
+  data (tuples below) evaluated by one Horner loop. Per term: ~1 ulp relative for
+  ``λ ≤ ln 2``; above, the inherent ``λ·ε`` of ``e^{−λ}`` (tested against numpy).
+* The groups (page, pattern, trials, detected) live on the Ops (equal Ops: equal digests
+  of the arrays) and are frozen into the compiled functions, which PyTensor caches on disk.
 
-Per term, with ``λ`` the integrated rate (``docs/science.md`` §1) and ``a = log λ``:
-``v = log(1 − e^{−λ})`` and ``dv/da = λ e^{−λ}/(1 − e^{−λ})``. For tiny ``λ`` the series
-branch gives ``v = a + log((1 − e^{−λ})/λ)``, exact where ``1 − e^{−λ}`` would round (it
-replaces the ``a < −20`` series of :func:`~bayesrate.models.likelihood.log1mexp_of_log`).
-Values agree with :func:`~bayesrate.models.likelihood.np_log1mexp_of_log` to rounding, so
-the model's posterior is unchanged (tested).
+Per term, with ``a = log λ``: ``log(1 − e^{−λ})`` and its slope ``λ e^{−λ}/(1 − e^{−λ})``.
+For tiny ``λ`` the series branch gives ``a + log((1 − e^{−λ})/λ)``, exact where
+``1 − e^{−λ}`` would round; values agree with :func:`bayesrate.likelihood.log1mexp_of_log`
+to rounding (tested).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from functools import cache
 from pathlib import Path
 
 import numba
 import numpy as np
+from scipy.special import gammaln
 
 # Cody-Waite split of ln 2 (fdlibm) for the exponential's range reduction
 _LN2_HI = 6.93147180369123816490e-01
@@ -57,6 +60,38 @@ _LN2 = 0.6931471805599453
 #: terms are processed in blocks of this many, so that the scratch arrays stay in L1
 _BLOCK = 256
 
+#: ``expm1(r)/r = Σ r^k/(k+1)!`` for ``|r| ≤ ln2/2``, to ``r^13`` (error < 2e-18)
+_EXPM1_OVER_R = tuple(1.0 / math.factorial(k + 1) for k in range(14))
+#: ``2 atanh(s)/(2s) = Σ s^2k/(2k+1)`` for ``|s| ≤ 0.1716``, in ``z = s²``, to ``s^20``
+_ATANH_OVER_S = tuple(1.0 / (2 * k + 1) for k in range(11))
+#: ``log((1 − e^{−λ})/λ) = −λ/2 + z·Σ B_2n z^(n−1)/(2n (2n)!)``, ``z = λ²``, to ``λ^20``
+#: (``λ ≤ ln 2``; next term < 1e-19)
+_LOG1MEXP_SMALL = (
+    0.041666666666666664,
+    -0.00034722222222222224,
+    5.5114638447971785e-06,
+    -1.033399470899471e-07,
+    2.08767569878681e-09,
+    -4.403491782239578e-11,
+    9.55895466477477e-13,
+    -2.1185501852016142e-14,
+    4.770034475709914e-16,
+    -1.087434349279031e-17,
+)
+#: ``λ/(e^λ − 1) = 1 − λ/2 + z·Σ B_2n z^(n−1)/(2n)!``, ``z = λ²``, to ``λ^20``
+_SLOPE_SMALL = (
+    0.08333333333333333,
+    -0.001388888888888889,
+    3.306878306878307e-05,
+    -8.267195767195768e-07,
+    2.08767569878681e-08,
+    -5.284190138687493e-10,
+    1.3382536530684679e-11,
+    -3.3896802963225827e-13,
+    8.586062056277845e-15,
+    -2.174868698558062e-16,
+)
+
 #: part of PyTensor's numba cache key: a digest of this file, so edited kernels recompile
 _KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -64,80 +99,13 @@ _JIT = {"cache": True, "nogil": True, "error_model": "numpy", "fastmath": {"cont
 
 
 @numba.njit(inline="always", **_JIT)
-def _expm1_reduced(r):
-    """``expm1(r)`` for ``|r| ≤ ln2/2``: Taylor series to ``r^14/14!`` (error < 2e-18)."""
-    return r * (
-        1.0
-        + r
-        * (
-            1 / 2
-            + r
-            * (
-                1 / 6
-                + r
-                * (
-                    1 / 24
-                    + r
-                    * (
-                        1 / 120
-                        + r
-                        * (
-                            1 / 720
-                            + r
-                            * (
-                                1 / 5040
-                                + r
-                                * (
-                                    1 / 40320
-                                    + r
-                                    * (
-                                        1 / 362880
-                                        + r
-                                        * (
-                                            1 / 3628800
-                                            + r
-                                            * (
-                                                1 / 39916800
-                                                + r
-                                                * (
-                                                    1 / 479001600
-                                                    + r * (1 / 6227020800 + r / 87178291200)
-                                                )
-                                            )
-                                        )
-                                    )
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-    )
-
-
-@numba.njit(inline="always", **_JIT)
-def _two_atanh(s):
-    """``2 atanh(s) = log((1+s)/(1−s))`` for ``|s| ≤ 0.1716``: odd series to ``s^21``."""
-    z = s * s
-    series = 1.0 + z * (
-        1 / 3
-        + z
-        * (
-            1 / 5
-            + z
-            * (
-                1 / 7
-                + z
-                * (
-                    1 / 9
-                    + z
-                    * (1 / 11 + z * (1 / 13 + z * (1 / 15 + z * (1 / 17 + z * (1 / 19 + z / 21)))))
-                )
-            )
-        )
-    )
-    return 2.0 * s * series
+def _horner(coefficients, x):
+    """``Σ coefficients[k] · x^k`` by Horner's rule (a loop LLVM unrolls: the tuple is a
+    compile-time constant)."""
+    acc = 0.0
+    for k in range(len(coefficients) - 1, -1, -1):
+        acc = acc * x + coefficients[k]
+    return acc
 
 
 @numba.njit(**_JIT)
@@ -149,7 +117,7 @@ def _pow2_reduce(x, poly, scale_bits, m):
     for j in range(m):
         kf = np.floor(x[j] * _INV_LN2 + 0.5)
         r = (x[j] - kf * _LN2_HI) - kf * _LN2_LO
-        poly[j] = _expm1_reduced(r)
+        poly[j] = r * _horner(_EXPM1_OVER_R, r)
         scale_bits[j] = (np.int64(kf) + 1023) << 52
 
 
@@ -177,90 +145,6 @@ def _factors(log_rate, log_pattern):
     )
 
 
-@numba.njit(inline="always", **_JIT)
-def _log1mexp_small(lam):
-    """``log((1 − e^{−λ})/λ)`` for ``0 ≤ λ ≤ ln 2``: ``−λ/2 + Σ B_2n λ^2n / (2n (2n)!)``.
-
-    Bernoulli-number series to ``λ^20`` (next term < 1e-19 at ``λ = ln 2``).
-    """
-    z = lam * lam
-    return -0.5 * lam + z * (
-        0.041666666666666664
-        + z
-        * (
-            -0.00034722222222222224
-            + z
-            * (
-                5.5114638447971785e-06
-                + z
-                * (
-                    -1.033399470899471e-07
-                    + z
-                    * (
-                        2.08767569878681e-09
-                        + z
-                        * (
-                            -4.403491782239578e-11
-                            + z
-                            * (
-                                9.55895466477477e-13
-                                + z
-                                * (
-                                    -2.1185501852016142e-14
-                                    + z * (4.770034475709914e-16 + z * (-1.087434349279031e-17))
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-    )
-
-
-@numba.njit(inline="always", **_JIT)
-def _slope_small(lam):
-    """``λ/(e^λ − 1) = 1 − λ/2 + Σ B_2n λ^2n/(2n)!`` for ``0 ≤ λ ≤ ln 2`` (to ``λ^20``)."""
-    z = lam * lam
-    return (
-        1.0
-        - 0.5 * lam
-        + z
-        * (
-            0.08333333333333333
-            + z
-            * (
-                -0.001388888888888889
-                + z
-                * (
-                    3.306878306878307e-05
-                    + z
-                    * (
-                        -8.267195767195768e-07
-                        + z
-                        * (
-                            2.08767569878681e-08
-                            + z
-                            * (
-                                -5.284190138687493e-10
-                                + z
-                                * (
-                                    1.3382536530684679e-11
-                                    + z
-                                    * (
-                                        -3.3896802963225827e-13
-                                        + z * (8.586062056277845e-15 + z * (-2.174868698558062e-16))
-                                    )
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-    )
-
-
 @numba.njit(**_JIT)
 def _scratch():
     """Per-call scratch arrays of one block (in L1 cache)."""
@@ -271,7 +155,8 @@ def _scratch():
 
 @numba.njit(**_JIT)
 def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i):
-    """Terms ``start .. start+m``: ``f[4] = log(1 − e^{−λ})``, ``f[5] = d f[4] / d log λ``.
+    """Terms ``start .. start+m``: ``f[0] = log λ``, ``f[1] = λ`` (capped near ``e^6.57``
+    unless ``exact_product``), ``f[4] = log(1 − e^{−λ})``, ``f[5] = d f[4] / d log λ``.
 
     ``rate``/``mult`` are ``exp`` of the clipped log factors; ``exact_product`` says no
     factor was clipped, so ``λ = rate·mult`` (else ``λ = exp(log λ)``, vectorised).
@@ -306,228 +191,263 @@ def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern
         big_q = q > 0.29
         # one division: the numerator and denominator are selected, not the quotients
         s = (y - 0.5 if big_q else -q) / (y + 0.5 if big_q else 2.0 - q)
-        log_y = _two_atanh(s) - (_LN2_HI + _LN2_LO if big_q else 0.0)
+        log_y = 2.0 * s * _horner(_ATANH_OVER_S, s * s) - (_LN2_HI + _LN2_LO if big_q else 0.0)
         small = lj <= _LN2
-        value[j] = log_lam[j] + _log1mexp_small(lj) if small else log_y
-        slope[j] = _slope_small(lj) if small else lj * q / y
+        z = lj * lj
+        value[j] = log_lam[j] + (-0.5 * lj + z * _horner(_LOG1MEXP_SMALL, z)) if small else log_y
+        slope[j] = 1.0 - 0.5 * lj + z * _horner(_SLOPE_SMALL, z) if small else lj * q / y
 
 
 @numba.njit(**_JIT)
-def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
-    """Value and gradients of ``Σ_k c_k log(1 − e^{−λ_k})`` (see the module docstring).
+def binomial_terms_kernel(log_rate, log_pattern, page, pattern, trials, detected, constant):
+    """Per group: the Binomial log-probability ``v`` and its slope ``dv/d log λ``.
 
     Parameters
     ----------
     log_rate
-        ``(n_pages,)`` log base rates per hour.
+        ``(n_pages,)`` log page rates per hour.
     log_pattern
-        ``(n_patterns,)`` log of each overlap pattern's integrated multiplier.
+        ``(n_patterns,)`` log exposure of one interval of each pattern (hours, or the
+        integrated hour-of-week multiplier).
     page, pattern
-        Per changed group: its page and its pattern (``int64``).
-    count
-        Per changed group: its number of changed intervals (``float64``).
+        Per group: its page and pattern (``int64``).
+    trials, detected
+        Per group: intervals ``n`` and detected changes ``c`` (``float64``).
+    constant
+        Per group: ``log C(n, c)`` (added to ``v``).
 
     Returns
     -------
     tuple
-        ``(value, d/d log_rate, d/d log_pattern)``.
+        ``(v, s)``, each ``(n_groups,)``.
     """
+    n = page.shape[0]
+    values = np.empty(n)
+    slopes = np.empty(n)
     f, i = _scratch()
     rate, mult, exact_product = _factors(log_rate, log_pattern)
-    total = 0.0
-    grad_rate = np.zeros(log_rate.shape[0])
-    grad_pattern = np.zeros(log_pattern.shape[0])
-    n = page.shape[0]
-    # Groups come sorted by page: a page's weights are summed in a register and stored
-    # once (correct for any order; fastest when sorted). Plain loops, not np.dot: BLAS
-    # threads would contend with nutpie's chain threads.
-    current = page[0] if n else 0
-    running = 0.0
     for start in range(0, n, _BLOCK):
         m = min(_BLOCK, n - start)
         _block_terms(
             log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i
         )
-        for j in range(m):
-            k = start + j
-            total += count[k] * f[4, j]
-            weight = count[k] * f[5, j]
-            if page[k] != current:
-                grad_rate[current] += running
-                current = page[k]
-                running = 0.0
-            running += weight
-            grad_pattern[pattern[k]] += weight
-    if n:
-        grad_rate[current] += running
-    return total, grad_rate, grad_pattern
+        if exact_product:
+            for j in range(m):
+                k = start + j
+                c = detected[k]
+                quiet = (trials[k] - c) * f[1, j]
+                values[k] = c * f[4, j] - quiet + constant[k]
+                slopes[k] = c * f[5, j] - quiet
+        else:  # λ in f[1] is capped: the unchanged intervals need the exact one
+            for j in range(m):
+                k = start + j
+                c = detected[k]
+                quiet = (trials[k] - c) * np.exp(f[0, j]) if trials[k] > c else 0.0
+                values[k] = c * f[4, j] - quiet + constant[k]
+                slopes[k] = c * f[5, j] - quiet
+    return values, slopes
 
 
 @numba.njit(**_JIT)
-def _changed_loglik_by_page(log_rate, log_pattern, page, pattern, count):
-    n_draws, n_pages = log_rate.shape
-    out = np.zeros((n_draws, n_pages))
-    f, i = _scratch()
-    n = page.shape[0]
-    for s in range(n_draws):
-        rate, mult, exact_product = _factors(log_rate[s], log_pattern[s])
-        for start in range(0, n, _BLOCK):
-            m = min(_BLOCK, n - start)
-            _block_terms(
-                log_rate[s],
-                log_pattern[s],
-                rate,
-                mult,
-                exact_product,
-                page,
-                pattern,
-                start,
-                m,
-                f,
-                i,
-            )
-            for j in range(m):
-                out[s, page[start + j]] += count[start + j] * f[4, j]
-    return out
+def scatter_to_factors(weights, page, pattern, n_pages, n_patterns):
+    """``(Σ_{k: page_k = p} w_k, Σ_{k: pattern_k = b} w_k)``: the chain rule of
+    ``log λ_k = log_rate[page_k] + log_pattern[pattern_k]``.
 
-
-def changed_loglik_by_page(
-    log_rate: np.ndarray,
-    log_pattern: np.ndarray,
-    page: np.ndarray,
-    pattern: np.ndarray,
-    count: np.ndarray,
-) -> np.ndarray:
-    """Per draw and page, the changed terms' sum (the pointwise log-likelihood's part).
-
-    Parameters
-    ----------
-    log_rate
-        ``(n_draws, n_pages)`` log base rates per hour.
-    log_pattern
-        ``(n_draws, n_patterns)`` log integrated multipliers per pattern.
-    page, pattern, count
-        Per changed group, as in :func:`changed_loglik_kernel`.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n_draws, n_pages)``.
+    Groups sorted by page are summed in a register and stored once per page (correct for
+    any order). Plain loops, not ``np.dot``: BLAS threads would contend with nutpie's
+    chain threads.
     """
-    return _changed_loglik_by_page(
-        np.ascontiguousarray(log_rate, dtype=np.float64),
-        np.ascontiguousarray(log_pattern, dtype=np.float64),
-        np.ascontiguousarray(page, dtype=np.int64),
-        np.ascontiguousarray(pattern, dtype=np.int64),
-        np.ascontiguousarray(count, dtype=np.float64),
-    )
+    grad_rate = np.zeros(n_pages)
+    grad_pattern = np.zeros(n_patterns)
+    n = page.shape[0]
+    current = page[0] if n else 0
+    running = 0.0
+    for k in range(n):
+        w = weights[k]
+        if page[k] != current:
+            grad_rate[current] += running
+            current = page[k]
+            running = 0.0
+        running += w
+        grad_pattern[pattern[k]] += w
+    if n:
+        grad_rate[current] += running
+    return grad_rate, grad_pattern
 
 
-def changed_loglik_numpy(
+def binomial_terms(
     log_rate: np.ndarray,
     log_pattern: np.ndarray,
     page: np.ndarray,
     pattern: np.ndarray,
-    count: np.ndarray,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """:func:`changed_loglik_kernel` for any array-likes (converted to contiguous float/int64)."""
-    value, grad_rate, grad_pattern = changed_loglik_kernel(
+    trials: np.ndarray,
+    detected: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`binomial_terms_kernel` for any array-likes (with the Binomial constant)."""
+    trials = np.ascontiguousarray(trials, dtype=np.float64)
+    detected = np.ascontiguousarray(detected, dtype=np.float64)
+    return binomial_terms_kernel(
         np.ascontiguousarray(log_rate, dtype=np.float64),
         np.ascontiguousarray(log_pattern, dtype=np.float64),
         np.ascontiguousarray(page, dtype=np.int64),
         np.ascontiguousarray(pattern, dtype=np.int64),
-        np.ascontiguousarray(count, dtype=np.float64),
+        trials,
+        detected,
+        binomial_log_constant(trials, detected),
     )
-    return float(value), grad_rate, grad_pattern
+
+
+def binomial_log_constant(trials: np.ndarray, detected: np.ndarray) -> np.ndarray:
+    """``log C(n, c)``, exactly as ``pm.Binomial`` adds it."""
+    n = np.asarray(trials, dtype=np.float64)
+    c = np.asarray(detected, dtype=np.float64)
+    return gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1)
+
+
+class _Groups:
+    """The arrays an Op holds, and their digest (equal digests: equal Ops)."""
+
+    def __init__(self, page, pattern, trials=None, detected=None):
+        self.page = np.ascontiguousarray(page, dtype=np.int64)
+        self.pattern = np.ascontiguousarray(pattern, dtype=np.int64)
+        arrays = [self.page, self.pattern]
+        if trials is not None:
+            self.trials = np.ascontiguousarray(trials, dtype=np.float64)
+            self.detected = np.ascontiguousarray(detected, dtype=np.float64)
+            self.constant = binomial_log_constant(self.trials, self.detected)
+            arrays += [self.trials, self.detected]
+        if len({len(a) for a in arrays}) != 1:
+            raise ValueError("the group arrays must have the same length")
+        digest = hashlib.sha256()
+        for arr in arrays:
+            digest.update(arr.tobytes())
+        self.key = digest.hexdigest()
 
 
 @cache
-def _op_class():
-    """Build the Op class on first use (PyTensor and numba import lazily)."""
+def _op_classes():
+    """Build the Op classes on first use (PyTensor imports lazily)."""
     import pytensor.tensor as pt
     from pytensor.gradient import DisconnectedType
     from pytensor.graph.basic import Apply
     from pytensor.graph.op import Op
     from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    class ChangedLogLik(Op):
-        """``(value, ∂/∂log_rate, ∂/∂log_pattern)`` of the changed-interval terms.
+    def as_vector(x):
+        return pt.as_tensor_variable(x).astype("float64")
 
-        The groups (page, pattern, count) are held by the Op, not passed as graph
-        constants: numba would re-box 24k-element constant arrays into Python objects on
-        every evaluation (0.4 ms on ``pages_like(300)``, longer than the computation).
-        ``key`` (a digest of the three arrays) makes equal Ops compare equal.
+    class ScatterToFactors(Op):
+        """``(weights, log_rate, log_pattern) -> (∂/∂log_rate, ∂/∂log_pattern)``.
+
+        ``log_rate`` and ``log_pattern`` give only the output sizes. Holds (page, pattern).
         """
 
         __props__ = ("key",)
 
-        def __init__(self, page, pattern, count):
-            self.page = np.ascontiguousarray(page, dtype=np.int64)
-            self.pattern = np.ascontiguousarray(pattern, dtype=np.int64)
-            self.count = np.ascontiguousarray(count, dtype=np.float64)
-            if not (len(self.page) == len(self.pattern) == len(self.count)):
-                raise ValueError("page, pattern and count must have the same length")
-            digest = hashlib.sha256()
-            for arr in (self.page, self.pattern, self.count):
-                digest.update(arr.tobytes())
-            self.key = digest.hexdigest()
+        def __init__(self, groups: _Groups):
+            self.groups = groups
+            self.key = groups.key
 
-        def value_and_grad(self, log_rate, log_pattern):
-            return changed_loglik_numpy(log_rate, log_pattern, self.page, self.pattern, self.count)
-
-        def make_node(self, log_rate, log_pattern):
-            inputs = [
-                pt.as_tensor_variable(log_rate).astype("float64"),
-                pt.as_tensor_variable(log_pattern).astype("float64"),
-            ]
-            return Apply(self, inputs, [pt.dscalar(), pt.dvector(), pt.dvector()])
+        def make_node(self, weights, log_rate, log_pattern):
+            inputs = [as_vector(weights), as_vector(log_rate), as_vector(log_pattern)]
+            return Apply(self, inputs, [pt.dvector(), pt.dvector()])
 
         def perform(self, node, inputs, output_storage):
-            value, g_rate, g_pattern = self.value_and_grad(*inputs)
-            output_storage[0][0] = np.asarray(value)
-            output_storage[1][0] = g_rate
-            output_storage[2][0] = g_pattern
+            weights, log_rate, log_pattern = inputs
+            g = self.groups
+            out = scatter_to_factors(weights, g.page, g.pattern, len(log_rate), len(log_pattern))
+            output_storage[0][0], output_storage[1][0] = out
 
         def infer_shape(self, node, shapes):
-            return [(), shapes[0], shapes[1]]
+            return [shapes[1], shapes[2]]
 
         def connection_pattern(self, node):
-            return [[True, True, True], [True, True, True]]
+            return [[True, True], [False, False], [False, False]]
 
         def pullback(self, inputs, outputs, cotangents):
-            for g in cotangents[1:]:
-                if not isinstance(g.type, DisconnectedType):
-                    raise NotImplementedError(
-                        "second derivatives of the fused changed-interval likelihood"
-                    )
-            return [cotangents[0] * outputs[1], cotangents[0] * outputs[2]]
+            raise NotImplementedError("second derivatives of the fused Binomial likelihood")
 
-    @register_funcify_and_cache_key(ChangedLogLik)
-    def _numba_changed_loglik(op, node=None, **kwargs):
-        page, pattern, count = op.page, op.pattern, op.count
+    class BinomialTerms(Op):
+        """``(log_rate, log_pattern) -> (v, dv/d log λ)`` per group (module docstring).
+
+        The groups are held by the Op, not passed as graph constants: numba would re-box
+        24k-element constant arrays into Python objects on every evaluation (0.4 ms on
+        ``pages_like(300)``, longer than the computation).
+        """
+
+        __props__ = ("key",)
+
+        def __init__(self, groups: _Groups):
+            self.groups = groups
+            self.key = groups.key
+
+        def make_node(self, log_rate, log_pattern):
+            inputs = [as_vector(log_rate), as_vector(log_pattern)]
+            return Apply(self, inputs, [pt.dvector(), pt.dvector()])
+
+        def perform(self, node, inputs, output_storage):
+            g = self.groups
+            values, slopes = binomial_terms_kernel(
+                *inputs, g.page, g.pattern, g.trials, g.detected, g.constant
+            )
+            output_storage[0][0] = values
+            output_storage[1][0] = slopes
+
+        def infer_shape(self, node, shapes):
+            n = len(self.groups.page)
+            return [(n,), (n,)]
+
+        def connection_pattern(self, node):
+            return [[True, True], [True, True]]
+
+        def pullback(self, inputs, outputs, cotangents):
+            if not isinstance(cotangents[1].type, DisconnectedType):
+                raise NotImplementedError("second derivatives of the fused Binomial likelihood")
+            log_rate, log_pattern = inputs
+            weights = cotangents[0] * outputs[1]
+            return list(ScatterToFactors(self.groups)(weights, log_rate, log_pattern))
+
+    @register_funcify_and_cache_key(ScatterToFactors)
+    def _numba_scatter(op, node=None, **kwargs):
+        page, pattern = op.groups.page, op.groups.pattern
 
         @numba_njit
-        def changed_loglik(log_rate, log_pattern):
-            value, g_rate, g_pattern = changed_loglik_kernel(
-                log_rate, log_pattern, page, pattern, count
+        def scatter(weights, log_rate, log_pattern):
+            return scatter_to_factors(
+                weights, page, pattern, log_rate.shape[0], log_pattern.shape[0]
             )
-            return np.array(value), g_rate, g_pattern
+
+        return scatter, f"bayesrate-scatter-v{_KERNEL_VERSION}-{op.key}"
+
+    @register_funcify_and_cache_key(BinomialTerms)
+    def _numba_binomial_terms(op, node=None, **kwargs):
+        g = op.groups
+        page, pattern, trials, detected, constant = (
+            g.page, g.pattern, g.trials, g.detected, g.constant
+        )  # fmt: skip
+
+        @numba_njit
+        def terms(log_rate, log_pattern):
+            return binomial_terms_kernel(
+                log_rate, log_pattern, page, pattern, trials, detected, constant
+            )
 
         # the closure freezes the Op's arrays into the function: they are part of the key
-        return changed_loglik, f"bayesrate-changed-loglik-v{_KERNEL_VERSION}-{op.key}"
+        return terms, f"bayesrate-binomial-terms-v{_KERNEL_VERSION}-{op.key}"
 
-    return ChangedLogLik
+    return BinomialTerms, ScatterToFactors
 
 
-def changed_loglik(log_rate, log_pattern, page, pattern, count):
-    """The changed-interval terms' total as a PyTensor scalar (fused Op, exact gradient).
+def binomial_logp(log_rate, log_pattern, page, pattern, trials, detected):
+    """Per-group Binomial log-probabilities as a PyTensor vector (fused Op, exact gradient).
 
     Parameters
     ----------
     log_rate, log_pattern
-        Tensors: log base rates per page and log integrated multipliers per pattern.
-    page, pattern, count
-        Numpy arrays, one entry per changed (page, pattern) group.
+        Tensors: log page rates and log exposures per pattern.
+    page, pattern, trials, detected
+        Numpy arrays, one entry per group; ``detected`` is the observed value.
     """
-    value, _, _ = _op_class()(page, pattern, count)(log_rate, log_pattern)
-    return value
+    binomial_terms_op, _ = _op_classes()
+    values, _ = binomial_terms_op(_Groups(page, pattern, trials, detected))(log_rate, log_pattern)
+    return values
