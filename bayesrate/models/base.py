@@ -639,7 +639,7 @@ class RateModel:
         from bayesrate.models import likelihood as lik
 
         groups = patterns.groups("hour_of_week" if self.has_multipliers else "length")
-        coords = {**self.coords(data), DIM_GROUP: np.arange(groups.n_groups)}
+        coords = {DIM_PAGE: _labels(data.pages.index), DIM_GROUP: np.arange(groups.n_groups)}
         with pm.Model(coords=coords) as model:
             if page_rates == "posterior":
                 log_rate = pm.Flat("log_rate", dims=DIM_PAGE)

@@ -209,9 +209,9 @@ def _visit_patterns(obs: Observations, timezone: str) -> VisitPatterns:
         own = (utc_offset_hours(end, timezone) != offset_start) | (
             length > MAX_SHARED_PATTERN_HOURS
         )
-    length_code, length_values = pd.factorize(_ticks(length))
-    week_code, _ = pd.factorize(_ticks(week_position))
-    key = length_code.astype(np.int64) * max(len(length_values), 1) + week_code
+    length_code, _ = pd.factorize(_ticks(length))
+    week_code, week_values = pd.factorize(_ticks(week_position))
+    key = length_code.astype(np.int64) * max(len(week_values), 1) + week_code
     key = np.where(own, -1 - np.arange(len(ends)), key)
     pattern, _ = pd.factorize(key)
     pattern = pattern.astype(np.int64)
