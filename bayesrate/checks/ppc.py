@@ -281,6 +281,7 @@ def posterior_predictive_checks(
     seed
         Seed of the gap check's subsample and placements (int or string).
     """
+    from bayesrate.models.groups import sum_by_page
     from bayesrate.simulate import rng_from
 
     rng = rng_from(seed)
@@ -288,8 +289,7 @@ def posterior_predictive_checks(
     timezone = patterns.timezone
     page = patterns.group_page
     changes_obs = obs.changes_per_page.astype(np.float64)
-    changes_rep = np.zeros((len(reps.detections), obs.n_pages))
-    np.add.at(changes_rep, (slice(None), page), reps.detections)
+    changes_rep = sum_by_page(reps.detections, page, obs.n_pages).astype(np.float64)
     intervals = np.maximum(obs.visits_per_page - 1, 0)
     has_intervals = intervals > 0
 

@@ -579,7 +579,7 @@ class RateModel:
         import xarray as xr
 
         from bayesrate.constants import DIM_GROUP
-        from bayesrate.models.groups import visit_patterns
+        from bayesrate.models.groups import sum_by_page, visit_patterns
 
         if page_rates not in PAGE_RATES:
             raise ValueError(f"page_rates must be one of {PAGE_RATES}, got {page_rates!r}")
@@ -601,8 +601,7 @@ class RateModel:
         )
         pred = out["posterior_predictive"].to_dataset()
         counts = pred[lik_names.DETECTIONS].transpose("chain", "draw", DIM_GROUP)
-        by_page = np.zeros((*counts.shape[:2], observations.n_pages), dtype=np.int64)
-        np.add.at(by_page, (slice(None), slice(None), patterns.group_page), counts.values)
+        by_page = sum_by_page(counts.values, patterns.group_page, observations.n_pages)
         labels = _labels(observations.pages.index)
         pred["page_detections"] = (("chain", "draw", DIM_PAGE), by_page)
         pred = pred.assign_coords({DIM_PAGE: labels})

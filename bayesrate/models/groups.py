@@ -88,14 +88,16 @@ class IntervalGroups:
             basis=self.basis[used],
         )
 
-    def by_page(self, values: np.ndarray) -> np.ndarray:
-        """Sum ``values`` (``(..., n_groups)``) over each page's groups: ``(..., n_pages)``."""
-        values = np.asarray(values)
-        flat = values.reshape(-1, values.shape[-1])
-        out = np.zeros((len(flat), self.n_pages), dtype=np.result_type(values, np.int64))
-        for row, v in zip(out, flat, strict=True):
-            row += np.bincount(self.page, weights=v, minlength=self.n_pages).astype(out.dtype)
-        return out.reshape(*values.shape[:-1], self.n_pages)
+
+def sum_by_page(values: np.ndarray, group_page: np.ndarray, n_pages: int) -> np.ndarray:
+    """Sum ``values`` (``(..., n_groups)``, groups sorted by page) over each page's groups."""
+    values = np.asarray(values)
+    out = np.zeros((*values.shape[:-1], n_pages), dtype=np.result_type(values, np.int64))
+    starts = np.searchsorted(group_page, np.arange(n_pages))
+    present = np.diff(np.r_[starts, len(group_page)]) > 0
+    if present.any():
+        out[..., present] = np.add.reduceat(values, starts[present], axis=-1)
+    return out
 
 
 def interval_groups(obs: Observations) -> IntervalGroups:

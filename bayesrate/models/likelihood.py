@@ -152,12 +152,12 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None):
     from pymc.distributions.dist_math import check_parameters
 
     from bayesrate.constants import DIM_PAGE
+    from bayesrate.models.groups import sum_by_page
 
     page, pattern, trials = groups.page, groups.pattern, groups.trials
     n_pages = groups.n_pages
     # Σ n·basis per page: the page's quiet exposure is this times m
-    exposure_basis = np.zeros((n_pages, groups.basis.shape[1]))
-    np.add.at(exposure_basis, page, trials[:, None] * groups.basis[pattern])
+    exposure_basis = sum_by_page((trials[:, None] * groups.basis[pattern]).T, page, n_pages).T
     params = [log_rate] if log_multiplier is None else [log_rate, log_multiplier]
     signature = "(p)->(p)" if log_multiplier is None else "(p),(h)->(p)"
 

@@ -12,7 +12,9 @@ from scipy.special import gammaln
 from bayesrate.likelihood import log1mexp_of_log
 from bayesrate.models.fused import (
     _exp_into,
+    _Groups,
     binomial_terms,
+    binomial_total_kernel,
     scatter_to_factors,
 )
 from bayesrate.simulate import pages_like
@@ -36,9 +38,23 @@ def _random_groups(rng, n_pages=30, n_patterns=20, n=600):
 
 
 def _total_and_gradient(log_rate, log_pattern, page, pattern, trials, detected):
-    values, slopes = binomial_terms(log_rate, log_pattern, page, pattern, trials, detected)
-    grads = scatter_to_factors(slopes, page, pattern, len(log_rate), len(log_pattern))
-    return values.sum(), *grads
+    """``Σ v`` and its gradient; the kernel's own sums equal the scatter of the slopes, and
+    the sum-only kernel equals both."""
+    values, slopes, g_rate, g_pattern = binomial_terms(
+        log_rate, log_pattern, page, pattern, trials, detected
+    )
+    scattered = scatter_to_factors(slopes, page, pattern, len(log_rate), len(log_pattern))
+    np.testing.assert_allclose(g_rate, scattered[0], rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(g_pattern, scattered[1], rtol=1e-12, atol=1e-300)
+    g = _Groups(page, pattern, trials, detected)
+    total = binomial_total_kernel(
+        np.asarray(log_rate, dtype=float), np.asarray(log_pattern, dtype=float),
+        g.page, g.pattern, g.unchanged, g.detected, g.constant_total,
+    )  # fmt: skip
+    assert total[0] == pytest.approx(values.sum(), rel=1e-12, abs=1e-12)
+    np.testing.assert_array_equal(total[1], g_rate)
+    np.testing.assert_array_equal(total[2], g_pattern)
+    return values.sum(), g_rate, g_pattern
 
 
 def test_vectorised_exp_matches_numpy_to_a_few_ulp():
@@ -66,7 +82,7 @@ def test_every_term_matches_log1mexp_over_the_whole_range():
     for shift in (0.0, 345.0):  # exact products, and the clipped-factor path
         log_rate = np.concatenate([grid, near_ln2]) - shift
         log_lam = log_rate + shift  # what the kernel sees
-        values, slope = binomial_terms(log_rate, np.array([shift]), page, pattern, ones, ones)
+        values, slope, *_ = binomial_terms(log_rate, np.array([shift]), page, pattern, ones, ones)
         want = log1mexp_of_log(log_lam)
         with np.errstate(over="ignore"):
             lam = np.exp(log_lam)
@@ -88,7 +104,7 @@ def test_terms_are_binomial_log_probabilities():
     page, pattern, trials, detected = _random_groups(rng)
     log_rate = rng.normal(-1.0, 0.7, 30)
     log_pattern = rng.normal(0.0, 0.3, 20)
-    values, _ = binomial_terms(log_rate, log_pattern, page, pattern, trials, detected)
+    values, *_ = binomial_terms(log_rate, log_pattern, page, pattern, trials, detected)
     p = -np.expm1(-np.exp(log_rate[page] + log_pattern[pattern]))
     np.testing.assert_allclose(values, stats.binom.logpmf(detected, trials, p), rtol=1e-11)
 
@@ -145,7 +161,7 @@ def test_extreme_rates_stay_finite_and_exact():
         assert g_pattern[0] == pytest.approx(g_rate.sum(), rel=1e-14)
     # unchanged intervals: −(n − c)·λ with the exact λ, also beyond the clipped factors
     for shift in (0.0, 400.0):
-        values, slopes = binomial_terms(
+        values, slopes, *_ = binomial_terms(
             np.array([np.log(50.0) - shift]), np.array([shift]), [0], [0], [3.0], [1.0]
         )
         want = np.log1p(-np.exp(-50.0)) - 2 * 50.0 + np.log(3.0)
@@ -191,12 +207,26 @@ def test_op_in_a_pytensor_graph_equals_the_unfused_graph(groups):
     unfused = binomial_detection_logp(detected, a[page] + b[pattern], trials)
     log_rate = rng.normal(-2.0, 2.0, groups.n_pages)
     log_pattern = rng.normal(0.0, 0.3, groups.n_patterns)
-    for reduce in (pt.sum, lambda v: pt.sum(weights * v)):
+    from pytensor.graph.traversal import ancestors
+
+    for reduce, scatters in ((pt.sum, False), (lambda v: pt.sum(weights * v), True)):
         want = pytensor.function([a, b], [reduce(unfused), *pt.grad(reduce(unfused), [a, b])])
         expected = want(log_rate, log_pattern)
+        grads = pt.grad(reduce(fused), [a, b])
+        # a plain sum takes the gradient the forward pass summed; a weighted one scatters
+        ops = {type(v.owner.op).__name__ for v in ancestors(grads) if v.owner is not None}
+        assert ("ScatterToFactors" in ops) == scatters
         for mode in ("NUMBA", "FAST_COMPILE"):  # numba kernels; Python ``perform``
-            outputs = [reduce(fused), *pt.grad(reduce(fused), [a, b])]
-            got = pytensor.function([a, b], outputs, mode=mode)(log_rate, log_pattern)
+            outputs = [reduce(fused), *grads]
+            function = pytensor.function([a, b], outputs, mode=mode)
+            got = function(log_rate, log_pattern)
+            if mode == "NUMBA":  # a plain sum runs the sum-only kernel (graph rewrite)
+                forms = [
+                    n.op.elementwise
+                    for n in function.maker.fgraph.toposort()
+                    if type(n.op).__name__ == "BinomialTerms"
+                ]
+                assert forms == [scatters]
             assert float(got[0]) == pytest.approx(float(expected[0]), rel=1e-13)
             np.testing.assert_allclose(got[1], expected[1], rtol=1e-11, atol=1e-12)
             np.testing.assert_allclose(got[2], expected[2], rtol=1e-11, atol=1e-12)

@@ -124,13 +124,19 @@ def test_pymc_pointwise_loglik_sums_to_the_raw_visit_loglik(kind, obs, hier, mod
 
 
 def test_fitted_graph_uses_the_fused_op(hier, modulated):
-    """The observed Binomials' log-density runs through the numba Op, not a gather graph."""
+    """The observed Binomials' log-density runs through the numba Op, not a gather graph,
+    and its gradient is the Op's own (measured: a separate scatter pass cost 19%)."""
+    import pytensor
     from pytensor.graph.traversal import ancestors
 
     for model in (hier, modulated):
         logp = model.model.logp()
         ops = {type(v.owner.op).__name__ for v in ancestors([logp]) if v.owner is not None}
         assert "BinomialTerms" in ops
+        # NUTS's gradient is the one the forward pass summed: no separate scatter pass
+        grads = pytensor.grad(logp, model.model.value_vars)
+        ops = {type(v.owner.op).__name__ for v in ancestors(grads) if v.owner is not None}
+        assert "ScatterToFactors" not in ops
 
 
 def test_posterior_predictive_of_the_fitted_model(hier, obs):
