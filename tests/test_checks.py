@@ -197,3 +197,24 @@ def test_censored_model_is_not_exportable(censored_fit, poisson_world, tmp_path)
     result = ppc_for(censored_fit, poisson_world, seed="x")
     with pytest.raises(ArtifactError, match="no domain structure"):
         write_artifact(censored_fit, dataset="sim", root=tmp_path, ppc=result, force=False)
+
+
+def test_replicated_detections_fall_on_uniform_subsets_of_their_group():
+    """The gap check places each group's replicated count on its intervals: every subset
+    of the right size equally likely (chi-square over the 10 subsets of 2 among 5), and
+    the counts are exact."""
+    from itertools import combinations
+
+    from bayesrate.checks.ppc import _place_detections
+
+    rng = np.random.default_rng(20261201)
+    group = np.array([0, 1, 0, 0, 1, 0, 0, 1])  # group 0: five intervals, group 1: three
+    sizes = np.array([5, 3])
+    seen = {c: 0 for c in combinations(np.flatnonzero(group == 0), 2)}
+    n = 20_000
+    for _ in range(n):
+        flags = _place_detections(group, np.array([2, 3]), sizes, rng.random(len(group)))
+        assert flags[group == 1].sum() == 3 and flags[group == 0].sum() == 2
+        seen[tuple(np.flatnonzero(flags & (group == 0)))] += 1
+    observed = np.array(list(seen.values()))
+    assert stats.chisquare(observed).pvalue > 1e-3

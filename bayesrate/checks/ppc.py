@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -221,6 +222,24 @@ def _by_bin(values: np.ndarray, bins: np.ndarray, n_bins: int) -> np.ndarray:
     return np.atleast_2d(values) @ indicator
 
 
+@numba.njit(cache=True, nogil=True)
+def _place_detections(group, detections, sizes, uniforms):
+    """Flags of intervals (visited in order) so that each group's ``detections`` fall on a
+    uniformly random subset of its ``sizes`` intervals (selection sampling, Knuth's
+    Algorithm S: an interval is taken with probability detections left / intervals left).
+    Every interval of each group must be among ``group``."""
+    left = detections.copy()
+    remaining = sizes.copy()
+    flags = np.zeros(len(group), dtype=np.int8)
+    for i in range(len(group)):
+        g = group[i]
+        if uniforms[i] * remaining[g] < left[g]:
+            flags[i] = 1
+            left[g] -= 1
+        remaining[g] -= 1
+    return flags
+
+
 def _gap_statistic(
     obs: Observations,
     reps: Replicates,
@@ -231,7 +250,8 @@ def _gap_statistic(
     """Gap CV of the observed and of replicated visit sequences on a page subsample.
 
     Each group's replicated count is placed on a uniformly random subset of its
-    intervals (exchangeable within a group, so this is exact).
+    intervals (exchangeable within a group, so this is exact); the subsample holds whole
+    pages, so every interval of its groups.
     """
     eligible = np.flatnonzero(obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS)
     n_draws = min(n_gap_draws, len(reps.detections))
@@ -245,16 +265,14 @@ def _gap_statistic(
     visits = np.concatenate([np.arange(obs.offsets[p], obs.offsets[p + 1]) for p in pages])
     is_interval = ~obs.is_baseline[visits]
     group = reps.patterns.interval_group[interval_of_visit[visits[is_interval]]]
-    n = len(group)
+    sizes = reps.patterns.group_n
     replicated_cv = np.full(n_draws, np.nan)
     replicated_gaps = []
     for d in range(n_draws):
-        order = np.lexsort((rng.random(n), group))
-        first_of_group = np.searchsorted(group[order], group[order], side="left")
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n) - first_of_group
         flags = np.zeros(len(visits), dtype=np.int8)
-        flags[is_interval] = rank < reps.detections[d, group]
+        flags[is_interval] = _place_detections(
+            group, reps.detections[d].astype(np.int64), sizes, rng.random(len(group))
+        )
         replicated_cv[d], gaps = _gap_cv(flags, sub.time, sub.offsets)
         replicated_gaps.append(gaps)
     return observed_cv, observed_gaps, replicated_cv, replicated_gaps

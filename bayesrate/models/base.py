@@ -41,6 +41,7 @@ and, when asked, ``log_likelihood`` (:meth:`compute_log_likelihood`) and
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -118,6 +119,18 @@ def library_versions() -> dict[str, str]:
         except md.PackageNotFoundError:
             out[name] = "missing"
     return out
+
+
+@contextlib.contextmanager
+def _quiet_pymc_sampling_log():
+    """Silence PyMC's ``Sampling: [...]`` info line (a library call is not a session)."""
+    logger = logging.getLogger("pymc")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, what: str) -> dict:
@@ -529,12 +542,13 @@ class RateModel:
         import pymc as pm
 
         model = self._require_model()
-        out = pm.sample_posterior_predictive(
-            self.thinned_posterior(max_draws),
-            model=model,
-            random_seed=seed_int(seed),
-            progressbar=False,
-        )
+        with _quiet_pymc_sampling_log():
+            out = pm.sample_posterior_predictive(
+                self.thinned_posterior(max_draws),
+                model=model,
+                random_seed=seed_int(seed),
+                progressbar=False,
+            )
         self.idata_["posterior_predictive"] = out["posterior_predictive"]
         return out["posterior_predictive"].to_dataset()
 
@@ -592,13 +606,14 @@ class RateModel:
                 raise ValueError("page_rates='posterior' needs the fitted pages, in order")
         patterns = visit_patterns(observations, self.timezone)
         model = self._predictive_model(observations, patterns, page_rates)
-        out = pm.sample_posterior_predictive(
-            posterior,
-            model=model,
-            var_names=[lik_names.DETECTIONS, DETECTION_PROBABILITY],
-            random_seed=seed_int(seed),
-            progressbar=False,
-        )
+        with _quiet_pymc_sampling_log():
+            out = pm.sample_posterior_predictive(
+                posterior,
+                model=model,
+                var_names=[lik_names.DETECTIONS, DETECTION_PROBABILITY],
+                random_seed=seed_int(seed),
+                progressbar=False,
+            )
         pred = out["posterior_predictive"].to_dataset()
         counts = pred[lik_names.DETECTIONS].transpose("chain", "draw", DIM_GROUP)
         by_page = sum_by_page(counts.values, patterns.group_page, observations.n_pages)
@@ -647,7 +662,7 @@ class RateModel:
             log_multiplier = self._predictive_log_multiplier()
             log_pattern = lik.log_exposure(groups, log_multiplier)
             lik.detections(groups, log_rate, log_pattern)
-            log_lam = log_rate[groups.page] + log_pattern[groups.pattern]
+            log_lam = lik.group_log_rate(groups, log_rate, log_pattern)
             pm.Deterministic(DETECTION_PROBABILITY, -pm.math.expm1(-pm.math.exp(log_lam)),
                              dims=DIM_GROUP)  # fmt: skip
         return model

@@ -89,6 +89,20 @@ def _detection_probability(log_lam):
     return -pt.expm1(-pt.exp(log_lam))
 
 
+def group_log_rate(groups: IntervalGroups, log_rate, log_pattern):
+    """``log Λ`` of every group: its page's log-rate plus its pattern's log exposure.
+
+    The indices enter as graph constants (indexing with numpy arrays walks every element
+    in Python: 2.7 s for 49,000 groups).
+    """
+    import pytensor.tensor as pt
+
+    return (
+        log_rate[pt.as_tensor_variable(groups.page)]
+        + log_pattern[pt.as_tensor_variable(groups.pattern)]
+    )
+
+
 def detections(groups: IntervalGroups, log_rate, log_pattern, *, fused: bool = True):
     """The observed ``detections``: one Binomial per group (in the current model context).
 
@@ -115,13 +129,13 @@ def detections(groups: IntervalGroups, log_rate, log_pattern, *, fused: bool = T
         model.add_coord(DIM_GROUP, np.arange(groups.n_groups))
 
     def dist(log_rate, log_pattern, size):
-        log_lam = log_rate[page] + log_pattern[pattern]
+        log_lam = group_log_rate(groups, log_rate, log_pattern)
         return pm.Binomial.dist(n=trials, p=_detection_probability(log_lam))
 
     def logp(value, log_rate, log_pattern):
         if fused and _is_constant(value, detected):
             return binomial_logp(log_rate, log_pattern, page, pattern, trials, detected)
-        return binomial_detection_logp(value, log_rate[page] + log_pattern[pattern], trials)
+        return binomial_detection_logp(value, group_log_rate(groups, log_rate, log_pattern), trials)
 
     return pm.CustomDist(
         DETECTIONS,
@@ -167,9 +181,9 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None):
     def dist(log_rate, *rest):
         *extra, _size = rest
         m = multiplier(extra)
-        log_lam = log_rate[page] + pt.log(pt.dot(groups.basis, m))[pattern]
+        log_lam = group_log_rate(groups, log_rate, pt.log(pt.dot(groups.basis, m)))
         draws = pm.Binomial.dist(n=trials, p=_detection_probability(log_lam))
-        return pt.zeros((n_pages,), dtype="int64")[page].inc(draws)
+        return pt.zeros((n_pages,), dtype="int64")[pt.as_tensor_variable(page)].inc(draws)
 
     def logp(value, log_rate, *extra):
         exposure = pt.dot(exposure_basis, multiplier(extra))
