@@ -106,8 +106,12 @@ def bench_fits(versions: dict, rounds: int) -> dict:
             for name in ("hierarchical", "modulated"):
                 model = versions[label].models.MODELS[name](sampler_config=sampler)
                 d = model.fit(data[label]).diagnostics_
-                row[name] = {"seconds": d.seconds, "sampling": d.sampling_seconds,
-                             "compile": d.compile_seconds, "grad_evals": d.grad_evals_per_draw}  # fmt: skip
+                row[name] = {
+                    "seconds": d.seconds,
+                    "sampling": d.sampling_seconds,
+                    "compile": d.compile_seconds,
+                    "grad_evals": d.grad_evals_per_draw,
+                }
                 print(
                     f"[fits] round {r} {label} {name}: {d.seconds:.1f} s (compile "
                     f"{d.compile_seconds:.1f}, sampling {d.sampling_seconds:.1f}, "
@@ -135,8 +139,8 @@ def main() -> None:
     warnings.simplefilter("ignore")  # convergence gates are not what is measured here
     import importlib
 
-    import bayesrate.models
-    import bayesrate.simulate
+    import bayesrate.models  # the current version: its subpackages become attributes
+    import bayesrate.simulate  # noqa: F401
 
     with tempfile.TemporaryDirectory() as tmp:
         export_revision(args.rev, Path(tmp))

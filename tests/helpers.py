@@ -6,6 +6,7 @@ Imported explicitly (``from tests.helpers import ...``); fixtures live in ``conf
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 from pathlib import Path
@@ -46,8 +47,8 @@ def interval_exposures(times, multipliers, timezone: str, step_minutes: float = 
 
     out = []
     step = step_minutes / 60.0
-    for start, end in zip(times[:-1], times[1:], strict=True):
-        n = int(round((end - start) / step))
+    for start, end in itertools.pairwise(times):
+        n = round((end - start) / step)
         mids = start + (np.arange(n) + 0.5) * step
         local = pd.DatetimeIndex(pd.to_datetime(np.round(mids * 3600), unit="s", utc=True))
         local = local.tz_convert(timezone)
