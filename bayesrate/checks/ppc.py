@@ -240,6 +240,16 @@ def _place_detections(group, detections, sizes, uniforms):
     return flags
 
 
+def _by_bucket(reps: Replicates, bins: np.ndarray, n_bins: int):
+    """Observed and replicated detections per bin of the detecting visit, and the realized
+    chi-square discrepancies against each draw's expected counts."""
+    patterns = reps.patterns
+    observed = _by_bin(patterns.group_changed, bins, n_bins)[0]
+    replicated = _by_bin(reps.detections, bins, n_bins)
+    expected = _by_bin(patterns.group_n * reps.probability, bins, n_bins)
+    return observed, replicated, *_chi2(observed, replicated, expected)
+
+
 def _gap_statistic(
     obs: Observations,
     reps: Replicates,
@@ -318,14 +328,10 @@ def posterior_predictive_checks(
         return np.mean(c[..., has_intervals] == intervals[has_intervals], axis=-1)
 
     bucket = patterns.group_end_bucket
-    hour, day = bucket % N_HOURS_OF_DAY, bucket // N_HOURS_OF_DAY
-    expected = patterns.group_n * reps.probability
-    hour_obs = _by_bin(patterns.group_changed, hour, N_HOURS_OF_DAY)[0]
-    dow_obs = _by_bin(patterns.group_changed, day, N_DAYS)[0]
-    hour_rep = _by_bin(reps.detections, hour, N_HOURS_OF_DAY)
-    dow_rep = _by_bin(reps.detections, day, N_DAYS)
-    hour_t, hour_t_rep = _chi2(hour_obs, hour_rep, _by_bin(expected, hour, N_HOURS_OF_DAY))
-    dow_t, dow_t_rep = _chi2(dow_obs, dow_rep, _by_bin(expected, day, N_DAYS))
+    hour_obs, hour_rep, hour_t, hour_t_rep = _by_bucket(
+        reps, bucket % N_HOURS_OF_DAY, N_HOURS_OF_DAY
+    )
+    dow_obs, dow_rep, dow_t, dow_t_rep = _by_bucket(reps, bucket // N_HOURS_OF_DAY, N_DAYS)
     gap_obs_cv, gap_obs_pooled, gap_rep_cv, gap_rep_pooled = _gap_statistic(
         obs, reps, rng, n_gap_pages, n_gap_draws
     )

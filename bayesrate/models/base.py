@@ -590,10 +590,8 @@ class RateModel:
             :func:`bayesrate.models.groups.visit_patterns` on the model's clock.
         """
         import pymc as pm
-        import xarray as xr
 
-        from bayesrate.constants import DIM_GROUP
-        from bayesrate.models.groups import sum_by_page, visit_patterns
+        from bayesrate.models.groups import visit_patterns
 
         if page_rates not in PAGE_RATES:
             raise ValueError(f"page_rates must be one of {PAGE_RATES}, got {page_rates!r}")
@@ -614,22 +612,31 @@ class RateModel:
                 random_seed=seed_int(seed),
                 progressbar=False,
             )
+        return self._prediction(observations, patterns, out)
+
+    def _prediction(self, observations: Observations, patterns, out) -> xr.DataTree:
+        """``predict``'s result: PyMC's draws, page totals, the groups' descriptions."""
+        import xarray as xr
+
+        from bayesrate.constants import DIM_GROUP
+        from bayesrate.models.groups import sum_by_page
+
         pred = out["posterior_predictive"].to_dataset()
         counts = pred[lik_names.DETECTIONS].transpose("chain", "draw", DIM_GROUP)
         by_page = sum_by_page(counts.values, patterns.group_page, observations.n_pages)
         labels = _labels(observations.pages.index)
+        domains = _labels(observations.pages["domain"])
         pred["page_detections"] = (("chain", "draw", DIM_PAGE), by_page)
         pred = pred.assign_coords({DIM_PAGE: labels})
-        known = np.isin(_labels(observations.pages["domain"]), self._fitted_domains())
-        lengths = patterns.pattern_length
+        lengths = patterns.pattern_length[patterns.group_pattern]
         const = xr.Dataset(
             {
                 "group_page": ((DIM_GROUP,), labels[patterns.group_page]),
                 "group_trials": ((DIM_GROUP,), patterns.group_n),
-                "group_length_hours": ((DIM_GROUP,), lengths[patterns.group_pattern]),
+                "group_length_hours": ((DIM_GROUP,), lengths),
                 "group_end_bucket": ((DIM_GROUP,), patterns.group_end_bucket),
-                "domain": ((DIM_PAGE,), _labels(observations.pages["domain"])),
-                "known_domain": ((DIM_PAGE,), known),
+                "domain": ((DIM_PAGE,), domains),
+                "known_domain": ((DIM_PAGE,), np.isin(domains, self._fitted_domains())),
             },
             coords={DIM_PAGE: labels, DIM_GROUP: pred[DIM_GROUP].values},
         )
@@ -777,7 +784,6 @@ class RateModel:
         import xarray as xr
 
         from bayesrate.models import MODELS
-        from bayesrate.models.fit_data import observations_from_dataset
 
         path = Path(path)
         if not path.is_file():
@@ -813,25 +819,38 @@ class RateModel:
                     f"{wanted.model_config}"
                 )
         fingerprint = attrs.get("bayesrate_data_fingerprint", "")
-        if data is not None and data.fingerprint != fingerprint:
-            raise ArtifactError(
-                f"{path} was fitted on different data (fingerprint {fingerprint[:12]}..., "
-                f"given {data.fingerprint[:12]}...)"
-            )
-        if data is None and "fit_data" in idata.children:
-            data = observations_from_dataset(idata["fit_data"].to_dataset())
-            if data.fingerprint != fingerprint:
-                raise ArtifactError(
-                    f"{path}: its fit_data do not match its data fingerprint (edited file?)"
-                )
         model.idata_ = idata
-        model.data_ = data
+        model.data_ = _fitted_data(path, idata, fingerprint, data)
         model.method_ = attrs.get("bayesrate_method")
         model.data_fingerprint_ = fingerprint
         model.diagnostics_ = diag_mod.Diagnostics.from_dict(
             json.loads(attrs.get("bayesrate_diagnostics", '{"method": "unknown"}'))
         )
         return model
+
+
+def _fitted_data(
+    path: Path, idata: xr.DataTree, fingerprint: str, data: Observations | None
+) -> Observations | None:
+    """The observations of a saved fit: ``data`` if given (it must match the fingerprint),
+    else rebuilt from its ``fit_data`` group (which must match too), else ``None``."""
+    from bayesrate.models.fit_data import observations_from_dataset
+
+    if data is not None:
+        if data.fingerprint != fingerprint:
+            raise ArtifactError(
+                f"{path} was fitted on different data (fingerprint {fingerprint[:12]}..., "
+                f"given {data.fingerprint[:12]}...)"
+            )
+        return data
+    if "fit_data" not in idata.children:
+        return None
+    data = observations_from_dataset(idata["fit_data"].to_dataset())
+    if data.fingerprint != fingerprint:
+        raise ArtifactError(
+            f"{path}: its fit_data do not match its data fingerprint (edited file?)"
+        )
+    return data
 
 
 def _labels(index) -> np.ndarray:

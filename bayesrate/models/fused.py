@@ -388,37 +388,39 @@ class _Groups:
         self.key = digest.hexdigest()
 
 
-@cache
-def _op_classes():
-    """Build the Op classes on first use (PyTensor imports lazily)."""
+def _as_vector(x):
     import pytensor.tensor as pt
-    from pytensor.gradient import DisconnectedType
-    from pytensor.graph.basic import Apply
-    from pytensor.graph.op import Op
-    from pytensor.graph.rewriting.basic import node_rewriter
-    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+
+    return pt.as_tensor_variable(x).astype("float64")
+
+
+def _uniform(cotangent):
+    """The scalar ``g`` if ``cotangent`` is ``g`` broadcast to every element (what the
+    gradient of ``sum(values)`` passes back), else ``None``."""
+    import pytensor.tensor as pt
     from pytensor.scalar.basic import Second
     from pytensor.tensor.basic import Alloc
     from pytensor.tensor.elemwise import Elemwise
-    from pytensor.tensor.math import Sum
-    from pytensor.tensor.rewriting.basic import register_specialize
 
-    def as_vector(x):
-        return pt.as_tensor_variable(x).astype("float64")
+    owner = cotangent.owner
+    if owner is None:
+        return None
+    if isinstance(owner.op, Elemwise) and isinstance(owner.op.scalar_op, Second):
+        fill = owner.inputs[1]
+    elif isinstance(owner.op, Alloc):
+        fill = owner.inputs[0]
+    else:
+        return None
+    return pt.squeeze(fill) if all(fill.type.broadcastable) else None
 
-    def _uniform(cotangent):
-        """The scalar ``g`` if ``cotangent`` is ``g`` broadcast to every element (what the
-        gradient of ``sum(values)`` passes back), else ``None``."""
-        owner = cotangent.owner
-        if owner is None:
-            return None
-        if isinstance(owner.op, Elemwise) and isinstance(owner.op.scalar_op, Second):
-            fill = owner.inputs[1]
-        elif isinstance(owner.op, Alloc):
-            fill = owner.inputs[0]
-        else:
-            return None
-        return pt.squeeze(fill) if all(fill.type.broadcastable) else None
+
+@cache
+def _scatter_op_class():
+    """``ScatterToFactors`` and its numba kernel (PyTensor imports lazily)."""
+    import pytensor.tensor as pt
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
     class ScatterToFactors(Op):
         """``(weights, log_rate, log_pattern) -> (∂/∂log_rate, ∂/∂log_pattern)``.
@@ -433,7 +435,7 @@ def _op_classes():
             self.key = groups.key
 
         def make_node(self, weights, log_rate, log_pattern):
-            inputs = [as_vector(weights), as_vector(log_rate), as_vector(log_pattern)]
+            inputs = [_as_vector(weights), _as_vector(log_rate), _as_vector(log_pattern)]
             return Apply(self, inputs, [pt.dvector(), pt.dvector()])
 
         def perform(self, node, inputs, output_storage):
@@ -450,6 +452,29 @@ def _op_classes():
 
         def pullback(self, inputs, outputs, cotangents):
             raise NotImplementedError("second derivatives of the fused Binomial likelihood")
+
+    @register_funcify_and_cache_key(ScatterToFactors)
+    def _numba_scatter(op, node=None, **kwargs):
+        page, pattern = op.groups.page, op.groups.pattern
+
+        @numba_njit
+        def scatter(weights, log_rate, log_pattern):
+            return scatter_to_factors(
+                weights, page, pattern, log_rate.shape[0], log_pattern.shape[0]
+            )
+
+        return scatter, f"bayesrate-scatter-v{_KERNEL_VERSION}-{op.key}"
+
+    return ScatterToFactors
+
+
+@cache
+def _binomial_op_class():
+    """``BinomialTerms``, its numba kernels and the sum-only rewrite (lazy imports)."""
+    import pytensor.tensor as pt
+    from pytensor.gradient import DisconnectedType
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
 
     class BinomialTerms(Op):
         """``(log_rate, log_pattern) -> (v, s, ∂Σv/∂log_rate, ∂Σv/∂log_pattern)``.
@@ -470,7 +495,7 @@ def _op_classes():
             self.elementwise = bool(elementwise)
 
         def make_node(self, log_rate, log_pattern):
-            inputs = [as_vector(log_rate), as_vector(log_pattern)]
+            inputs = [_as_vector(log_rate), _as_vector(log_pattern)]
             return Apply(self, inputs, [pt.dvector() for _ in range(4)])
 
         def perform(self, node, inputs, output_storage):
@@ -502,21 +527,21 @@ def _op_classes():
             if scale is not None:  # the gradient of a plain sum: computed in the forward pass
                 return [scale * outputs[2], scale * outputs[3]]
             weights = cotangents[0] * outputs[1]
-            return list(ScatterToFactors(self.groups)(weights, log_rate, log_pattern))
+            return list(_scatter_op_class()(self.groups)(weights, log_rate, log_pattern))
 
-    @register_funcify_and_cache_key(ScatterToFactors)
-    def _numba_scatter(op, node=None, **kwargs):
-        page, pattern = op.groups.page, op.groups.pattern
+    _register_binomial_terms(BinomialTerms)
+    return BinomialTerms
 
-        @numba_njit
-        def scatter(weights, log_rate, log_pattern):
-            return scatter_to_factors(
-                weights, page, pattern, log_rate.shape[0], log_pattern.shape[0]
-            )
 
-        return scatter, f"bayesrate-scatter-v{_KERNEL_VERSION}-{op.key}"
+def _register_binomial_terms(binomial_terms_op) -> None:
+    """The numba kernels of ``BinomialTerms`` and the rewrite to its sum-only form."""
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.rewriting.basic import node_rewriter
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+    from pytensor.tensor.math import Sum
+    from pytensor.tensor.rewriting.basic import register_specialize
 
-    @register_funcify_and_cache_key(BinomialTerms)
+    @register_funcify_and_cache_key(binomial_terms_op)
     def _numba_binomial_terms(op, node=None, **kwargs):
         g = op.groups
         page, pattern, unchanged, detected = g.page, g.pattern, g.unchanged, g.detected
@@ -540,7 +565,7 @@ def _op_classes():
         return (terms if op.elementwise else total), key
 
     @register_specialize
-    @node_rewriter([BinomialTerms])
+    @node_rewriter([binomial_terms_op])
     def local_summed_binomial_terms(fgraph, node):
         """Where the per-group values are only summed (a log-density), compute the sum in
         the kernel instead of storing every group's value and slope."""
@@ -551,9 +576,7 @@ def _op_classes():
                 return None
             if client.op.axis not in (None, (0,)):
                 return None
-        return BinomialTerms(node.op.groups, elementwise=False)(*node.inputs)
-
-    return BinomialTerms, ScatterToFactors
+        return binomial_terms_op(node.op.groups, elementwise=False)(*node.inputs)
 
 
 def binomial_logp(log_rate, log_pattern, page, pattern, trials, detected):
@@ -566,6 +589,6 @@ def binomial_logp(log_rate, log_pattern, page, pattern, trials, detected):
     page, pattern, trials, detected
         Numpy arrays, one entry per group; ``detected`` is the observed value.
     """
-    binomial_terms_op, _ = _op_classes()
-    values, *_ = binomial_terms_op(_Groups(page, pattern, trials, detected))(log_rate, log_pattern)
+    op = _binomial_op_class()(_Groups(page, pattern, trials, detected))
+    values, *_ = op(log_rate, log_pattern)
     return values
