@@ -103,7 +103,7 @@ def group_log_rate(groups: IntervalGroups, log_rate, log_pattern):
     )
 
 
-def detections(groups: IntervalGroups, log_rate, log_pattern, *, fused: bool = True):
+def detections(groups: IntervalGroups, log_rate, log_pattern):
     """The observed ``detections``: one Binomial per group (in the current model context).
 
     Parameters
@@ -114,8 +114,9 @@ def detections(groups: IntervalGroups, log_rate, log_pattern, *, fused: bool = T
         ``(n_pages,)`` log page rates per hour.
     log_pattern
         ``(n_patterns,)`` log exposure of each pattern.
-    fused
-        Evaluate the log-probability with the fused numba Op (else a PyTensor graph).
+
+    The log-probability of the observed counts goes through the fused numba Op; of any
+    other value (PyMC never asks) through the PyTensor formula.
     """
     import pymc as pm
 
@@ -133,7 +134,7 @@ def detections(groups: IntervalGroups, log_rate, log_pattern, *, fused: bool = T
         return pm.Binomial.dist(n=trials, p=_detection_probability(log_lam))
 
     def logp(value, log_rate, log_pattern):
-        if fused and _is_constant(value, detected):
+        if _is_constant(value, detected):
             return binomial_logp(log_rate, log_pattern, page, pattern, trials, detected)
         return binomial_detection_logp(value, group_log_rate(groups, log_rate, log_pattern), trials)
 
