@@ -319,13 +319,14 @@ def test_empty_batch_is_a_no_op():
     _same(before, _snapshot(st))
 
 
-def test_plan_quantile_uses_mean_where_alpha_below_one():
-    # priors with α < 1 (as calibrated on Open Terms Archive) and α ≥ 1
+def test_plan_quantile_is_the_posterior_quantile_even_when_alpha_below_one():
+    # priors with α < 1 (as calibrated on Open Terms Archive) and α ≥ 1: no special case,
+    # the quantile is the Gamma's own (floored at rate_floor like every decision rate)
     priors = PriorSet(GammaPrior(2.0, 4.0), {"slow.org": GammaPrior(0.2, 10.0)})
     st = SchedulerState(priors)
     st.add(["a", "b"], ["slow.org", "fast.com"], [1.0, 1.0])
     lam = decide.decision_rates(st, quantile=0.3, cap=False)
     alpha, beta_h = 0.2, 10.0 * 24.0  # per hour
-    assert lam[0] == pytest.approx(alpha / beta_h)  # mean, not the ~0 quantile
-    assert stats.gamma.ppf(0.3, alpha, scale=1 / beta_h) < 0.01 * lam[0]
+    expected = max(stats.gamma.ppf(0.3, alpha, scale=1 / beta_h), st.config.rate_floor)
+    assert lam[0] == pytest.approx(expected, rel=1e-9)
     assert lam[1] == pytest.approx(stats.gamma.ppf(0.3, 2.0, scale=1 / (4.0 * 24.0)))

@@ -103,7 +103,7 @@ class SchedulerConfig:
     """
 
     update: str = "adf"
-    posterior: str = "grid"
+    posterior: str = "gamma"
     grid_size: int = GRID_SIZE
     grid_min_per_day: float = GRID_MIN_PER_DAY
     grid_max_per_day: float = GRID_MAX_PER_DAY
