@@ -12,7 +12,15 @@ averages over draws of the log-normal moments::
 and are moment-matched to Gamma(α, β) with α = E[λ]²/Var λ, β = E[λ]/Var λ (per day). A page
 of an unseen domain uses ``m ~ Normal(global_log_rate_mean, domain_log_rate_sd)`` too,
 i.e. ``log λ ~ Normal(g, sqrt(sd_domain² + s²))``. The modulated model adds the posterior
-mean of its hour-of-week multipliers (normalised to mean 1).
+mean of its hour-of-week multipliers (normalised to mean 1) and their per-bucket sd and
+5/95% quantiles.
+
+The artifact is schema version 2 (:mod:`bayesrate.priors`): it keeps the fitted log-normal
+population per domain (:func:`domain_populations`: location ``m_d`` and scale ``s`` as
+posterior summaries, and a new page's predictive log-rate as a normal mixture over the
+draws) and the moment-matched Gamma only as a *view*, with its fidelity against the
+population (:func:`bayesrate.priors.gamma_view_fidelity`). The hierarchical and modulated
+models have no drift or bursts: ``drift`` and ``burst`` are ``null``.
 
 :func:`write_artifact` writes ``models/<dataset>/<model>/`` with ``priors.json``, the fitted
 result (``fit.nc``) and a model card (``README.md``), and refuses when the convergence or
@@ -33,7 +41,16 @@ from bayesrate.atomic import atomic_directory
 from bayesrate.constants import DIM_DOMAIN, HOURS_PER_DAY
 from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
-from bayesrate.priors import GammaPrior, PriorSet
+from bayesrate.priors import (
+    GLOBAL_KEY,
+    GammaPrior,
+    NormalMixture,
+    Population,
+    PriorSet,
+    Summary,
+    compression_kl,
+    gamma_view_fidelity,
+)
 
 #: the population statistics a new page's prior speaks to, judged on the *mixed*
 #: replication (fresh page rates from the fitted population, ``checks.ppc``): conditional
@@ -113,8 +130,42 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
     return out
 
 
+def population_draws(posterior) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per domain (and :data:`NEW_DOMAIN`): draws of a new page's log-rate location (natural
+    log of changes per day) and scale, ``log λ_new | draw ~ Normal(location, scale)``."""
+    m = stack_draws(posterior["domain_log_rate_mean"], DIM_DOMAIN) + np.log(HOURS_PER_DAY)
+    s = stack_draws(posterior["page_log_rate_sd"])
+    g = stack_draws(posterior["global_log_rate_mean"]) + np.log(HOURS_PER_DAY)
+    sd_domain = stack_draws(posterior["domain_log_rate_sd"])
+    labels = [str(x) for x in posterior[DIM_DOMAIN].values]
+    out = {d: (m[:, i], s) for i, d in enumerate(labels)}
+    out[NEW_DOMAIN] = (g, np.sqrt(sd_domain**2 + s**2))
+    return out
+
+
+def domain_populations(
+    posterior, n_pages: Mapping[str, int] | None = None
+) -> dict[str, Population]:
+    """The fitted log-normal population per domain (and :data:`NEW_DOMAIN`) as posterior
+    summaries plus the predictive normal mixture (:meth:`NormalMixture.from_draws`), with
+    its compression error (:func:`bayesrate.priors.compression_kl`)."""
+    predictive_moments(posterior)  # validates the variables
+    out = {}
+    for d, (loc, scale) in population_draws(posterior).items():
+        mixture = NormalMixture.from_draws(loc, scale)
+        out[d] = Population(
+            location=Summary.from_draws(loc),
+            scale=Summary.from_draws(scale),
+            predictive=mixture,
+            n_pages=None if n_pages is None else int(n_pages.get(d, 0)),
+            compression_kl=compression_kl(loc, scale, mixture),
+        )
+    return out
+
+
 def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorSet:
-    """Moment-matched Gamma priors per domain (per day) from a fitted model."""
+    """Priors per domain (per day) from a fitted model: schema version 2, the fitted
+    population with moment-matched Gamma views and their fidelity (module docstring)."""
     model._require_fit()
     post = model.idata_["posterior"]
     moments = predictive_moments(post)
@@ -122,12 +173,25 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     page_domain = np.asarray(const["domain"]).astype(str)
     labels, counts = np.unique(page_domain, return_counts=True)
     n_pages = dict(zip(labels.tolist(), counts.tolist(), strict=True))
-    domains = {d: GammaPrior.from_moments(*pair) for d, pair in moments.items() if d != NEW_DOMAIN}
-    multipliers = None
+    n_pages[NEW_DOMAIN] = len(page_domain)
+    populations = domain_populations(post, n_pages)
+    gammas = {d: GammaPrior.from_moments(*pair) for d, pair in moments.items()}
+    fidelity = {
+        (GLOBAL_KEY if d == NEW_DOMAIN else d): gamma_view_fidelity(pop.predictive, gammas[d])
+        for d, pop in populations.items()
+    }
+    multipliers, uncertainty = None, None
     timezone = "UTC"
     if "hour_of_week_multiplier" in post:
-        mult = stack_draws(post["hour_of_week_multiplier"], "hour_of_week").mean(axis=0)
+        draws = stack_draws(post["hour_of_week_multiplier"], "hour_of_week")
+        draws = draws / draws.mean(axis=1, keepdims=True)
+        mult = draws.mean(axis=0)
         multipliers = mult / mult.mean()
+        uncertainty = {
+            "sd": draws.std(axis=0, ddof=1),
+            "q05": np.quantile(draws, 0.05, axis=0),
+            "q95": np.quantile(draws, 0.95, axis=0),
+        }
         timezone = str(post["hour_of_week_multiplier"].attrs.get("timezone", "UTC"))
     meta = {
         "model": model.model_type,
@@ -136,15 +200,18 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
         "predictive_moments_per_day": {
             d: {"mean": mean, "variance": var} for d, (mean, var) in moments.items()
         },
-        "domain_extra": {d: {"n_pages": int(n_pages.get(d, 0))} for d in domains},
         **dict(metadata or {}),
     }
     return PriorSet(
-        global_prior=GammaPrior.from_moments(*moments[NEW_DOMAIN]),
-        domains=domains,
+        global_prior=gammas.pop(NEW_DOMAIN),
+        domains=gammas,
         hour_of_week=multipliers,
         timezone=timezone,
         metadata=meta,
+        global_population=populations.pop(NEW_DOMAIN),
+        populations=populations,
+        gamma_fidelity=fidelity,
+        hour_of_week_uncertainty=uncertainty,
     )
 
 
@@ -276,6 +343,46 @@ def _diagnostics_table(diag: Mapping[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def _priors_section(priors: PriorSet) -> list[str]:
+    """The model card's account of the exported priors: population first, Gamma view second."""
+    g = priors.global_prior
+    lines = ["## Exported priors (rate per day)", ""]
+    pop = priors.global_population
+    if pop is not None:
+        fid = priors.gamma_fidelity.get(GLOBAL_KEY, {})
+        err = fid.get("log_quantile_error", {})
+        below = fid.get("prob_below_mean_over_100", {})
+        lines += [
+            "Schema version 2: the fitted population is exported as fitted. A new page of a "
+            "new domain has `log λ ~ Normal(location, scale)` (natural log, per day), with "
+            f"location {pop.location.mean:.3f} (sd {pop.location.sd or 0:.3f}) and scale "
+            f"{pop.scale.mean:.3f} (sd {pop.scale.sd or 0:.3f}); the predictive is a "
+            f"{len(pop.predictive.weights)}-component normal mixture over the draws "
+            f"(compression KL {pop.compression_kl or 0:.2g} nats). No drift or burst "
+            "parameters: this model has none.",
+            "",
+            f"- Gamma view (an approximation, for Gamma consumers): Gamma(α={g.alpha:.4g}, "
+            f"β={g.beta:.4g} days), mean {g.mean:.4g}/day. Fidelity against the population: "
+            f"KL(population‖Gamma) {fid.get('kl_population_to_gamma', float('nan')):.3g} nats, "
+            f"log(q_Gamma/q_population) at 5/50/95% "
+            f"{err.get('0.05', float('nan')):+.2f} / {err.get('0.5', float('nan')):+.2f} / "
+            f"{err.get('0.95', float('nan')):+.2f}; P(λ < mean/100) "
+            f"{below.get('population', float('nan')):.3f} (population) vs "
+            f"{below.get('gamma', float('nan')):.3f} (Gamma).",
+        ]
+    else:
+        lines += [
+            f"- global fallback (new domain): Gamma(α={g.alpha:.4g}, β={g.beta:.4g} days), "
+            f"mean {g.mean:.4g}/day"
+        ]
+    lines += [
+        f"- {len(priors.domains)} domains; hour-of-week multipliers: "
+        + ("yes" if priors.hour_of_week is not None else "no"),
+        "",
+    ]
+    return lines
+
+
 def model_card(model, priors: PriorSet, *, dataset, ppc, comparison, failures, command, notes):
     """The artifact's README: data, model, sampler, diagnostics, PPC, LOO, priors."""
     attrs = model.idata_.attrs
@@ -327,15 +434,8 @@ def model_card(model, priors: PriorSet, *, dataset, ppc, comparison, failures, c
     if comparison is not None:
         lines += ["## Model comparison (PSIS-LOO per page)", "",
                   markdown_table(comparison.table), "", comparison.verdict, ""]  # fmt: skip
-    g = priors.global_prior
+    lines += _priors_section(priors)
     lines += [
-        "## Exported priors (rate per day)",
-        "",
-        f"- global fallback (new domain): Gamma(α={g.alpha:.4g}, β={g.beta:.4g} days), "
-        f"mean {g.mean:.4g}/day",
-        f"- {len(priors.domains)} domains; hour-of-week multipliers: "
-        + ("yes" if priors.hour_of_week is not None else "no"),
-        "",
         "Schema: `bayesrate/priors.py`. Reproduce with:",
         "",
         f"```\n{command}\n```" if command else "",

@@ -58,9 +58,9 @@ prior of a page of an unseen domain), all log-rates are natural logs of changes 
 - ``predictive``: the distribution of a *new page's* log-rate with the posterior
   uncertainty of ``(m_d, s)`` integrated out — a normal mixture (``Σ w_c N(m_c, s_c)``)
   made by sorting the posterior draws by ``m_d``, cutting them into equal-count strata and
-  matching each stratum's mixture ``N(m_d, s)`` by its mean and variance. It has the
-  draws' mean and variance of the log-rate exactly and their shape to within the stated
-  ``compression_kl`` (nats).
+  matching each stratum's mixture ``N(m_d, s)`` by its mean log-rate and its mean rate. It
+  has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly, and their
+  shape to within the stated ``compression_kl`` (nats).
 - ``drift``: the random-walk volatility of a page's log-rate, ``σ_rw`` per √day, when
   known: fitted by a dynamic model, or estimated (``source`` says how). ``null``: none.
 - ``burst``: the burst parameters of a bursty model (its ``model`` names the family and its
@@ -141,10 +141,15 @@ class GammaPrior:
 
     def log_quantile(self, q: float | np.ndarray) -> np.ndarray:
         """``log`` of the ``q`` quantile (rate per day)."""
-        from scipy.special import gammaincinv
+        from scipy.special import gammaincinv, gammaln
 
+        q = np.asarray(q, dtype=float)
+        x = gammaincinv(self.alpha, q)
+        # far in the lower tail (x underflows for small α): P(X < x) = x^α / Γ(α + 1) · (1 + O(x))
         with np.errstate(divide="ignore"):
-            return np.log(gammaincinv(self.alpha, np.asarray(q, dtype=float))) - np.log(self.beta)
+            tail = (np.log(q) + gammaln(self.alpha + 1.0)) / self.alpha
+            log_x = np.where(x > 1e-300, np.log(np.maximum(x, 1e-300)), tail)
+        return log_x - np.log(self.beta)
 
     def log_density(self, log_rate: np.ndarray) -> np.ndarray:
         """Density of ``log λ`` (λ per day) at ``log_rate``."""
@@ -224,14 +229,22 @@ class NormalMixture:
         cls, location: np.ndarray, scale: np.ndarray, components: int = MIXTURE_COMPONENTS
     ) -> NormalMixture:
         """Compress the draws' mixture ``Σ_s N(location_s, scale_s) / S``: sort by location,
-        cut into ``components`` equal-count strata, match each stratum's mean and variance."""
+        cut into ``components`` equal-count strata; each stratum's component keeps the
+        stratum's mean of ``log λ`` and its mean of λ (``E[e^{m + s²/2}]``) exactly, so the
+        mixture has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly.
+        By Jensen its variance ``s_c² = 2(log E_c[λ] − m_c)`` is at least the stratum's mean
+        ``s²``; the remaining shape error is :func:`compression_kl`."""
+        from scipy.special import logsumexp
+
         loc = np.asarray(location, dtype=float).ravel()
         sd = np.asarray(scale, dtype=float).ravel()
         order = np.argsort(loc, kind="stable")
         parts = [p for p in np.array_split(order, min(components, len(loc))) if len(p)]
         weights = [len(p) / len(loc) for p in parts]
         means = [float(loc[p].mean()) for p in parts]
-        sds = [float(np.sqrt((sd[p] ** 2).mean() + loc[p].var())) for p in parts]
+        log_rate_mean = [float(logsumexp(loc[p] + sd[p] ** 2 / 2) - np.log(len(p))) for p in parts]
+        sds = [float(np.sqrt(max(2 * (r - m), 1e-12)))
+               for r, m in zip(log_rate_mean, means, strict=True)]  # fmt: skip
         return cls(tuple(weights), tuple(means), tuple(sds))
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -243,7 +256,8 @@ class NormalMixture:
         x = np.asarray(log_rate, dtype=float)[..., None]
         z = (x - m) / s
         with np.errstate(divide="ignore"):
-            terms = np.log(np.where(w > 0, w, 1.0)) - 0.5 * z * z - np.log(s * math.sqrt(2 * math.pi))
+            log_w = np.log(np.where(w > 0, w, 1.0))
+            terms = log_w - 0.5 * z * z - np.log(s * math.sqrt(2 * math.pi))
         terms = np.where(w > 0, terms, -np.inf)
         top = terms.max(axis=-1)
         return top + np.log(np.exp(terms - top[..., None]).sum(axis=-1))
@@ -258,7 +272,7 @@ class NormalMixture:
 
     def log_quantile(self, q: float | np.ndarray) -> np.ndarray:
         """``log`` of the ``q`` quantile of λ (bisection on the CDF, to 1e-10)."""
-        w, m, s = self._arrays()
+        _, m, s = self._arrays()
         q = np.asarray(q, dtype=float)
         lo = np.full(q.shape, float((m - 40 * s).min()))
         hi = np.full(q.shape, float((m + 40 * s).max()))
@@ -495,6 +509,13 @@ class PriorSet:
         ``None`` for a version-1 artifact."""
         return self.populations.get(domain, self.global_population)
 
+    def pages_of(self, domain: str) -> int | None:
+        """Pages of ``domain`` in the fit the priors came from (``None`` when unknown)."""
+        if domain in self.populations:
+            return self.populations[domain].n_pages
+        n = dict(self.metadata.get("domain_extra", {})).get(domain, {}).get("n_pages")
+        return None if n is None else int(n)
+
     def arrays(self, domains: np.ndarray | list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Vectorized lookup: ``(alpha, beta per day)`` for each domain label."""
         labels = np.asarray(domains, dtype=object)
@@ -653,8 +674,8 @@ class PriorSet:
                 )
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ArtifactError(f"malformed priors file: hour_of_week: {exc}") from exc
-        meta = {k: v for k, v in doc.items() if k not in
-                ("global", "domains", "hour_of_week", "units", "kind", "schema_version")}  # fmt: skip
+        skip = ("global", "domains", "hour_of_week", "units", "kind", "schema_version")
+        meta = {k: v for k, v in doc.items() if k not in skip}
         return cls(
             global_prior=global_prior,
             domains=domains,

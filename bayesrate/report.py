@@ -141,11 +141,11 @@ def _priors_section(artifacts, fits, recommended, out: Path) -> list[str]:
             "| domain | pages | α | β (days) | mean/day |",
             "| --- | --- | --- | --- | --- |",
         ]
-        extra = priors.metadata.get("domain_extra", {})
-        largest = sorted(priors.domains, key=lambda d: -extra.get(d, {}).get("n_pages", 0))
+        largest = sorted(priors.domains, key=lambda d: -(priors.pages_of(d) or 0))
         for d in largest[:TOP_DOMAINS]:
             p = priors.domains[d]
-            lines.append(f"| {d} | {extra.get(d, {}).get('n_pages', '')} | {p.alpha:.3g} "
+            pages = priors.pages_of(d)
+            lines.append(f"| {d} | {'' if pages is None else pages} | {p.alpha:.3g} "
                          f"| {p.beta:.3g} | {p.mean:.3g} |")  # fmt: skip
         axes = plots.domain_rates(fits[name].page_summary_, priors, label=f"({name})")
         figure = plots.save(axes.figure, out / f"rates-{name}.png")

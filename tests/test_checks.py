@@ -169,6 +169,37 @@ def test_exported_gamma_reproduces_predictive_moments(hierarchical_fit):
     assert priors.domains[d0].variance == pytest.approx(second - first**2, rel=1e-6)
 
 
+def test_exported_population_is_the_fitted_one(hierarchical_fit):
+    post = hierarchical_fit.idata_["posterior"]
+    priors = domain_priors(hierarchical_fit)
+    assert priors.schema_version == 2
+    d0 = next(iter(priors.domains))
+    loc = post["domain_log_rate_mean"].sel(domain=d0).values.ravel() + np.log(24.0)
+    s = post["page_log_rate_sd"].values.ravel()
+    pop = priors.populations[d0]
+    assert pop.location.mean == pytest.approx(loc.mean(), rel=1e-9)
+    assert pop.scale.mean == pytest.approx(s.mean(), rel=1e-9)
+    assert pop.location.quantiles["0.05"] == pytest.approx(np.quantile(loc, 0.05))
+    g = post["global_log_rate_mean"].values.ravel() + np.log(24.0)
+    glob = priors.global_population
+    assert glob.location.mean == pytest.approx(g.mean(), rel=1e-9)
+    scale = np.sqrt(post["domain_log_rate_sd"].values.ravel() ** 2 + s**2)
+    assert glob.scale.mean == pytest.approx(scale.mean(), rel=1e-9)
+    # the predictive mixture's mean rate is the exported Gamma view's mean (both E[λ])
+    assert pop.predictive.rate_moments()[0] == pytest.approx(priors.domains[d0].mean, rel=1e-6)
+    # the stated fidelity: KL(draws' log-normal mixture ‖ Gamma view) by quadrature
+    gam = stats.gamma(priors.domains[d0].alpha, scale=1 / priors.domains[d0].beta)
+
+    def integrand(u):
+        p = np.mean(stats.norm.pdf(u, loc, s))
+        return p * (np.log(p) - gam.logpdf(np.exp(u)) - u)
+
+    lo, hi = loc.mean() - 10 * s.mean(), loc.mean() + 10 * s.mean()
+    kl = integrate.quad(integrand, lo, hi, limit=200)[0]
+    stated = priors.gamma_fidelity[d0]["kl_population_to_gamma"]
+    assert stated == pytest.approx(kl, rel=0.02, abs=1e-3)
+
+
 def test_artifact_refused_unless_forced_and_round_trips(hierarchical_fit, tmp_path):
     data = hierarchical_fit.data_
     result = ppc_for(hierarchical_fit, data, seed="export")
@@ -182,6 +213,8 @@ def test_artifact_refused_unless_forced_and_round_trips(hierarchical_fit, tmp_pa
     direct = domain_priors(hierarchical_fit)
     assert loaded.forced and json.loads((path / "priors.json").read_text())["forced"] is True
     assert "FORCED EXPORT" in (path / "README.md").read_text()
+    assert "Schema version 2" in (path / "README.md").read_text()
+    assert loaded.populations == direct.populations
     assert loaded.global_prior.alpha == pytest.approx(direct.global_prior.alpha)
     for d, p in direct.domains.items():
         assert loaded.domains[d].alpha == pytest.approx(p.alpha)

@@ -6,9 +6,20 @@ import json
 
 import numpy as np
 import pytest
+from scipy import integrate, stats
 
 from bayesrate.errors import ArtifactError
-from bayesrate.priors import GammaPrior, PriorSet, find_artifact
+from bayesrate.priors import (
+    GLOBAL_KEY,
+    GammaPrior,
+    NormalMixture,
+    Population,
+    PriorSet,
+    Summary,
+    compression_kl,
+    find_artifact,
+    gamma_view_fidelity,
+)
 
 
 def make(multipliers=None):
@@ -76,3 +87,114 @@ def test_find_artifact_prefers_recommended(tmp_path):
 def test_default_prior_is_weak_in_beta():
     default = PriorSet.default().global_prior
     assert default.beta <= 1.0  # at most one pseudo-day of exposure
+
+
+# ---------------------------------------------------------------------- schema version 2
+def _population(rng, location=-3.98, scale=1.4, n=400):
+    loc = rng.normal(location, 0.05, n)
+    sc = np.abs(rng.normal(scale, 0.02, n))
+    mixture = NormalMixture.from_draws(loc, sc)
+    return Population(
+        location=Summary.from_draws(loc),
+        scale=Summary.from_draws(sc),
+        predictive=mixture,
+        n_pages=7,
+        compression_kl=compression_kl(loc, sc, mixture),
+    ), (loc, sc)
+
+
+def _v2(rng, multipliers=None):
+    pops = {"a.com": _population(rng)[0], "b.org": _population(rng, -1.0, 0.8)[0]}
+    glob = _population(rng, -2.0, 1.6)[0]
+    gammas = {d: GammaPrior.from_moments(*p.predictive.rate_moments()) for d, p in pops.items()}
+    g = GammaPrior.from_moments(*glob.predictive.rate_moments())
+    fid = {d: gamma_view_fidelity(p.predictive, gammas[d]) for d, p in pops.items()}
+    fid[GLOBAL_KEY] = gamma_view_fidelity(glob.predictive, g)
+    return PriorSet(g, gammas, hour_of_week=multipliers, metadata={"model": "hierarchical"},
+                    populations=pops, global_population=glob, gamma_fidelity=fid)  # fmt: skip
+
+
+def test_version_2_round_trips_with_populations_and_gamma_views(tmp_path, rng):
+    week = np.linspace(0.5, 1.5, 168)
+    priors = _v2(rng, week / week.mean())
+    path = priors.save(tmp_path / "m")
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == 2
+    entry = doc["domains"]["a.com"]
+    assert entry["population"]["family"] == "log-normal"
+    assert set(entry["gamma_view"]["fidelity"]) >= {"kl_population_to_gamma", "log_quantile_error"}
+    back = PriorSet.load(tmp_path / "m")
+    assert back.schema_version == 2
+    assert back.populations == priors.populations
+    assert back.global_population == priors.global_population
+    assert back.for_domain("a.com") == priors.domains["a.com"]
+    assert back.population_for("unseen.net") == priors.global_population
+    assert back.pages_of("a.com") == 7
+    np.testing.assert_allclose(back.hour_of_week, week / week.mean())
+
+
+def test_version_1_files_still_load_and_have_no_population(tmp_path):
+    doc = {"schema_version": 1, "kind": "bayesrate-priors", "global": {"alpha": 0.5, "beta": 2.0},
+           "domains": {"a.com": {"alpha": 2.0, "beta": 4.0, "n_pages": 3}},
+           "hour_of_week": None}  # fmt: skip
+    (tmp_path / "priors.json").write_text(json.dumps(doc))
+    back = PriorSet.load(tmp_path / "priors.json")
+    assert back.schema_version == 1 and back.population_for("a.com") is None
+    assert back.for_domain("a.com") == GammaPrior(2.0, 4.0) and back.pages_of("a.com") == 3
+
+
+def test_mixture_keeps_the_draws_mean_log_rate_and_mean_rate(rng):
+    pop, (loc, sc) = _population(rng)
+    w, m, s = (np.asarray(x) for x in (pop.predictive.weights, pop.predictive.means,
+                                       pop.predictive.sds))  # fmt: skip
+    assert (w * m).sum() == pytest.approx(loc.mean(), rel=1e-12)
+    # E[λ] of the draws' log-normals, averaged (closed form per draw)
+    assert pop.predictive.rate_moments()[0] == pytest.approx(np.exp(loc + sc**2 / 2).mean(),
+                                                             rel=1e-12)  # fmt: skip
+    var = (w * (s**2 + m**2)).sum() - (w * m).sum() ** 2
+    assert var == pytest.approx((sc**2).mean() + loc.var(), rel=0.01)
+    assert 0 <= pop.compression_kl < 1e-3
+
+
+def test_gamma_view_fidelity_matches_a_direct_computation():
+    # the issue's example: log-normal population with σ = 1.4 and mean 0.05/day
+    sigma, mean = 1.4, 0.05
+    mu = np.log(mean) - sigma**2 / 2
+    mixture = NormalMixture((1.0,), (mu,), (sigma,))
+    gamma = GammaPrior.from_moments(*mixture.rate_moments())
+    fid = gamma_view_fidelity(mixture, gamma)
+    pop = stats.lognorm(sigma, scale=np.exp(mu))
+    gam = stats.gamma(gamma.alpha, scale=1 / gamma.beta)
+    for level, err in fid["log_quantile_error"].items():
+        assert err == pytest.approx(np.log(gam.ppf(float(level)) / pop.ppf(float(level))), abs=1e-6)
+
+    # KL(population ‖ Gamma) by scipy quadrature over u = log λ (the Jacobians cancel)
+    def integrand(u):
+        x = np.exp(u)
+        return pop.pdf(x) * x * (pop.logpdf(x) - gam.logpdf(x))
+
+    kl = integrate.quad(integrand, mu - 12 * sigma, mu + 12 * sigma, limit=500)[0]
+    assert fid["kl_population_to_gamma"] == pytest.approx(kl, rel=1e-3)
+    below = fid["prob_below_mean_over_100"]
+    assert below["population"] == pytest.approx(pop.cdf(mean / 100), rel=1e-9)
+    assert below["gamma"] == pytest.approx(gam.cdf(mean / 100), rel=1e-9)
+    # and the issue's numbers: the Gamma puts ~40% below mean/100, the population 0.5%
+    assert below["population"] < 0.01 < 0.3 < below["gamma"]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["domains"]["a.com"].pop("population"),
+        lambda d: d["domains"]["a.com"]["population"]["predictive"].update(sds=[-1.0] * 8),
+        lambda d: d["domains"]["a.com"].pop("gamma_view"),
+        lambda d: d["global"]["population"]["location"].update(mean="x"),
+    ],
+)
+def test_malformed_version_2_artifacts_are_refused(tmp_path, rng, edit):
+    path = _v2(rng).save(tmp_path)
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError):
+        PriorSet.load(path)

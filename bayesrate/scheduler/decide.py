@@ -9,8 +9,9 @@
   ``[min_interval, max_interval]`` (the upper clip is the exploration floor).
 - :func:`priority`: ``w · E[Λ(t_last, now)]``, or with a plan (:func:`plan`) the number of
   planned intervals elapsed ``p · M(t_last, now)`` (``M`` the integrated hour-of-week
-  multiplier when the artifact has one: fetches land after the busy hours; else the time). Never-fetched URLs and URLs past
-  ``max_interval`` come first; URLs fetched less than ``min_interval`` ago are not eligible.
+  multiplier when the artifact has one: fetches land after the busy hours; else the time).
+  Never-fetched URLs and URLs past ``max_interval`` come first; URLs fetched less than
+  ``min_interval`` ago are not eligible.
 - :func:`due`: the ``k`` most valuable URLs with at most ``politeness_limit − recent`` per
   host (recent = fetches observed in the politeness window).
 - :func:`plan`: fetch rates optimal for freshness (Azar) or harmonic staleness (Kolobov)

@@ -214,7 +214,9 @@ def _bounds_and_hosts(
     floor_sum = np.bincount(codes, weights=lo, minlength=n_hosts)
     over = np.flatnonzero(floor_sum > caps * (1 + 1e-12))
     if len(over):
-        raise ObservationError("exploration floors exceed the host cap", field="host_caps", rows=over)
+        raise ObservationError(
+            "exploration floors exceed the host cap", field="host_caps", rows=over
+        )
     return lo, hi, codes, caps
 
 

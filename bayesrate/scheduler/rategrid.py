@@ -144,9 +144,7 @@ class LogRateGrid:
         lower = gammainc(alpha, x)
         upper = gammaincc(alpha, x)
         # mass = P(x_lo < X < x_hi): from the lower CDF below the median, the upper above
-        mass = np.where(
-            lower[1:] < 0.5, lower[1:] - lower[:-1], upper[:-1] - upper[1:]
-        )
+        mass = np.where(lower[1:] < 0.5, lower[1:] - lower[:-1], upper[:-1] - upper[1:])
         return self._log_masses(mass)
 
     def _log_masses(self, mass: np.ndarray) -> np.ndarray:
@@ -241,7 +239,6 @@ class LogRateGrid:
         mass = p[rows, j]
         frac = np.clip(np.divide(u - below, mass, out=np.full(len(p), 0.5), where=mass > 0), 0, 1)
         return self.theta[j] - self.spacing / 2 + frac * self.spacing
-
 
 
 # ---------------------------------------------------------------------- whole sequences

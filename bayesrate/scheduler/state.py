@@ -308,9 +308,7 @@ class SchedulerState:
         try:
             return getattr(self, "_" + name)[: self.n]
         except AttributeError:
-            raise AttributeError(
-                f"a {self.posterior!r} state has no column {name!r}"
-            ) from None
+            raise AttributeError(f"a {self.posterior!r} state has no column {name!r}") from None
 
     alpha = property(lambda self: self.column("alpha"))
     beta = property(lambda self: self.column("beta"))
