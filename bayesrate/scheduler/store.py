@@ -24,14 +24,20 @@
   loaded on first use. After a write the snapshot is patched when no other process wrote
   since it was loaded, else reloaded on next use.
 - **Verified before use**: a file is opened read-only until ``meta.kind``,
-  ``meta.schema_version`` (1) and the tables are verified, so a foreign file is never
-  modified; damaged metadata and rows that cannot be a scheduler state (α ≤ 0, host ids out
-  of range, ...) raise :class:`~bayesrate.errors.ArtifactError` naming the field and URLs.
+  ``meta.schema_version`` (1: Gamma posteriors; 2: grid posteriors) and the tables are
+  verified, so a foreign file is never modified; damaged metadata and rows that cannot be
+  a scheduler state (α ≤ 0, host ids out of range, grid log-weights of the wrong size or
+  not finite, ...) raise :class:`~bayesrate.errors.ArtifactError` naming the field and
+  URLs.
 - **Fetch times** must be plausible dates no later than now plus a clock-skew tolerance
   (:mod:`bayesrate.scheduler.wallclock`); :meth:`Store.reset` corrects a URL's state.
 
 The file also records the scheduler configuration and the priors it was created with, so
-``bayesrate schedule`` commands need nothing but the path.
+``bayesrate schedule`` commands need nothing but the path. The ``urls`` table holds the
+posterior's columns (:func:`~bayesrate.scheduler.state.storage_columns`): ``alpha, beta``
+for a Gamma state (schema version 1), or ``log_weights`` for a grid state (schema version
+2): the URL's ``K`` float32 log-probabilities as one little-endian BLOB, written in the
+same transaction as the rest of the row.
 """
 
 from __future__ import annotations
@@ -50,30 +56,48 @@ import numpy as np
 
 from bayesrate.errors import ArtifactError
 from bayesrate.priors import PriorSet
-from bayesrate.scheduler.state import COLUMNS, SchedulerConfig, SchedulerState
+from bayesrate.scheduler.state import SchedulerConfig, SchedulerState, storage_columns
 from bayesrate.scheduler.wallclock import check_fetch_times
 
 SCHEMA_VERSION = 1
+#: schema version of a file holding grid posteriors (``log_weights`` BLOBs)
+SCHEMA_VERSION_GRID = 2
 KIND = "bayesrate-scheduler-state"
 #: seconds a writer waits for another writer's lock before giving up
 DEFAULT_TIMEOUT = 60.0
 
-_TABLES = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE hosts (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)",
-    "CREATE TABLE urls ("
-    " id INTEGER PRIMARY KEY, url TEXT UNIQUE NOT NULL, host INTEGER NOT NULL,"
-    " weight REAL NOT NULL, alpha REAL NOT NULL, beta REAL NOT NULL,"
-    " last_fetch REAL, last_change REAL, n_fetch INTEGER NOT NULL, n_changed INTEGER NOT NULL,"
-    " target REAL NOT NULL)",
-    "CREATE TABLE fetch_log (host INTEGER NOT NULL, time REAL NOT NULL)",
-)
-_TABLE_COLUMNS = {
-    "meta": {"key", "value"},
-    "hosts": {"id", "name"},
-    "urls": {"id", "url", *COLUMNS},
-    "fetch_log": {"host", "time"},
+_POSTERIOR_SQL = {
+    "gamma": " alpha REAL NOT NULL, beta REAL NOT NULL,",
+    "grid": " log_weights BLOB NOT NULL,",
 }
+
+
+def _tables(posterior: str) -> tuple[str, ...]:
+    return (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE hosts (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)",
+        "CREATE TABLE urls ("
+        " id INTEGER PRIMARY KEY, url TEXT UNIQUE NOT NULL, host INTEGER NOT NULL,"
+        " weight REAL NOT NULL," + _POSTERIOR_SQL[posterior] + " last_fetch REAL,"
+        " last_change REAL, n_fetch INTEGER NOT NULL, n_changed INTEGER NOT NULL,"
+        " target REAL NOT NULL)",
+        "CREATE TABLE fetch_log (host INTEGER NOT NULL, time REAL NOT NULL)",
+    )
+
+
+def _table_columns(posterior: str) -> dict[str, set[str]]:
+    return {
+        "meta": {"key", "value"},
+        "hosts": {"id", "name"},
+        "urls": {"id", "url", *storage_columns(posterior)},
+        "fetch_log": {"host", "time"},
+    }
+
+
+def _schema_version(posterior: str) -> int:
+    return SCHEMA_VERSION_GRID if posterior == "grid" else SCHEMA_VERSION
+
+
 _COUNTERS = ("version", "revision", "baseline_flags_ignored")
 _INTEGER_COLUMNS = ("host", "n_fetch", "n_changed")
 
@@ -107,6 +131,7 @@ class Store:
         self.priors = priors
         self.readonly = readonly
         self.timeout = timeout
+        self.columns = storage_columns(config.posterior)
         self._state: SchedulerState | None = None
         self._state_revision = -1
 
@@ -133,7 +158,7 @@ class Store:
             raise ArtifactError(f"cannot create {path}: {exc.strerror}") from exc
         meta = {
             "kind": KIND,
-            "schema_version": str(SCHEMA_VERSION),
+            "schema_version": str(_schema_version(state.config.posterior)),
             "config": json.dumps(state.config.to_dict()),
             "priors": json.dumps(state.priors.to_json()),
             "version": "0",
@@ -145,7 +170,7 @@ class Store:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
             con.execute("BEGIN IMMEDIATE")
-            for statement in _TABLES:
+            for statement in _tables(state.config.posterior):
                 con.execute(statement)
             con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
             con.execute("COMMIT")
@@ -223,7 +248,7 @@ class Store:
                 counters = _read_counters(con, self.path)
                 hosts = _read_hosts(con, self.path)
                 rows = con.execute(
-                    "SELECT url, " + ", ".join(COLUMNS) + " FROM urls ORDER BY id"
+                    "SELECT url, " + ", ".join(self.columns) + " FROM urls ORDER BY id"
                 ).fetchall()
                 log = con.execute("SELECT host, time FROM fetch_log ORDER BY time, host").fetchall()
             finally:
@@ -246,7 +271,7 @@ class Store:
     def _state_of(
         self, hosts: list[str], rows: Sequence[tuple], counters: dict[str, int]
     ) -> SchedulerState:
-        """A state holding ``rows`` (url + COLUMNS), checked for values a state cannot hold."""
+        """A state holding ``rows`` (url + :attr:`columns`), checked for impossible values."""
         state = SchedulerState(self.priors, self.config, capacity=max(len(rows), 16))
         state.hosts = list(hosts)
         state.host_index = {h: i for i, h in enumerate(hosts)}
@@ -254,8 +279,8 @@ class Store:
         state.baseline_flags_ignored = counters["baseline_flags_ignored"]
         if rows:
             urls, *values = zip(*rows, strict=True)
-            raw = dict(zip(COLUMNS, values, strict=True))
-            columns = _checked_columns(raw, urls, hosts, self.path)
+            raw = dict(zip(self.columns, values, strict=True))
+            columns = _checked_columns(raw, urls, hosts, self.path, state.grid)
             state.set_rows([str(u) for u in urls], columns)
         return state
 
@@ -350,7 +375,7 @@ class Store:
             hosts = _read_hosts(con, self.path)
             distinct = list(dict.fromkeys(urls))
             found = con.execute(
-                "SELECT id, url, " + ", ".join(COLUMNS) + " FROM urls "
+                "SELECT id, url, " + ", ".join(self.columns) + " FROM urls "
                 "WHERE url IN (SELECT value FROM json_each(?)) ORDER BY id",
                 (json.dumps(distinct),),
             ).fetchall()
@@ -364,15 +389,16 @@ class Store:
                 "INSERT INTO hosts VALUES (?, ?)",
                 [(i, work.hosts[i]) for i in range(n_hosts, len(work.hosts))],
             )
-            values = [_sql_values(work.column(c)) for c in COLUMNS]
+            columns = self.columns
+            values = [_sql_values(work.column(c)) for c in columns]
             con.executemany(
-                "UPDATE urls SET " + ", ".join(f"{c} = ?" for c in COLUMNS) + " WHERE id = ?",
+                "UPDATE urls SET " + ", ".join(f"{c} = ?" for c in columns) + " WHERE id = ?",
                 zip(*[v[:n_known] for v in values], [r[0] for r in found], strict=True),
             )
             n_new = work.n - n_known
             con.executemany(
-                f"INSERT INTO urls (id, url, {', '.join(COLUMNS)}) "
-                f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})",
+                f"INSERT INTO urls (id, url, {', '.join(columns)}) "
+                f"VALUES ({', '.join('?' * (len(columns) + 2))})",
                 zip(
                     range(next_id, next_id + n_new),
                     work.urls[n_known:],
@@ -411,7 +437,7 @@ class Store:
         for name in work.hosts[len(st.hosts) :]:
             st.host_index[name] = len(st.hosts)
             st.hosts.append(name)
-        st.set_rows(work.urls, {c: work.column(c) for c in COLUMNS})
+        st.set_rows(work.urls, {c: work.column(c) for c in self.columns})
         if len(work.log_time):
             st._log(work.log_host, work.log_time)
         st.version = after["version"]
@@ -442,20 +468,26 @@ def _verify(con: sqlite3.Connection, path: Path) -> tuple[SchedulerConfig, Prior
         raise ArtifactError(f"{path} is not a scheduler state file (no 'meta' table)")
     if meta.get("kind") != KIND:
         raise ArtifactError(f"{path} is not a scheduler state file (kind={meta.get('kind')})")
-    if meta.get("schema_version") != str(SCHEMA_VERSION):
+    versions = (str(SCHEMA_VERSION), str(SCHEMA_VERSION_GRID))
+    if meta.get("schema_version") not in versions:
         raise ArtifactError(
             f"{path} has schema version {meta.get('schema_version')}; this bayesrate "
-            f"reads version {SCHEMA_VERSION}"
+            f"reads versions {', '.join(versions)}"
         )
-    for table, columns in _TABLE_COLUMNS.items():
-        missing = columns - tables.get(table, set())
-        if missing:
-            raise ArtifactError(f"{path} is damaged: table {table!r} lacks {sorted(missing)}")
     _parse_counters(meta, path)
     try:
         config = SchedulerConfig(**json.loads(meta["config"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{path} is damaged: meta 'config' is unreadable ({exc})") from exc
+    if meta["schema_version"] != str(_schema_version(config.posterior)):
+        raise ArtifactError(
+            f"{path} is damaged: schema version {meta['schema_version']} does not hold "
+            f"{config.posterior!r} posteriors"
+        )
+    for table, columns in _table_columns(config.posterior).items():
+        missing = columns - tables.get(table, set())
+        if missing:
+            raise ArtifactError(f"{path} is damaged: table {table!r} lacks {sorted(missing)}")
     try:
         priors = PriorSet.from_json(json.loads(meta["priors"]))
     except (KeyError, TypeError, ValueError, AttributeError, ArtifactError) as exc:
@@ -501,22 +533,48 @@ def _read_hosts(con: sqlite3.Connection, path: Path) -> list[str]:
     return names
 
 
+def _log_weights(blobs: Sequence[Any], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, size)`` float32 log-probabilities from BLOBs, and which rows are impossible
+    (wrong length, not bytes, not finite, positive, or not summing to 1)."""
+    out = np.zeros((len(blobs), size), dtype=np.float32)
+    bad = np.zeros(len(blobs), dtype=bool)
+    for i, blob in enumerate(blobs):
+        if not isinstance(blob, bytes) or len(blob) != 4 * size:
+            bad[i] = True
+            continue
+        out[i] = np.frombuffer(blob, dtype="<f4")
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = np.exp(out.astype(np.float64)).sum(axis=1)
+    bad |= ~np.isfinite(out).all(axis=1) | (out > 0).any(axis=1) | ~(np.abs(total - 1) < 1e-3)
+    return out, bad
+
+
 def _checked_columns(
-    raw: dict[str, Sequence[Any]], urls: Sequence[str], hosts: Sequence[str], path: Path
+    raw: dict[str, Sequence[Any]],
+    urls: Sequence[str],
+    hosts: Sequence[str],
+    path: Path,
+    grid: Any = None,
 ) -> dict[str, np.ndarray]:
     """Per-URL columns as arrays; :class:`ArtifactError` naming URLs for impossible values."""
     cols: dict[str, np.ndarray] = {}
+    problems: dict[str, np.ndarray] = {}
+    if "log_weights" in raw:
+        cols["log_weights"], problems["log_weights"] = _log_weights(
+            raw.pop("log_weights"), grid.size
+        )
     for name, values in raw.items():
         try:
             cols[name] = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ArtifactError(f"{path} is damaged: column {name!r} is not numeric") from exc
     last, changed_at = cols["last_fetch"], cols["last_change"]
-    problems = {
+    for name in ("alpha", "beta"):
+        if name in cols:
+            problems[name] = ~(np.isfinite(cols[name]) & (cols[name] > 0))
+    problems |= {
         "host": (cols["host"] < 0) | (cols["host"] >= len(hosts)),
         "weight": ~(np.isfinite(cols["weight"]) & (cols["weight"] > 0)),
-        "alpha": ~(np.isfinite(cols["alpha"]) & (cols["alpha"] > 0)),
-        "beta": ~(np.isfinite(cols["beta"]) & (cols["beta"] > 0)),
         "last_fetch": np.isinf(last),
         "last_change": np.isinf(changed_at) | (~np.isnan(changed_at) & ~(changed_at <= last)),
         "n_fetch": cols["n_fetch"] < 0,
@@ -539,7 +597,10 @@ def _checked_columns(
 
 
 def _sql_values(col: np.ndarray) -> list[Any]:
-    """Python values for SQLite (NaN → NULL)."""
+    """Python values for SQLite (NaN → NULL; rows of a 2-D column → little-endian BLOBs)."""
+    if col.ndim == 2:
+        data = np.ascontiguousarray(col, dtype="<f4")
+        return [row.tobytes() for row in data]
     values = col.tolist()
     if col.dtype.kind == "f":
         for i in np.flatnonzero(np.isnan(col)).tolist():
