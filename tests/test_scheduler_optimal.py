@@ -176,3 +176,43 @@ def test_azar_satisfies_kkt(w, seed, budget):
     mu = np.median(marginal[active])
     np.testing.assert_allclose(marginal[active], mu, rtol=1e-6)
     assert (w[~active] / lam[~active] <= mu * (1 + 1e-6)).all()
+
+
+@pytest.mark.parametrize("objective", ["freshness", "harmonic"])
+def test_expected_optimal_rates_maximise_the_posterior_expectation(rng, objective):
+    from scipy import optimize
+
+    from bayesrate.scheduler.optimal import expected_optimal_rates
+
+    node = np.array([0.002, 0.02, 0.2, 1.0, 4.0])
+    probs = rng.dirichlet(np.full(len(node), 0.5), 6)
+    w = rng.uniform(0.5, 2.0, 6)
+    budget, lower = 1.5, 0.01
+
+    def value(p):  # posterior expected objective, to maximise
+        p = np.maximum(p, 1e-12)[:, None]
+        if objective == "freshness":
+            per_node = p / (p + node[None, :])
+        else:
+            per_node = -np.log1p(node[None, :] / p)
+        return float(w @ (probs * per_node).sum(axis=1))
+
+    got = expected_optimal_rates(w, probs, node, budget, objective=objective, lower=lower)
+    assert got.sum() == pytest.approx(budget, rel=1e-6) and (got >= lower - 1e-12).all()
+    best = None
+    for start in (np.full(6, budget / 6), rng.dirichlet(np.ones(6)) * budget):
+        res = optimize.minimize(
+            lambda p: -value(p), start, method="SLSQP", bounds=[(lower, budget)] * 6,
+            constraints=[{"type": "eq", "fun": lambda p: p.sum() - budget}],
+            options={"ftol": 1e-14, "maxiter": 1000},
+        )  # fmt: skip
+        best = res if best is None or res.fun < best.fun else best
+    assert value(got) >= -best.fun - 1e-5  # the tabulated inversion: ~1e-6 relative
+    np.testing.assert_allclose(got, best.x, rtol=0.02, atol=1e-3)
+    # a posterior that is a point mass plans as the point rate does
+    point = np.eye(len(node))[rng.integers(0, len(node), 6)]
+    np.testing.assert_allclose(
+        expected_optimal_rates(w, point, node, budget, objective=objective, lower=lower),
+        optimal_rates(w, point @ node, budget, objective=objective, lower=lower),
+        rtol=1e-3,
+    )
