@@ -48,6 +48,18 @@ def register(ops: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="write the priors calibrated on the warm-up log to DIR/priors.json (reuse: --priors)",
     )
+    p.add_argument(
+        "--ours",
+        default="bayesrate",
+        help="comma-separated variants of ours: bayesrate (Gamma-ADF, 0.3 quantile; default), "
+        "gamma-mean, grid, grid-drift (docs/scheduler.md)",
+    )
+    p.add_argument(
+        "--drift",
+        default="auto",
+        help="σ_rw per √day for grid-drift, or 'auto': the value maximising the grid "
+        "filter's evidence on the warm-up log (default)",
+    )
     p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours (default 0.5)")
     p.add_argument("--seed", default="bayesrate-schedule-replay")
     p.add_argument("--json", action="store_true")
@@ -110,9 +122,21 @@ def run(args: argparse.Namespace) -> int:
         progress(f"  {describe_fit(calibration)}")
         if args.save_priors:
             progress(f"priors written to {priors.save(args.save_priors)}")
+    ours = tuple(v.strip() for v in args.ours.split(",") if v.strip())
+    drift = None
+    if "grid-drift" in ours:
+        if args.drift == "auto":
+            t = time.perf_counter()
+            drift, evidence = replay.drift_by_evidence(setup, priors)
+            shown = ", ".join(f"{k:g}: {v:.1f}" for k, v in evidence.items())
+            progress(f"drift σ_rw = {drift:g}/√day by warm-up evidence ({shown}; "
+                     f"{time.perf_counter() - t:.0f} s)")  # fmt: skip
+        else:
+            drift = float(args.drift)
     result = replay.replay_policies(
-        setup, budget=args.budget, priors=priors, seed=args.seed, progress=progress
-    )
+        setup, budget=args.budget, priors=priors, seed=args.seed, progress=progress,
+        ours=ours, drift=drift,
+    )  # fmt: skip
     total = time.perf_counter() - t0
     progress(
         f"replay: {total:.1f} s in all; replay loop {result.seconds['replay_loop']:.1f} s, "

@@ -43,8 +43,8 @@ from bayesrate.history import ChangeHistory, Crawl, FixedInterval, crawl, segmen
 from bayesrate.observations import concat_ranges
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
-from bayesrate.scheduler.decide import decision_rates, priority, select_polite
-from bayesrate.scheduler.optimal import azar_rates, optimal_rates
+from bayesrate.scheduler.decide import plan, priority, select_polite
+from bayesrate.scheduler.optimal import azar_rates
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 from bayesrate.seeds import rng_from
 
@@ -56,6 +56,18 @@ BUDGET_TOLERANCE = 0.02
 PLAN_QUANTILE = 0.3
 REPLAN_HOURS = 24.0
 FLOOR_DAYS = 60.0
+#: our variants (SchedulerConfig settings; ``drift: True`` takes σ from the caller):
+#: ``bayesrate`` Gamma-ADF planned from the 0.3 quantile (the default policy),
+#: ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the log-rate grid
+#: posterior planned from the expected freshness gain, ``grid-drift`` the same with drift
+OURS: dict[str, dict[str, Any]] = {
+    "bayesrate": {"posterior": "gamma", "plan_quantile": PLAN_QUANTILE},
+    "gamma-mean": {"posterior": "gamma", "plan_quantile": None},
+    "grid": {"posterior": "grid"},
+    "grid-drift": {"posterior": "grid", "drift": True},
+}
+#: σ_rw candidates (per √day) for :func:`drift_by_evidence`
+DRIFT_CANDIDATES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
 # --------------------------------------------------------------------------- exact scoring
@@ -318,45 +330,43 @@ class IntervalReplay:
         self.policy.observe(rows, now, changed)
 
 
-def warm_state(state: SchedulerState, replay: Replay) -> None:
-    """Apply the warm-up log to the per-URL posteriors (exact order, vectorised by change)."""
-    offsets, times, changed = replay.warmup_offsets, replay.warmup_time, replay.warmup_changed
-    counts = np.diff(offsets)
-    page = np.repeat(np.arange(replay.n), counts)
-    later = np.ones(len(times), dtype=bool)
-    later[offsets[:-1][counts > 0]] = False  # baselines open no interval
-    lo = np.where(later, np.concatenate([[np.nan], times[:-1]]), np.nan)
-    exposure = np.zeros(len(times))
-    exposure[later] = state.modulation.integral(lo[later], times[later])
-    alpha, beta = state.alpha, state.beta  # writable views of the state's columns
-    # unchanged exposure between changes is conjugate (β += τ) and commutes; a changed
-    # interval is moment-matched after the exposure that preceded it
-    hit = np.flatnonzero(later & (changed == 1))
-    unchanged = np.where(later & (changed == 0), exposure, 0.0)
-    before = np.cumsum(unchanged)
-    hit_rank = np.arange(len(hit)) - np.searchsorted(page[hit], page[hit], side="left")
-    taken = np.zeros(replay.n)
-    from bayesrate.estimators.gamma import adf_update, exposure_update
+def warm_state(state: SchedulerState, replay: Replay) -> np.ndarray | None:
+    """Apply the warm-up log to the per-URL posteriors (:meth:`SchedulerState.observe_log`);
+    returns the grid filter's log-evidence per page (``None`` for Gamma posteriors)."""
+    return state.observe_log(replay.warmup_offsets, replay.warmup_time, replay.warmup_changed)
 
-    update = adf_update if state.config.update == "adf" else exposure_update
-    page_start_cum = np.concatenate([[0.0], before])[offsets[:-1]]
-    for r in range(int(hit_rank.max(initial=-1)) + 1):
-        h = hit[hit_rank == r]
-        p = page[h]
-        gap = before[h] - page_start_cum[p] - taken[p]
-        beta[p] += gap
-        taken[p] += gap
-        a, b = update(alpha[p], beta[p], exposure[h], np.ones(len(h)))
-        alpha[p], beta[p] = a, b
-    end_cum = np.concatenate([[0.0], before])[offsets[1:]]
-    beta += end_cum - page_start_cum - taken
-    fetched = counts > 0
-    state.last_fetch[fetched] = replay.copy_time[fetched]
-    state.n_fetch[:] = counts
-    state.n_changed[:] = np.bincount(page, weights=changed * later, minlength=replay.n)
-    last_hit = np.full(replay.n, np.nan)
-    last_hit[page[hit]] = times[hit]  # hits are in time order: the last write wins
-    state.last_change[:] = last_hit
+
+def ours_config(replay: Replay, variant: str, drift: float | None = None) -> SchedulerConfig:
+    """The scheduler configuration of one of our variants (:data:`OURS`) in the replay."""
+    if variant not in OURS:
+        raise ObservationError(f"unknown variant {variant!r}; one of {sorted(OURS)}", field="ours")
+    settings = dict(OURS[variant])
+    if settings.pop("drift", None):
+        if drift is None:
+            raise ObservationError(f"{variant!r} needs a drift σ (per √day)", field="drift")
+        settings["drift"] = float(drift)
+    return SchedulerConfig(
+        min_interval=replay.tick,
+        max_interval=max(FLOOR_DAYS, 2 * (replay.end - replay.start) / HOURS_PER_DAY)
+        * HOURS_PER_DAY,
+        **settings,
+    )
+
+
+def drift_by_evidence(
+    replay: Replay, priors: PriorSet, sigmas: tuple[float, ...] = DRIFT_CANDIDATES
+) -> tuple[float, dict[float, float]]:
+    """``σ_rw`` (per √day) maximising the grid filter's marginal likelihood of the warm-up
+    log, among ``sigmas``; and the total log-evidence of each (the future is not used)."""
+    evidence = {}
+    labels = replay.history.pages.index.astype(str).tolist()
+    domains = replay.history.pages["domain"].astype(str).tolist()
+    for sigma in sigmas:
+        state = SchedulerState(priors, SchedulerConfig(posterior="grid", drift=float(sigma)))
+        state.add(labels, domains)
+        evidence[float(sigma)] = float(np.sum(warm_state(state, replay)))
+    best = max(evidence, key=evidence.__getitem__)
+    return best, evidence
 
 
 class PlannedReplay:
@@ -371,18 +381,14 @@ class PlannedReplay:
         rng: np.random.Generator,
         *,
         rates: np.ndarray | None = None,
+        config: SchedulerConfig | None = None,
     ) -> None:
         self.name = name
         self.replay = replay
         self.rates = rates
         self.budget = budget
         self.rng = rng
-        config = SchedulerConfig(
-            min_interval=replay.tick,
-            max_interval=max(FLOOR_DAYS, 2 * (replay.end - replay.start) / HOURS_PER_DAY)
-            * HOURS_PER_DAY,
-            plan_quantile=PLAN_QUANTILE,
-        )
+        config = config if config is not None else ours_config(replay, "bayesrate")
         self.state = SchedulerState(priors, config, capacity=replay.n)
         labels = replay.history.pages.index.astype(str).tolist()
         self.urls = labels
@@ -394,26 +400,22 @@ class PlannedReplay:
     def set_live(self, live: np.ndarray) -> None:
         self.live = live
 
-    def _plan(self) -> None:
+    def _plan(self, now: float) -> None:
         live = np.flatnonzero(self.live)
         target = self.state.target
         target[:] = 0.0
         if len(live) == 0:
             return
         budget_h = self.budget / HOURS_PER_DAY * len(live)
-        cfg = self.state.config
         if self.rates is not None:
             target[live] = self.rates[live]
             return
-        lam = decision_rates(self.state, rng=self.rng, cap=False, quantile=cfg.plan_quantile)
         floor = min(1.0 / (FLOOR_DAYS * HOURS_PER_DAY), 0.5 * budget_h / len(live))
-        target[live] = optimal_rates(
-            self.state.weight[live], lam[live], budget_h, lower=floor, upper=1.0 / cfg.min_interval
-        )
+        plan(self.state, budget_h, floor=floor, rng=self.rng, now=now, rows=live)
 
     def priority(self, now: float) -> np.ndarray:
         if now >= self.next_plan:
-            self._plan()
+            self._plan(now)
             self.next_plan = now + REPLAN_HOURS
         return priority(self.state, now)
 
@@ -581,8 +583,11 @@ def replay_policies(
     priors: PriorSet,
     seed: int | str = "bayesrate-replay",
     progress: Callable[[str], None] = lambda message: None,
+    ours: tuple[str, ...] = ("bayesrate",),
+    drift: float | None = None,
 ) -> ReplayResult:
-    """Calibrate the baselines, run all seven policies, score them exactly."""
+    """Calibrate the baselines, run them, our ``ours`` variants (:data:`OURS`; ``drift``:
+    σ_rw per √day for ``grid-drift``) and the hindsight oracle, score them exactly."""
     if not (np.isfinite(budget) and budget > 0):
         raise ObservationError(f"budget must be > 0 fetches per page per day, got {budget!r}")
     t_start = _time.perf_counter()
@@ -597,7 +602,11 @@ def replay_policies(
     policies: list[Any] = [
         IntervalReplay(name, replay, scales[name], rng_from(f"{seed}-{name}")) for name in BASELINES
     ]
-    policies.append(PlannedReplay("bayesrate", replay, priors, budget, rng_from(f"{seed}-ours")))
+    for variant in ours:
+        config = ours_config(replay, variant, drift)
+        policies.append(
+            PlannedReplay(variant, replay, priors, budget, rng_from(f"{seed}-ours"), config=config)
+        )
     policies.append(
         PlannedReplay(
             "oracle-hindsight", replay, priors, budget, rng_from(f"{seed}-oracle"),

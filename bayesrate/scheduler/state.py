@@ -695,7 +695,9 @@ class SchedulerState:
         self._log_weights[rows] = logp
         self._rate_mean[rows] = self.grid.mean(logp)
 
-    def observe_log(self, offsets: np.ndarray, times: np.ndarray, changed: np.ndarray) -> None:
+    def observe_log(
+        self, offsets: np.ndarray, times: np.ndarray, changed: np.ndarray
+    ) -> np.ndarray | None:
         """Apply a whole crawl log to the first ``len(offsets) - 1`` URLs, never fetched yet.
 
         Visits of URL ``i`` are ``times[offsets[i]:offsets[i + 1]]`` (increasing) with
@@ -704,6 +706,10 @@ class SchedulerState:
         (grid posterior) runs of unchanged intervals are merged into blocks of at most
         :data:`LOG_BLOCK_HOURS` (the rate is held constant within a block; exact without
         drift). No validation: use :meth:`observe` for data from outside.
+
+        Returns the grid filter's log-evidence per URL (the log-probability of its flags
+        under the prior and drift: for choosing ``σ_rw`` by marginal likelihood), or
+        ``None`` for a Gamma state.
         """
         offsets = np.asarray(offsets, dtype=np.int64)
         times = np.asarray(times, dtype=np.float64)
@@ -722,10 +728,11 @@ class SchedulerState:
             s2 = sigma2[self._host[:n]]
             block = merge_unchanged(row, end - start, exposure, flag,
                                     np.inf if not s2.any() else LOG_BLOCK_HOURS)  # fmt: skip
-            logp, _ = run_filter(self.grid, self._log_weights[:n], *block, sigma2=s2)
+            logp, evidence = run_filter(self.grid, self._log_weights[:n], *block, sigma2=s2)
             self._log_weights[:n] = logp
             self._rate_mean[:n] = self.grid.mean(logp)
         else:
+            evidence = None
             self._gamma_log(row, exposure, flag, n)
         fetched = counts > 0
         last = np.full(n, np.nan)
@@ -738,6 +745,7 @@ class SchedulerState:
         last_hit[row[hits]] = end[hits]  # in time order: the last write wins
         self._last_change[:n] = last_hit
         self.version += 1
+        return evidence
 
     def _gamma_log(self, row: np.ndarray, exposure: np.ndarray, flag: np.ndarray, n: int):
         """Gamma posteriors after a crawl log, exactly as one-by-one updates: unchanged
