@@ -202,3 +202,22 @@ def test_bad_grids_are_refused():
         LogRateGrid(3)
     with pytest.raises(ValueError, match="min < max"):
         LogRateGrid(48, 1.0, 0.1)
+
+
+def test_evidence_prefers_drift_only_when_rates_drift(rng):
+    grid = LogRateGrid()
+    pages, days, sigma = 60, 200, 0.25  # σ per √day
+    sigma2_h = sigma**2 / HOURS_PER_DAY
+    start = rng.normal(np.log(0.3), 0.7, pages)
+    steps = rng.normal(0.0, sigma, (pages, days)).cumsum(axis=1)
+    prior = np.tile(
+        grid.prior_normal_mixture(np.array([1.0]), np.array([np.log(0.3 / HOURS_PER_DAY)]),
+                                  np.array([0.7])), (pages, 1))  # fmt: skip
+    row = np.repeat(np.arange(pages), days)
+    dur = np.full(pages * days, HOURS_PER_DAY)
+    still_rates = np.repeat(start[:, None], days, axis=1)
+    for theta, drifting in ((start[:, None] + steps, True), (still_rates, False)):
+        flags = (rng.random((pages, days)) < -np.expm1(-np.exp(theta))).ravel()
+        _, still = run_filter(grid, prior, row, dur, dur, flags, sigma2=0.0)
+        _, moving = run_filter(grid, prior, row, dur, dur, flags, sigma2=sigma2_h)
+        assert (moving.sum() > still.sum()) == drifting
