@@ -154,6 +154,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="all pages weight 1 (default: Pareto(1.5) importance)",
     )
+    p.add_argument(
+        "--posterior",
+        choices=("gamma", "grid"),
+        default="gamma",
+        help="ours' per-URL posterior: gamma (Gamma-ADF, default) or grid (log-rate grid)",
+    )
+    p.add_argument(
+        "--plan-expected",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="plan from the expected freshness gain over each posterior (auto: for the grid)",
+    )
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_simulate)
@@ -433,6 +445,8 @@ def _simulate(args: argparse.Namespace) -> int:
         quantile=quantile,
         pareto_shape=None if args.equal_weights else 1.5,
         update=args.update,
+        posterior=args.posterior,
+        plan_expected={"auto": None, "yes": True, "no": False}[args.plan_expected],
         objective=args.objective,
     )
     if args.plot:

@@ -235,12 +235,13 @@ def plan(
     }
     expected = rates is None and cfg.plans_expected and not cfg.thompson
     if expected:
-        if state.posterior != "grid":
-            raise ObservationError(
-                "planning from posterior expectations needs the grid posterior", field="plan"
-            )
-        probs = state.grid.probabilities(state.log_weights_at(now)[rows])
-        p = expected_optimal_rates(state.weight[rows], probs, state.grid.rate, budget, **bounds)
+        grid = state.config.grid()
+        if state.posterior == "grid":
+            logp = state.log_weights_at(now)[rows]
+        else:  # a Gamma posterior read on the grid, cell masses exact
+            logp = grid.gamma_probabilities(state.alpha[rows], state.beta[rows])
+        probs = grid.probabilities(logp)
+        p = expected_optimal_rates(state.weight[rows], probs, grid.rate, budget, **bounds)
     else:
         if rates is None:
             lam = decision_rates(state, rng=rng, cap=False, quantile=cfg.plan_quantile, now=now)

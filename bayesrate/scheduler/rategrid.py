@@ -136,16 +136,26 @@ class LogRateGrid:
 
     def prior_gamma(self, alpha: float, beta_hours: float) -> np.ndarray:
         """Log cell masses of ``λ ~ Gamma(α, β)`` (λ per hour, β in hours)."""
-        from scipy.special import gammainc, gammaincc
-
         if not (alpha > 0 and beta_hours > 0):
             raise ValueError("a Gamma prior needs alpha > 0 and beta > 0")
-        x = beta_hours * np.exp(self.edges)  # 0 .. inf
-        lower = gammainc(alpha, x)
-        upper = gammaincc(alpha, x)
+        return self.gamma_probabilities(np.array([alpha]), np.array([beta_hours]))[0]
+
+    def gamma_probabilities(self, alpha: np.ndarray, beta_hours: np.ndarray) -> np.ndarray:
+        """``(n, K)`` log cell masses of ``λ ~ Gamma(α_i, β_i)`` per row (exact, from the CDF):
+        a Gamma posterior read on the grid (for planning from its expectations)."""
+        from scipy.special import gammainc, gammaincc
+
+        a = np.asarray(alpha, dtype=np.float64)[:, None]
+        x = np.asarray(beta_hours, dtype=np.float64)[:, None] * np.exp(self.edges)[None, :]
+        lower = gammainc(a, x)
+        upper = gammaincc(a, x)
         # mass = P(x_lo < X < x_hi): from the lower CDF below the median, the upper above
-        mass = np.where(lower[1:] < 0.5, lower[1:] - lower[:-1], upper[:-1] - upper[1:])
-        return self._log_masses(mass)
+        mass = np.where(
+            lower[:, 1:] < 0.5, lower[:, 1:] - lower[:, :-1], upper[:, :-1] - upper[:, 1:]
+        )
+        with np.errstate(divide="ignore"):
+            logm = np.maximum(np.log(np.maximum(mass, 0.0)), LOG_FLOOR)
+        return self._normalise(logm)
 
     def _log_masses(self, mass: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):

@@ -264,6 +264,8 @@ class PlannedPolicy:
         name: str = "bayesrate",
         quantile: float | None = 0.3,
         update: str = "adf",
+        posterior: str = "gamma",
+        plan_expected: bool | None = None,
     ) -> None:
         self.name = name
         self.world = world
@@ -283,6 +285,8 @@ class PlannedPolicy:
             thompson=thompson,
             plan_quantile=quantile,
             update=update,
+            posterior=posterior,
+            plan_expected=plan_expected,
         )
         self.state = SchedulerState(world.priors, cfg, capacity=world.n)
         self.urls = [f"u{i}" for i in range(world.n)]
@@ -307,6 +311,7 @@ class PlannedPolicy:
                 rates=self.true_rates,
                 host_cap=self.world.host_limit / self.world.dt,
                 rng=self.rng,
+                now=now,
             )
             self.next_plan = now + self.replan
         return priority(self.state, now)
@@ -503,6 +508,8 @@ def compare(
     update: str = "adf",
     objective: str = "freshness",
     progress: Any = None,
+    posterior: str = "gamma",
+    plan_expected: bool | None = None,
 ) -> dict[str, Any]:
     """Build a world, calibrate the baselines, run all seven policies; JSON-ready result."""
     if budget is None or not np.isfinite(budget) or budget <= 0:
@@ -534,6 +541,8 @@ def compare(
             quantile=quantile,
             update=update,
             objective=objective,
+            posterior=posterior,
+            plan_expected=plan_expected,
         )
     )
     policies.append(
