@@ -71,8 +71,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plan-quantile",
         type=float,
-        default=0.3,
-        help="posterior quantile the planner uses (default 0.3)",
+        default=None,
+        help="plan from this posterior quantile (point rates) instead of the expected "
+        "freshness gain over each posterior (the default)",
+    )
+    p.add_argument(
+        "--posterior",
+        choices=("gamma", "grid"),
+        default="gamma",
+        help="per-URL posterior: gamma (Gamma-ADF, default) or grid (log-rate grid)",
     )
     p.set_defaults(func=_init)
 
@@ -134,8 +141,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--thompson", action="store_true", help="ours plans with posterior draws")
     p.add_argument(
         "--plan-quantile",
-        default="0.3",
-        help="posterior quantile ours plans with, or 'mean' (default 0.3)",
+        default=None,
+        help="ours plans from this posterior quantile, or 'mean' (point rates), instead of "
+        "the expected freshness gain over each posterior (the default)",
     )
     p.add_argument(
         "--objective",
@@ -159,12 +167,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("gamma", "grid"),
         default="gamma",
         help="ours' per-URL posterior: gamma (Gamma-ADF, default) or grid (log-rate grid)",
-    )
-    p.add_argument(
-        "--plan-expected",
-        choices=("auto", "yes", "no"),
-        default="auto",
-        help="plan from the expected freshness gain over each posterior (auto: for the grid)",
     )
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
     p.add_argument("--json", action="store_true")
@@ -313,7 +315,9 @@ def _init(args: argparse.Namespace) -> int:
         politeness_limit=args.politeness_limit,
         politeness_window=args.politeness_window,
         thompson=args.thompson,
-        plan_quantile=args.plan_quantile,
+        plan_quantile=0.3 if args.plan_quantile is None else args.plan_quantile,
+        plan_expected=args.plan_quantile is None,
+        posterior=args.posterior,
     )
     Store.create(args.state, priors, config).close()
     print(
@@ -428,7 +432,8 @@ def _simulate(args: argparse.Namespace) -> int:
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
     try:
-        quantile = None if args.plan_quantile == "mean" else float(args.plan_quantile)
+        point = args.plan_quantile is not None
+        quantile = float(args.plan_quantile) if point and args.plan_quantile != "mean" else None
     except ValueError as exc:
         raise ObservationError(
             "--plan-quantile must be a number or 'mean'", field="plan_quantile"
@@ -446,7 +451,7 @@ def _simulate(args: argparse.Namespace) -> int:
         pareto_shape=None if args.equal_weights else 1.5,
         update=args.update,
         posterior=args.posterior,
-        plan_expected={"auto": None, "yes": True, "no": False}[args.plan_expected],
+        plan_expected=not point,
         objective=args.objective,
     )
     if args.plot:

@@ -18,8 +18,9 @@ computed **exactly** from the true change times and each policy's fetch times
 Policies: ``uniform``, ``nutch-adaptive``, ``stormcrawler-adaptive``, ``heritrix-wait``,
 ``pagestate`` (:mod:`~bayesrate.scheduler.baselines`; the warm-up log is replayed through
 their interval rules), ``bayesrate`` (ours: per-URL Gamma posteriors from the priors updated
-with the warm-up log, Azar-optimal rates from the 0.3 posterior quantile re-solved daily over
-the live pages, exploration floor — as in ``schedule simulate``) and ``oracle-hindsight``
+with the warm-up log, Azar-optimal rates from the expected freshness gain over each
+posterior re-solved daily over the live pages, exploration floor — as in ``schedule
+simulate``; other variants of ours by name, :data:`OURS`) and ``oracle-hindsight``
 (Azar's optimum with each page's realised rate in the window: an upper reference, not a
 bound, when rates drift).
 
@@ -51,18 +52,20 @@ from bayesrate.seeds import rng_from
 POLICIES = (*BASELINES, "bayesrate", "oracle-hindsight")
 #: a baseline's fetches must reach this share of the budget (tokens forbid more than 100%)
 BUDGET_TOLERANCE = 0.02
-#: ours plans with this posterior quantile, re-plans every REPLAN_HOURS, floors every URL at
-#: one fetch per FLOOR_DAYS (as ``schedule simulate``)
+#: the quantile of the ``gamma-q0.3`` variant; ours re-plans every REPLAN_HOURS, floors
+#: every URL at one fetch per FLOOR_DAYS (as ``schedule simulate``)
 PLAN_QUANTILE = 0.3
 REPLAN_HOURS = 24.0
 FLOOR_DAYS = 60.0
 #: our variants (SchedulerConfig settings; ``drift: True`` takes σ from the caller):
-#: ``bayesrate`` Gamma-ADF planned from the 0.3 quantile (the default policy),
-#: ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the log-rate grid
-#: posterior planned from the expected freshness gain, ``grid-drift`` the same with drift
+#: ``bayesrate`` the package default (Gamma-ADF, planned from the expected freshness gain),
+#: ``gamma-q0.3`` Gamma-ADF planned from the 0.3 posterior quantile (the default before
+#: issue #15), ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the
+#: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift
 OURS: dict[str, dict[str, Any]] = {
-    "bayesrate": {"posterior": "gamma", "plan_quantile": PLAN_QUANTILE},
-    "gamma-mean": {"posterior": "gamma", "plan_quantile": None},
+    "bayesrate": {},
+    "gamma-q0.3": {"posterior": "gamma", "plan_expected": False, "plan_quantile": PLAN_QUANTILE},
+    "gamma-mean": {"posterior": "gamma", "plan_expected": False, "plan_quantile": None},
     "grid": {"posterior": "grid"},
     "grid-drift": {"posterior": "grid", "drift": True},
 }

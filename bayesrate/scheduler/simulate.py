@@ -265,7 +265,7 @@ class PlannedPolicy:
         quantile: float | None = 0.3,
         update: str = "adf",
         posterior: str = "gamma",
-        plan_expected: bool | None = None,
+        plan_expected: bool = True,
     ) -> None:
         self.name = name
         self.world = world
@@ -509,7 +509,7 @@ def compare(
     objective: str = "freshness",
     progress: Any = None,
     posterior: str = "gamma",
-    plan_expected: bool | None = None,
+    plan_expected: bool = True,
 ) -> dict[str, Any]:
     """Build a world, calibrate the baselines, run all seven policies; JSON-ready result."""
     if budget is None or not np.isfinite(budget) or budget <= 0:
@@ -586,7 +586,10 @@ def compare(
             "weights": f"pareto({pareto_shape})" if pareto_shape else "equal",
             "ours_plans_with": "thompson"
             if thompson
+            else "expected freshness gain"
+            if plan_expected
             else ("posterior mean" if quantile is None else f"posterior quantile {quantile}"),
+            "ours_posterior": posterior,
             "ours_update": update,
             "objective": objective,
             "seed": seed,

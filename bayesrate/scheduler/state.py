@@ -75,8 +75,9 @@ class SchedulerConfig:
         Grid posterior only: random-walk volatility of ``log λ`` per √day; ``None`` takes
         it from the priors artifact (v2 ``drift``), and none there means no drift.
     plan_expected
-        Plan from posterior expectations of the freshness gain (:func:`~bayesrate.scheduler.
-        decide.plan`); ``None``: yes for the grid posterior, no (point rates) for Gamma.
+        Plan from posterior expectations of the freshness gain (default; :func:`~bayesrate.
+        scheduler.decide.plan`, either posterior family); ``False``: from point rates
+        (``plan_quantile``, or Thompson draws).
     min_interval
         Shortest allowed revisit interval; pages that changed at every visit are scheduled
         at it (no extrapolation above the sampling frequency).
@@ -93,8 +94,8 @@ class SchedulerConfig:
     thompson
         Draw λ from the posterior in decisions instead of using its mean.
     plan_quantile
-        When planning from point rates: this quantile of each URL's posterior instead of
-        its mean (a lower confidence bound on the rate: optimism about how long a fetch
+        When planning from point rates (``plan_expected=False``): this quantile of each
+        URL's posterior instead of its mean (a lower confidence bound on the rate: optimism about how long a fetch
         stays fresh). ``None`` plans with the posterior mean. Default 0.3
         (``docs/scheduler.md``).
     cap_after
@@ -108,7 +109,7 @@ class SchedulerConfig:
     grid_min_per_day: float = GRID_MIN_PER_DAY
     grid_max_per_day: float = GRID_MAX_PER_DAY
     drift: float | None = None
-    plan_expected: bool | None = None
+    plan_expected: bool = True
     min_interval: float = 1.0
     max_interval: float = 30 * HOURS_PER_DAY
     factor: float = 1.0
@@ -149,8 +150,6 @@ class SchedulerConfig:
     @property
     def plans_expected(self) -> bool:
         """Whether :func:`~bayesrate.scheduler.decide.plan` uses posterior expectations."""
-        if self.plan_expected is None:
-            return self.posterior == "grid"
         return bool(self.plan_expected)
 
     def grid(self) -> LogRateGrid:
