@@ -95,8 +95,9 @@ class SchedulerConfig:
         Draw λ from the posterior in decisions instead of using its mean.
     plan_quantile
         When planning from point rates (``plan_expected=False``): this quantile of each
-        URL's posterior instead of its mean (a lower confidence bound on the rate: optimism about how long a fetch
-        stays fresh). ``None`` plans with the posterior mean. Default 0.3
+        URL's posterior instead of its mean (a lower confidence bound on the rate:
+        optimism about how long a fetch stays fresh). ``None`` plans with the posterior
+        mean. Default 0.3
         (``docs/scheduler.md``).
     cap_after
         A URL counts as "changed at every visit" (and is scheduled at ``min_interval``)
