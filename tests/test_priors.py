@@ -110,8 +110,10 @@ def _v2(rng, multipliers=None):
     g = GammaPrior.from_moments(*glob.predictive.rate_moments())
     fid = {d: gamma_view_fidelity(p.predictive, gammas[d]) for d, p in pops.items()}
     fid[GLOBAL_KEY] = gamma_view_fidelity(glob.predictive, g)
+    uncertainty = None if multipliers is None else {"sd": np.full(168, 0.1)}
     return PriorSet(g, gammas, hour_of_week=multipliers, metadata={"model": "hierarchical"},
-                    populations=pops, global_population=glob, gamma_fidelity=fid)  # fmt: skip
+                    populations=pops, global_population=glob, gamma_fidelity=fid,
+                    hour_of_week_uncertainty=uncertainty)  # fmt: skip
 
 
 def test_version_2_round_trips_with_populations_and_gamma_views(tmp_path, rng):
@@ -131,6 +133,7 @@ def test_version_2_round_trips_with_populations_and_gamma_views(tmp_path, rng):
     assert back.population_for("unseen.net") == priors.global_population
     assert back.pages_of("a.com") == 7
     np.testing.assert_allclose(back.hour_of_week, week / week.mean())
+    np.testing.assert_allclose(back.hour_of_week_uncertainty["sd"], np.full(168, 0.1))
 
 
 def test_version_1_files_still_load_and_have_no_population(tmp_path):
