@@ -59,7 +59,9 @@ def main() -> None:
     now = T0 + 72.0
     print(f"# bench_rategrid: {n:,} URLs, due k={k:,}")
     configs = {
-        "gamma-adf (baseline)": SchedulerConfig(posterior="gamma", plan_quantile=None),
+        "gamma-adf (baseline)": SchedulerConfig(
+            posterior="gamma", plan_quantile=None, plan_expected=False
+        ),
         "grid, 48 nodes, drift 0.1": SchedulerConfig(posterior="grid", drift=0.1),
     }
     out = {
