@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -43,15 +43,6 @@ from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 
 #: Monday 2025-01-06 00:00 UTC, hours since the epoch
 T0 = 20094 * 24.0
-POLICY_NAMES = (
-    "uniform",
-    "nutch-adaptive",
-    "stormcrawler-adaptive",
-    "heritrix-wait",
-    "pagestate",
-    "bayesrate",
-    "oracle",
-)
 
 
 def business_hours() -> np.ndarray:
@@ -219,16 +210,6 @@ def make_world(
 
 
 # ---------------------------------------------------------------------- policies
-class Policy(Protocol):
-    """What the harness needs from a policy."""
-
-    name: str
-
-    def reset(self, t0: float, rng: np.random.Generator) -> None: ...
-    def priority(self, now: float) -> np.ndarray: ...
-    def observe(self, rows: np.ndarray, now: float, changed: np.ndarray) -> None: ...
-
-
 class PlannedPolicy:
     """Ours: per-URL Gamma posteriors, Azar-optimal rates re-solved every ``replan`` hours.
 
