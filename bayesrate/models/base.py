@@ -279,7 +279,12 @@ class RateModel:
         groups = self.fitted_groups(data)
         changed = groups.select(groups.detected > 0)
         lik.detections(changed, log_rate, lik.log_exposure(changed, log_multiplier))
-        lik.quiet(groups.select(groups.detected == 0), log_rate, log_multiplier)
+        quiet = groups.select(groups.detected == 0)
+        lik.quiet(quiet, log_rate, log_multiplier, self._quiet_span(data, changed))
+
+    def _quiet_span(self, data: Observations, busy: IntervalGroups):
+        """The quiet exposure as span minus ``busy`` groups (models with multipliers)."""
+        return None
 
     # ------------------------------------------------------------------ fitting
     def fit(
