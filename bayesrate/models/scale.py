@@ -58,6 +58,20 @@ NEWTON_STEPS = 30
 THETA_RANGE = (math.log(1e-12), math.log(1e6))
 
 
+def stratified_allocation(
+    sizes: np.ndarray, n_sample: int, min_per_domain: int = 2
+) -> np.ndarray:
+    """Pages to sample per domain: ``min(n_d, min_per_domain)`` each, the rest of
+    ``n_sample`` in proportion to domain size (``sizes``: pages per domain)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if len(sizes) == 0 or n_sample >= sizes.sum():
+        return sizes.copy()
+    base = np.minimum(sizes, min_per_domain)
+    extra = max(n_sample - base.sum(), 0)
+    alloc = base + np.floor(extra * sizes / sizes.sum()).astype(np.int64)
+    return np.minimum(alloc, sizes)
+
+
 def stratified_sample(
     domain: np.ndarray, n_sample: int, rng: np.random.Generator, *, min_per_domain: int = 2
 ) -> np.ndarray:
@@ -68,10 +82,7 @@ def stratified_sample(
     sizes = np.bincount(domain, minlength=n_domains)
     if n_sample >= len(domain):
         return np.arange(len(domain))
-    base = np.minimum(sizes, min_per_domain)
-    extra = max(n_sample - base.sum(), 0)
-    alloc = base + np.floor(extra * sizes / sizes.sum()).astype(np.int64)
-    alloc = np.minimum(alloc, sizes)
+    alloc = stratified_allocation(sizes, n_sample, min_per_domain)
     chosen = []
     for d in range(n_domains):
         members = np.flatnonzero(domain == d)

@@ -33,8 +33,12 @@ def connect(
         The local cluster's shape (ignored with ``address``); ``workers`` defaults to
         the number of cores, ``memory_limit`` to Dask's (total memory / workers).
     """
+    import logging
+
     from distributed import Client, LocalCluster
 
+    # the p2p shuffle logs every shuffle's start and end at WARNING
+    logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)
     if address:
         with Client(address) as client:
             yield client
