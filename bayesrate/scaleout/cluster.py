@@ -49,7 +49,7 @@ def connect(
         "n_workers": workers or os.cpu_count() or 1,
         "threads_per_worker": threads_per_worker,
         "processes": processes,
-        "dashboard_address": None,
+        "dashboard_address": ":0",  # a free port, never a fixed one
     }
     if memory_limit:
         cluster_kwargs["memory_limit"] = memory_limit

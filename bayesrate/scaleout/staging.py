@@ -90,6 +90,8 @@ class Staging:
 
     def commit(self, manifest: Mapping[str, Any]) -> Path:
         """Write the manifest and make the staging directory the output, atomically."""
+        for leftover in self.path.rglob(".*.tmp"):  # half-written files of a killed run
+            leftover.unlink(missing_ok=True)
         doc = {"run_key": self.key, "arguments": self.arguments, **manifest}
         write_text(self.path / MANIFEST, json.dumps(doc, indent=2, default=str) + "\n")
         old = None
