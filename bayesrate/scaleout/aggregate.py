@@ -155,8 +155,11 @@ def aggregate(
         "malformed_rows": problems,
         "timezone": timezone,
         "seconds": time.perf_counter() - t0,
-        "tables": {"pages": list(PAGE_COLUMNS), "groups": list(GROUP_COLUMNS),
-                   "hour_of_week": list(HOW_COLUMNS)},  # fmt: skip
+        "tables": {
+            "pages": list(PAGE_COLUMNS),
+            "groups": list(GROUP_COLUMNS),
+            "hour_of_week": list(HOW_COLUMNS),
+        },  # fmt: skip
         "times": "hours since the Unix epoch (UTC)",
     }
     staging.commit(manifest)

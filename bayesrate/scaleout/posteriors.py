@@ -65,7 +65,7 @@ def posterior_frame(
     post = grid_posterior(stats, page_log_prior(priors, domains), n_grid=n_grid)
     mean = post.mean()
     var = np.maximum(post.var(), np.finfo(float).tiny)
-    lower, upper = (post.quantile(q) for q in QUANTILES)
+    lower, upper = post.quantiles(QUANTILES)
     return pd.DataFrame(
         {
             "page": stats.pages.to_numpy(dtype=object),
