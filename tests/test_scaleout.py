@@ -16,18 +16,18 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from bayesrate import simulate as sim  # noqa: E402
-from bayesrate.constants import HOURS_PER_DAY  # noqa: E402
-from bayesrate.errors import ObservationError  # noqa: E402
-from bayesrate.estimators.grid import gamma_log_prior, grid_posterior  # noqa: E402
-from bayesrate.io.fetch_log import from_fetch_log  # noqa: E402
-from bayesrate.observations import Observations  # noqa: E402
-from bayesrate.priors import GammaPrior, PriorSet  # noqa: E402
-from bayesrate.scaleout import aggregate as agg  # noqa: E402
-from bayesrate.scaleout.posteriors import posteriors  # noqa: E402
-from bayesrate.scaleout.rates import rates  # noqa: E402
-from bayesrate.scaleout.staging import read_table  # noqa: E402
-from bayesrate.scheduler.optimal import optimal_rates  # noqa: E402
+from bayesrate import simulate as sim
+from bayesrate.constants import HOURS_PER_DAY
+from bayesrate.errors import ObservationError
+from bayesrate.estimators.grid import gamma_log_prior, grid_posterior
+from bayesrate.io.fetch_log import from_fetch_log
+from bayesrate.observations import Observations
+from bayesrate.priors import GammaPrior, PriorSet
+from bayesrate.scaleout import aggregate as agg
+from bayesrate.scaleout.posteriors import posteriors
+from bayesrate.scaleout.rates import rates
+from bayesrate.scaleout.staging import read_table
+from bayesrate.scheduler.optimal import optimal_rates
 
 START = 475_000.0  # hours since the epoch (2024-03)
 N_PAGES = 120
@@ -49,8 +49,12 @@ def log() -> pd.DataFrame:
         START + np.cumsum(rng.choice([1.0, 2.5, 6.0, 24.0], int(rng.integers(1, 50))))
         for _ in range(N_PAGES)
     ]
-    data = sim.simulate_pages(rng.gamma(0.8, 0.08, N_PAGES), visits, rng=rng,
-                              domains=[f"site{i % 5}.org" for i in range(N_PAGES)])  # fmt: skip
+    data = sim.simulate_pages(
+        rng.gamma(0.8, 0.08, N_PAGES),
+        visits,
+        rng=rng,
+        domains=[f"site{i % 5}.org" for i in range(N_PAGES)],
+    )
     frame = data.observations.to_frame()
     frame["time"] = pd.to_datetime(np.round(frame["time"] * 3.6e12), unit="ns", utc=True)
     frame["changed"] = frame["changed"].astype("float64")
@@ -112,8 +116,7 @@ def check_same_statistics(out: Path, want: Observations, timezone: str = "UTC") 
     table = pd.read_parquet(out / "hour_of_week.parquet")
     got_u = table.pivot(index="domain", columns="hour_of_week", values="unchanged_hours")
     got_c = table.pivot(index="domain", columns="hour_of_week", values="changed_hours")
-    np.testing.assert_allclose(got_u.loc[how.domains].to_numpy(), unchanged.to_numpy(),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(got_u.loc[how.domains].to_numpy(), unchanged.to_numpy(), atol=1e-6)
     np.testing.assert_allclose(got_c.loc[how.domains].to_numpy(), changed, atol=1e-6)
     pages = read_table(out, "pages").set_index("page").loc[want.pages.index]
     last = want.time[want.offsets[1:] - 1]
@@ -147,8 +150,7 @@ def test_fetch_log_changes_from_digests(client, log, tmp_path):
     src = write_by_time(fetch, tmp_path / "log", n_files=4)
     agg.aggregate(src, tmp_path / "stats", kind="fetch", partitions=3)
     want = from_fetch_log(fetch.sort_values(["page", "time"]))
-    assert np.array_equal(want.interval_stats.n_changes,
-                          in_memory(log).interval_stats.n_changes)  # fmt: skip
+    assert np.array_equal(want.interval_stats.n_changes, in_memory(log).interval_stats.n_changes)
     check_same_statistics(tmp_path / "stats", want)
 
 
@@ -182,8 +184,13 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
             agg.aggregate(src, tmp_path / "stats", partitions=2)
         text = str(info.value)
         assert f"{4 + n_dup_page:,} malformed row(s)" in text
-        for reason in ("neither a number nor a timestamp", "without a time zone offset",
-                       "missing page/url", "not 0 or 1", "duplicate visit"):  # fmt: skip
+        for reason in (
+            "neither a number nor a timestamp",
+            "without a time zone offset",
+            "missing page/url",
+            "not 0 or 1",
+            "duplicate visit",
+        ):
             assert reason in text
         assert "b.csv row " in text and "--bad-rows skip" in text
         assert not (tmp_path / "stats").exists()
@@ -192,8 +199,10 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
     report = manifest["malformed_rows"]
     assert report["rows"] == 4 + n_dup_page
     assert sum(report["counts"].values()) == report["rows"]
-    assert report["counts"]["duplicate visit (same page, same time): the page's rows are "
-                            "excluded"] == n_dup_page  # fmt: skip
+    assert (
+        report["counts"]["duplicate visit (same page, same time): the page's rows are excluded"]
+        == n_dup_page
+    )
     files = {(r["file"].rsplit("/", 1)[1], r["reason"]) for r in report["sample"]}
     assert ("b.csv", "missing page/url") in files  # the planted rows are at the end
     assert manifest["rows"] == len(mixed)
@@ -205,9 +214,12 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
 
 PRIORS = PriorSet(
     GammaPrior(0.7, 2.0),
-    {"site0.org": GammaPrior(1.5, 4.0), "site1.org": GammaPrior(0.4, 0.5),
-     "site2.org": GammaPrior(2.0, 20.0)},
-)  # fmt: skip
+    {
+        "site0.org": GammaPrior(1.5, 4.0),
+        "site1.org": GammaPrior(0.4, 0.5),
+        "site2.org": GammaPrior(2.0, 20.0),
+    },
+)
 
 
 @pytest.fixture(scope="module")
@@ -222,8 +234,13 @@ def test_posteriors_equal_in_memory_grid(client, log, stats_dir):
     m = posteriors(stats_dir / "stats", stats_dir / "post", stats_dir / "priors", n_grid=201)
     assert m["pages"] == N_PAGES
     got = read_table(stats_dir / "post", "posteriors").set_index("page")
-    assert list(got.columns[:5]) == ["n_visits", "n_changes", "rate_per_day", "lower_per_day",
-                                     "upper_per_day"]  # fmt: skip
+    assert list(got.columns[:5]) == [
+        "n_visits",
+        "n_changes",
+        "rate_per_day",
+        "lower_per_day",
+        "upper_per_day",
+    ]
     obs = in_memory(log)
     stats = obs.interval_stats
     alpha, beta_days = PRIORS.arrays(obs.pages["domain"].to_numpy())
@@ -242,26 +259,38 @@ def test_posteriors_equal_in_memory_grid(client, log, stats_dir):
     ("objective", "host_cap", "min_interval", "max_interval"),
     [("freshness", None, None, None), ("freshness", 3.0, 2.0, 400.0), ("harmonic", 5.0, 1.0, None)],
 )
-def test_rates_equal_in_memory_solver(client, stats_dir, objective, host_cap, min_interval,
-                                      max_interval, tmp_path):  # fmt: skip
+def test_rates_equal_in_memory_solver(
+    client, stats_dir, objective, host_cap, min_interval, max_interval, tmp_path
+):
     post_dir = stats_dir / "post"
     if not post_dir.exists():
         posteriors(stats_dir / "stats", post_dir, stats_dir / "priors")
     budget = 40.0
-    m = rates(post_dir, tmp_path / "rates", budget_per_day=budget, objective=objective,
-              min_interval_hours=min_interval or 0.0,
-              max_interval_hours=max_interval or np.inf, host_cap_per_day=host_cap)  # fmt: skip
+    m = rates(
+        post_dir,
+        tmp_path / "rates",
+        budget_per_day=budget,
+        objective=objective,
+        min_interval_hours=min_interval or 0.0,
+        max_interval_hours=max_interval or np.inf,
+        host_cap_per_day=host_cap,
+    )
     got = read_table(tmp_path / "rates", "rates").set_index("page")
     post = read_table(post_dir, "posteriors").set_index("page").loc[got.index]
-    hosts, codes = np.unique(post["domain"].to_numpy(dtype=str), return_inverse=True)
-    want = optimal_rates(
-        np.ones(len(post)), post["rate_per_day"].to_numpy() / HOURS_PER_DAY, budget / 24,
-        objective=objective,
-        lower=0.0 if max_interval is None else 1 / max_interval,
-        upper=np.inf if min_interval is None else 1 / min_interval,
-        hosts=codes if host_cap else None,
-        host_caps=None if host_cap is None else host_cap / 24,
-    ) * 24  # fmt: skip
+    _, codes = np.unique(post["domain"].to_numpy(dtype=str), return_inverse=True)
+    want = (
+        optimal_rates(
+            np.ones(len(post)),
+            post["rate_per_day"].to_numpy() / HOURS_PER_DAY,
+            budget / 24,
+            objective=objective,
+            lower=0.0 if max_interval is None else 1 / max_interval,
+            upper=np.inf if min_interval is None else 1 / min_interval,
+            hosts=codes if host_cap else None,
+            host_caps=None if host_cap is None else host_cap / 24,
+        )
+        * 24
+    )
     np.testing.assert_allclose(got["fetch_per_day"].to_numpy(), want, rtol=1e-9, atol=1e-12)
     assert got["fetch_per_day"].sum() <= budget * (1 + 1e-12)
     if host_cap:
@@ -330,20 +359,79 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
 
     src = write_by_time(log, tmp_path / "log", 3)
     address = client.scheduler.address
-    assert main(["scale", "aggregate", "--input", str(src), "--out", str(tmp_path / "s"),
-                 "--partitions", "2", "--scheduler", address, "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scale",
+                "aggregate",
+                "--input",
+                str(src),
+                "--out",
+                str(tmp_path / "s"),
+                "--partitions",
+                "2",
+                "--scheduler",
+                address,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     PRIORS.save(tmp_path / "priors")
-    assert main(["scale", "posteriors", "--input", str(tmp_path / "s"), "--out",
-                 str(tmp_path / "p"), "--priors", str(tmp_path / "priors"), "--scheduler",
-                 address, "--no-progress"]) == 0  # fmt: skip
-    assert main(["scale", "rates", "--input", str(tmp_path / "p"), "--out", str(tmp_path / "r"),
-                 "--budget", "30", "--scheduler", address, "--no-progress", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scale",
+                "posteriors",
+                "--input",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "p"),
+                "--priors",
+                str(tmp_path / "priors"),
+                "--scheduler",
+                address,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "scale",
+                "rates",
+                "--input",
+                str(tmp_path / "p"),
+                "--out",
+                str(tmp_path / "r"),
+                "--budget",
+                "30",
+                "--scheduler",
+                address,
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     manifest = json.loads(capsys.readouterr().out)
     assert manifest["pages"] == N_PAGES and manifest["fetch_per_day"] == pytest.approx(30)
     # expected failures: a message naming the problem, exit status 1
-    code = main(["scale", "posteriors", "--input", str(tmp_path / "nothing"), "--out",
-                 str(tmp_path / "p2"), "--priors", str(tmp_path / "priors"), "--scheduler",
-                 address])  # fmt: skip
+    code = main(
+        [
+            "scale",
+            "posteriors",
+            "--input",
+            str(tmp_path / "nothing"),
+            "--out",
+            str(tmp_path / "p2"),
+            "--priors",
+            str(tmp_path / "priors"),
+            "--scheduler",
+            address,
+        ]
+    )
     assert code == 1
     assert "not a committed bayesrate scale output" in capsys.readouterr().err
 
@@ -370,8 +458,11 @@ def test_sample_pages_rebuild_the_same_statistics(client, log, stats_dir):
     sub = obs.subset(full.pages.get_indexer(rebuilt.pages)).interval_stats
     pd.testing.assert_frame_equal(sorted_groups(rebuilt), sorted_groups(sub), check_dtype=False)
     assert np.array_equal(rebuilt.n_visits, sub.n_visits)
-    np.testing.assert_allclose(rebuilt.loglik(np.full(rebuilt.n_pages, 0.03)),
-                               sub.loglik(np.full(sub.n_pages, 0.03)), rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        rebuilt.loglik(np.full(rebuilt.n_pages, 0.03)),
+        sub.loglik(np.full(sub.n_pages, 0.03)),
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.slow
@@ -383,8 +474,14 @@ def test_fit_stage_writes_a_gated_artifact(client, stats_dir, tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # tiny draws: judged below
-        summary = fit(stats_dir / "stats", tmp_path / "priors", n_sample=60, seed="fit-test",
-                      sampler_config={"draws": 200, "tune": 300, "chains": 2}, force=True)  # fmt: skip
+        summary = fit(
+            stats_dir / "stats",
+            tmp_path / "priors",
+            n_sample=60,
+            seed="fit-test",
+            sampler_config={"draws": 200, "tune": 300, "chains": 2},
+            force=True,
+        )
     priors = PriorSet.load(tmp_path / "priors")
     assert summary["pages_sampled"] == 60 and summary["domains"] == 5
     assert set(priors.domains) == {f"site{i}.org" for i in range(5)}

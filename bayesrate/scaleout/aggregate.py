@@ -45,8 +45,16 @@ from bayesrate.sufficient import IntervalStats
 ROWS_PER_PARTITION = 2_000_000
 #: changed intervals per block of the hour-of-week overlap (bounds its (n, 168) array)
 OVERLAP_BLOCK = 50_000
-PAGE_COLUMNS = ("page", "domain", "n_visits", "n_changes", "exposure_hours", "first_visit",
-                "last_visit", "last_change")  # fmt: skip
+PAGE_COLUMNS = (
+    "page",
+    "domain",
+    "n_visits",
+    "n_changes",
+    "exposure_hours",
+    "first_visit",
+    "last_visit",
+    "last_change",
+)
 GROUP_COLUMNS = ("page", "tau_hours", "n", "changed")
 HOW_COLUMNS = ("domain", "hour_of_week", "unchanged_hours", "changed_hours")
 
@@ -143,8 +151,10 @@ def aggregate(
     how_tmp = staging.path / ".hour_of_week.parquet.tmp"
     how.to_parquet(how_tmp, index=False)
     os.replace(how_tmp, staging.path / "hour_of_week.parquet")
-    totals = {k: int(sum(s[k] for s in summaries)) for k in
-              ("rows", "rows_used", "pages", "visits", "changes", "groups")}  # fmt: skip
+    totals = {
+        k: int(sum(s[k] for s in summaries))
+        for k in ("rows", "rows_used", "pages", "visits", "changes", "groups")
+    }
     manifest = {
         "stage": "aggregate",
         "kind": kind,
@@ -159,7 +169,7 @@ def aggregate(
             "pages": list(PAGE_COLUMNS),
             "groups": list(GROUP_COLUMNS),
             "hour_of_week": list(HOW_COLUMNS),
-        },  # fmt: skip
+        },
         "times": "hours since the Unix epoch (UTC)",
     }
     staging.commit(manifest)

@@ -47,19 +47,22 @@ def allocation(sizes: pd.Series, n_sample: int, min_per_domain: int = 2) -> pd.S
     """Pages to sample per domain (the scale path's stratified allocation)."""
     from bayesrate.models.scale import stratified_allocation
 
-    return pd.Series(stratified_allocation(sizes.to_numpy(), n_sample, min_per_domain),
-                     index=sizes.index)  # fmt: skip
+    return pd.Series(
+        stratified_allocation(sizes.to_numpy(), n_sample, min_per_domain), index=sizes.index
+    )
 
 
 def part_domain_sizes(stats_dir: str, k: int) -> pd.Series:
-    frame = pd.read_parquet(Path(stats_dir) / "pages" / f"{part_name(k)}.parquet",
-                            columns=["domain"])  # fmt: skip
+    frame = pd.read_parquet(
+        Path(stats_dir) / "pages" / f"{part_name(k)}.parquet", columns=["domain"]
+    )
     return frame["domain"].value_counts()
 
 
 def part_candidates(stats_dir: str, k: int, alloc: dict, seed: str) -> pd.DataFrame:
-    frame = pd.read_parquet(Path(stats_dir) / "pages" / f"{part_name(k)}.parquet",
-                            columns=["page", "domain"])  # fmt: skip
+    frame = pd.read_parquet(
+        Path(stats_dir) / "pages" / f"{part_name(k)}.parquet", columns=["page", "domain"]
+    )
     frame = frame.assign(key=page_keys(frame["page"].to_numpy(dtype=object), seed), part=k)
     frame = frame.sort_values(["domain", "key"], kind="stable")
     rank = frame.groupby("domain", sort=False).cumcount().to_numpy()
@@ -151,7 +154,7 @@ def fit(
     diag = model.diagnostics_
     summary = {
         "pages_sampled": int(obs.n_pages),
-        "domains": int(len(obs.domains)),
+        "domains": len(obs.domains),
         "converged": bool(model.converged_),
         "r_hat_max": diag.r_hat_max,
         "ess_bulk_min": diag.ess_bulk_min,

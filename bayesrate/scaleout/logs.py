@@ -237,10 +237,12 @@ def _ids(col: pd.Series) -> np.ndarray:
     else:
         values = col.to_numpy(dtype=object)
     out = np.array(
-        [None if m else (v.decode() if isinstance(v, bytes) else str(v)) for v, m in
-         zip(values, missing, strict=True)],
+        [
+            None if m else (v.decode() if isinstance(v, bytes) else str(v))
+            for v, m in zip(values, missing, strict=True)
+        ],
         dtype=object,
-    )  # fmt: skip
+    )
     return out
 
 

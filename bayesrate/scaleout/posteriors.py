@@ -38,8 +38,19 @@ from bayesrate.scaleout.staging import Staging, load_manifest, part_name, write_
 #: quantiles to ~1e-5 (relative) on ``pages_like`` pages, at a quarter of the cost
 N_GRID = 201
 QUANTILES = (0.05, 0.95)
-COLUMNS = ("page", "n_visits", "n_changes", "rate_per_day", "lower_per_day", "upper_per_day",
-           "domain", "alpha", "beta_days", "last_fetch", "last_change")  # fmt: skip
+COLUMNS = (
+    "page",
+    "n_visits",
+    "n_changes",
+    "rate_per_day",
+    "lower_per_day",
+    "upper_per_day",
+    "domain",
+    "alpha",
+    "beta_days",
+    "last_fetch",
+    "last_change",
+)
 
 
 def page_log_prior(priors: PriorSet, domains: np.ndarray) -> LogPrior:

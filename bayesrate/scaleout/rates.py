@@ -28,13 +28,13 @@ import pandas as pd
 
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.errors import ObservationError
+from bayesrate.scaleout.staging import Staging, load_manifest, part_name, write_part
 from bayesrate.scheduler.optimal import (
     OBJECTIVES,
     budget_multiplier,
     host_multipliers,
     page_fetch_rates,
 )
-from bayesrate.scaleout.staging import Staging, load_manifest, part_name, write_part
 
 
 def load_part(posteriors_dir: str, k: int, hosts: pd.Index) -> dict[str, np.ndarray]:
@@ -187,9 +187,10 @@ def rates(
         over = np.flatnonzero(floor_sum > caps * (1 + 1e-12))
         if len(over):
             raise ObservationError(
-                "exploration floors exceed the host cap", field="host_caps",
+                "exploration floors exceed the host cap",
+                field="host_caps",
                 pages=hosts[over].tolist(),
-            )  # fmt: skip
+            )
     host_mu = host_multipliers(host_sum, caps)
 
     def total(log_mu: float) -> float:

@@ -96,8 +96,9 @@ class Staging:
         write_text(self.path / MANIFEST, json.dumps(doc, indent=2, default=str) + "\n")
         old = None
         if self.out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".old",
-                                        dir=self.out.parent))  # fmt: skip
+            old = Path(
+                tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".old", dir=self.out.parent)
+            )
             os.replace(self.out, old / self.out.name)
         os.replace(self.path, self.out)
         if old is not None:
@@ -141,9 +142,11 @@ def write_part(
 def read_table(directory: str | Path, table: str, parts: list[int] | None = None) -> pd.DataFrame:
     """A committed table (all parts, or the given ones) as one pandas DataFrame."""
     root = Path(directory) / table
-    files = sorted(root.glob("part-*.parquet")) if parts is None else [
-        root / f"{part_name(k)}.parquet" for k in parts
-    ]  # fmt: skip
+    files = (
+        sorted(root.glob("part-*.parquet"))
+        if parts is None
+        else [root / f"{part_name(k)}.parquet" for k in parts]
+    )
     frames = [pd.read_parquet(f) for f in files]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -236,9 +236,7 @@ def page_fetch_rates(
     return np.clip(_rate_at(objective, weights, rates, np.exp(log_mu)), lower, upper)
 
 
-def host_multipliers(
-    host_sum: Callable[[np.ndarray], np.ndarray], caps: np.ndarray
-) -> np.ndarray:
+def host_multipliers(host_sum: Callable[[np.ndarray], np.ndarray], caps: np.ndarray) -> np.ndarray:
     """``log μ*_h`` making each host's fetches exactly its cap; ``−inf`` where it never binds.
 
     ``host_sum(log_mu)`` returns the hosts' total fetch rates with every page of host ``h``
