@@ -92,8 +92,12 @@ def stage1(stats, n_sample: int, seed: str) -> tuple[dict, float, dict]:
     post = model.idata_["posterior"]
     hyper = {k: float(post[k].mean()) for k in ("mu_global", "sigma_domain", "sigma_page")}
     d = model.diagnostics_
-    diag = {"converged": d.converged, "r_hat_max": d.r_hat_max,
-            "ess_bulk_min": d.ess_bulk_min, "divergences": d.divergences}  # fmt: skip
+    diag = {
+        "converged": d.converged,
+        "r_hat_max": d.r_hat_max,
+        "ess_bulk_min": d.ess_bulk_min,
+        "divergences": d.divergences,
+    }
     return hyper, time.perf_counter() - t0, diag
 
 
@@ -103,8 +107,11 @@ def previous_implementation():
     try:
         text = subprocess.run(
             ["git", "show", "2c6110b:bayesrate/models/scale.py"],
-            cwd=repo, capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     path = Path(tempfile.mkdtemp()) / "scale_2c6110b.py"
@@ -123,8 +130,10 @@ def bench_stats(n_pages: int, baseline_pages: int, n_sample: int) -> dict:
     stats = synthetic_stats(n_pages, 1000, rng)
     t_build = time.perf_counter() - t0
     mem_stats = peak_gib()
-    print(f"[stats] {n_pages:,} pages, {stats.n_groups:,} groups built in {t_build:.1f} s "
-          f"(peak RSS {mem_stats:.2f} GiB)")  # fmt: skip
+    print(
+        f"[stats] {n_pages:,} pages, {stats.n_groups:,} groups built in {t_build:.1f} s "
+        f"(peak RSS {mem_stats:.2f} GiB)"
+    )
     out: dict = {"pages": n_pages, "groups": stats.n_groups, "peak_gib_after_stats": mem_stats}
     # baseline on a subset, same run
     old = previous_implementation()
@@ -138,30 +147,48 @@ def bench_stats(n_pages: int, baseline_pages: int, n_sample: int) -> dict:
         t = time.perf_counter()
         _, old_pages = old.grid_domain_and_pages(sub, *HYPER)
         t_old = time.perf_counter() - t
-        rel = {k: float(np.max(np.abs(new_pages[k] / old_pages[k] - 1)))
-               for k in ("mean", "lower", "upper")}  # fmt: skip
-        out["baseline"] = {"pages": len(sub_pos), "previous_us_per_page": 1e6 * t_old / len(sub_pos),
-                           "new_us_per_page": 1e6 * t_new / len(sub_pos),
-                           "speedup": t_old / t_new, "max_rel_diff": rel}  # fmt: skip
-        print(f"[stats] stages 2-3 on {len(sub_pos):,} pages: previous {1e6 * t_old / len(sub_pos):.0f} "
-              f"us/page, new {1e6 * t_new / len(sub_pos):.0f} us/page: {t_old / t_new:.1f}x; "
-              f"max rel. diff mean {rel['mean']:.1e}, 5% {rel['lower']:.1e}, 95% {rel['upper']:.1e}")  # fmt: skip
+        rel = {
+            k: float(np.max(np.abs(new_pages[k] / old_pages[k] - 1)))
+            for k in ("mean", "lower", "upper")
+        }
+        out["baseline"] = {
+            "pages": len(sub_pos),
+            "previous_us_per_page": 1e6 * t_old / len(sub_pos),
+            "new_us_per_page": 1e6 * t_new / len(sub_pos),
+            "speedup": t_old / t_new,
+            "max_rel_diff": rel,
+        }
+        print(
+            f"[stats] stages 2-3 on {len(sub_pos):,} pages: previous "
+            f"{1e6 * t_old / len(sub_pos):.0f} us/page, new "
+            f"{1e6 * t_new / len(sub_pos):.0f} us/page: {t_old / t_new:.1f}x; "
+            f"max rel. diff mean {rel['mean']:.1e}, 5% {rel['lower']:.1e}, 95% {rel['upper']:.1e}"
+        )
     del sub
     hyper, t1, diag = stage1(stats, n_sample, SEED)
     print(f"[stats] stage 1 (NUTS, {n_sample} pages): {t1:.0f} s, {diag}; hyper {hyper}")
     t = time.perf_counter()
-    domains, pages = scale.grid_domain_and_pages(
+    _, pages = scale.grid_domain_and_pages(
         stats, hyper["mu_global"], hyper["sigma_domain"], hyper["sigma_page"]
     )
     t23 = time.perf_counter() - t
     peak = peak_gib()
     ok = bool(np.isfinite(pages["mean"]).all() and np.isfinite(pages["lower"]).all())
-    out.update(stage1_seconds=t1, stage1=diag, hyper=hyper, stages23_seconds=t23,
-               us_per_page=1e6 * t23 / n_pages, total_seconds=t1 + t23, peak_gib=peak,
-               all_finite=ok)  # fmt: skip
-    print(f"[stats] stages 2-3: {t23:.0f} s ({1e6 * t23 / n_pages:.1f} us/page); stage 1 + 2-3: "
-          f"{t1 + t23:.0f} s (target <= 600); peak RSS {peak:.2f} GiB (target <= 8); "
-          f"all summaries finite: {ok}")  # fmt: skip
+    out.update(
+        stage1_seconds=t1,
+        stage1=diag,
+        hyper=hyper,
+        stages23_seconds=t23,
+        us_per_page=1e6 * t23 / n_pages,
+        total_seconds=t1 + t23,
+        peak_gib=peak,
+        all_finite=ok,
+    )
+    print(
+        f"[stats] stages 2-3: {t23:.0f} s ({1e6 * t23 / n_pages:.1f} us/page); stage 1 + 2-3: "
+        f"{t1 + t23:.0f} s (target <= 600); peak RSS {peak:.2f} GiB (target <= 8); "
+        f"all summaries finite: {ok}"
+    )
     return out
 
 
@@ -173,13 +200,19 @@ def _subset(stats, positions):
     counts = g[positions + 1] - g[positions]
     gp = np.repeat(np.arange(len(positions)), counts)
     return IntervalStats(
-        pages=stats.pages[positions], domain=stats.domain[positions], domains=stats.domains,
-        group_page=gp, group_tau=stats.group_tau[take], group_n=stats.group_n[take],
+        pages=stats.pages[positions],
+        domain=stats.domain[positions],
+        domains=stats.domains,
+        group_page=gp,
+        group_tau=stats.group_tau[take],
+        group_n=stats.group_n[take],
         group_changed=stats.group_changed[take],
         group_offsets=np.concatenate([[0], np.cumsum(counts)]),
-        n_visits=stats.n_visits[positions], n_intervals=stats.n_intervals[positions],
-        n_changes=stats.n_changes[positions], exposure=stats.exposure[positions],
-    )  # fmt: skip
+        n_visits=stats.n_visits[positions],
+        n_intervals=stats.n_intervals[positions],
+        n_changes=stats.n_changes[positions],
+        exposure=stats.exposure[positions],
+    )
 
 
 def bench_raw(n_pages: int, n_visits: int, n_sample: int) -> dict:
@@ -197,20 +230,23 @@ def bench_raw(n_pages: int, n_visits: int, n_sample: int) -> dict:
     changed = np.zeros((n_pages, n_visits), dtype=np.int8)
     changed[:, 1:] = rng.random(gaps.shape) < -np.expm1(-lam[:, None] * gaps)
     del gaps
-    labels = np.array([f"https://site{d:04d}.example/page/{i:08d}" for i, d in
-                       enumerate(domain)], dtype=object)  # fmt: skip
+    labels = np.array(
+        [f"https://site{d:04d}.example/page/{i:08d}" for i, d in enumerate(domain)], dtype=object
+    )
     frame = pd.DataFrame(
         {
             "page": np.repeat(labels, n_visits),
-            "domain": np.repeat(np.array([f"site{d:04d}.example" for d in domain], object),
-                                n_visits),
+            "domain": np.repeat(
+                np.array([f"site{d:04d}.example" for d in domain], object), n_visits
+            ),
             "time": times.ravel(),
             "changed": changed.ravel(),
         }
-    )  # fmt: skip
+    )
     del times, changed
     print(
-        f"[raw] {len(frame):,} visits of {n_pages:,} pages in memory (peak RSS {peak_gib():.2f} GiB)"
+        f"[raw] {len(frame):,} visits of {n_pages:,} pages in memory "
+        f"(peak RSS {peak_gib():.2f} GiB)"
     )
     t0 = time.perf_counter()
     obs = Observations.from_frame(frame, time_unit="h")
@@ -223,14 +259,24 @@ def bench_raw(n_pages: int, n_visits: int, n_sample: int) -> dict:
         res = fit_scale(obs, n_sample=n_sample, seed=SEED)
     total = time.perf_counter() - t0
     d = res.stage1.diagnostics_
-    out = {"pages": n_pages, "visits": obs.n_visits, "observations_seconds": t_obs,
-           "statistics_seconds": t_stats, "scale_seconds": res.seconds, "total_seconds": total,
-           "stage1_converged": d.converged, "stage1_r_hat_max": d.r_hat_max,
-           "stage1_divergences": d.divergences, "peak_gib": peak_gib()}  # fmt: skip
-    print(f"[raw] table -> Observations {t_obs:.0f} s, statistics {t_stats:.0f} s, stage 1 "
-          f"{res.seconds['stage1']:.0f} s, stages 2-3 {res.seconds['grid']:.0f} s: total "
-          f"{total:.0f} s (target <= 300); peak RSS {out['peak_gib']:.2f} GiB; stage 1 converged "
-          f"{d.converged}")  # fmt: skip
+    out = {
+        "pages": n_pages,
+        "visits": obs.n_visits,
+        "observations_seconds": t_obs,
+        "statistics_seconds": t_stats,
+        "scale_seconds": res.seconds,
+        "total_seconds": total,
+        "stage1_converged": d.converged,
+        "stage1_r_hat_max": d.r_hat_max,
+        "stage1_divergences": d.divergences,
+        "peak_gib": peak_gib(),
+    }
+    print(
+        f"[raw] table -> Observations {t_obs:.0f} s, statistics {t_stats:.0f} s, stage 1 "
+        f"{res.seconds['stage1']:.0f} s, stages 2-3 {res.seconds['grid']:.0f} s: total "
+        f"{total:.0f} s (target <= 300); peak RSS {out['peak_gib']:.2f} GiB; stage 1 converged "
+        f"{d.converged}"
+    )
     return out
 
 
