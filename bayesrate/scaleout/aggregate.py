@@ -198,15 +198,16 @@ def reduce_partition(
     n_rows = len(frame)
     problem = frame["problem"].to_numpy(dtype=np.uint8).copy()
     good = problem == 0
-    page_all = frame[PAGE].to_numpy(dtype=object)
-    codes_good, labels = pd.factorize(page_all[good], sort=True)
-    codes = np.full(n_rows, -1, dtype=np.int64)
-    codes[good] = codes_good
+    # integer codes of the ids (hashing the column, no Python string per row); labels sorted
+    codes, labels = pd.factorize(frame[PAGE].where(good), sort=True)
+    codes = codes.astype(np.int64)
+    labels = np.asarray(labels, dtype=object)
+    domain_codes, domain_labels = pd.factorize(frame[DOMAIN])
     rows = np.flatnonzero(good)
     hours = frame[TIME].to_numpy(dtype=np.float64)
-    source = frame["source"].to_numpy(dtype=np.int64)
-    row = frame["row"].to_numpy(dtype=np.int64)
-    order = rows[np.lexsort((row[rows], source[rows], hours[rows], codes[rows]))]
+    # (page, time) order; ties are duplicate visits, whose pages are excluded whatever
+    # their order, so the result does not depend on how the shuffle ordered the rows
+    order = rows[np.lexsort((hours[rows], codes[rows]))]
     c = codes[order]
     t = hours[order]
     n_pages = len(labels)
@@ -214,7 +215,7 @@ def reduce_partition(
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     first = np.zeros(len(order), dtype=bool)
     first[offsets[:-1][counts > 0]] = True
-    domain_sorted = frame[DOMAIN].to_numpy(dtype=object)[order]
+    domain_sorted = domain_codes[order]
     page_code = np.zeros(n_pages, dtype=np.uint8)
 
     def flag(mask: np.ndarray, code: int) -> None:
@@ -241,7 +242,11 @@ def reduce_partition(
     kept_pages = np.flatnonzero(~bad_page)
     obs = Observations(
         pages=pd.DataFrame(
-            {DOMAIN: domain_sorted[offsets[:-1][kept_pages]].astype(str)},
+            {
+                DOMAIN: np.asarray(domain_labels, dtype=object)[
+                    domain_sorted[offsets[:-1][kept_pages]]
+                ].astype(str)
+            },
             index=pd.Index(labels[kept_pages], name=PAGE),
         ),
         offsets=np.concatenate([[0], np.cumsum(counts[kept_pages])]).astype(np.int64),

@@ -44,6 +44,8 @@ DIGEST = "digest"
 PAGE_NAMES = (PAGE, "url")
 DOMAIN_NAMES = (DOMAIN, "host")
 _SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
+#: identifiers: the Arrow-backed string type (no Python object per row)
+ID_DTYPE = pd.StringDtype("pyarrow")
 _OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)\s*$")
 _UNREADABLE = (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError)
 
@@ -76,10 +78,10 @@ class LogSpec:
     def meta(self) -> pd.DataFrame:
         """Empty frame with the canonical columns and dtypes."""
         cols = {
-            PAGE: pd.Series(dtype=object),
-            DOMAIN: pd.Series(dtype=object),
+            PAGE: pd.Series(dtype=ID_DTYPE),
+            DOMAIN: pd.Series(dtype=ID_DTYPE),
             TIME: pd.Series(dtype=np.float64),
-            self.value_column: pd.Series(dtype=np.float64 if self.kind == "crawl" else object),
+            self.value_column: pd.Series(dtype=np.float64 if self.kind == "crawl" else ID_DTYPE),
             "problem": pd.Series(dtype=np.uint8),
             "source": pd.Series(dtype=np.int32),
             "row": pd.Series(dtype=np.int64),
@@ -159,11 +161,13 @@ def read_piece(piece: tuple[int, int, int], spec: LogSpec) -> pd.DataFrame:
     _pick(raw, (value,), name, required=True)
     n = len(raw)
     page = _ids(raw[page_col])
-    domain = _ids(raw[domain_col]) if domain_col else np.full(n, DEFAULT_DOMAIN, dtype=object)
+    domain = (
+        _ids(raw[domain_col]) if domain_col else pd.Series([DEFAULT_DOMAIN] * n, dtype=ID_DTYPE)
+    )
     hours, time_problem = time_hours(raw[TIME], spec.time_unit)
-    page_problem = np.where(pd.isna(page), P.MISSING_PAGE, 0).astype(np.uint8)
+    page_problem = np.where(page.isna().to_numpy(), P.MISSING_PAGE, 0).astype(np.uint8)
     # a missing domain is reported as part of the page's identity
-    domain_missing = pd.isna(domain)
+    domain_missing = domain.isna().to_numpy()
     page_problem[domain_missing & (page_problem == 0)] = P.MISSING_PAGE
     if spec.kind == "crawl":
         flags, bad = changed_flags(raw[CHANGED])
@@ -171,7 +175,7 @@ def read_piece(piece: tuple[int, int, int], spec: LogSpec) -> pd.DataFrame:
         values: Any = flags
     else:
         values = _ids(raw[DIGEST])
-        value_problem = np.where(pd.isna(values), P.MISSING_DIGEST, 0).astype(np.uint8)
+        value_problem = np.where(values.isna().to_numpy(), P.MISSING_DIGEST, 0).astype(np.uint8)
     return pd.DataFrame(
         {
             PAGE: page,
@@ -227,15 +231,17 @@ def _pick(frame: pd.DataFrame, names: tuple[str, ...], source: str, *, required:
     return "" if not required else names[0]
 
 
-def _ids(col: pd.Series) -> np.ndarray:
-    """Identifiers as Python strings (bytes decoded, numbers as text), missing as None."""
+def _ids(col: pd.Series) -> pd.Series:
+    """Identifiers as a string column (bytes decoded, numbers as text), missing as NA."""
+    if isinstance(col.dtype, pd.StringDtype):
+        return col.reset_index(drop=True)
     missing = col.isna().to_numpy()
-    if isinstance(col.dtype, pd.StringDtype) or pd.api.types.is_object_dtype(col.dtype):
-        values = col.to_numpy(dtype=object, na_value=None)
-        if pd.api.types.infer_dtype(col, skipna=True) in ("string", "empty"):
-            return values
-    else:
-        values = col.to_numpy(dtype=object)
+    values = col.to_numpy(dtype=object)
+    if pd.api.types.is_object_dtype(col.dtype) and pd.api.types.infer_dtype(col, skipna=True) in (
+        "string",
+        "empty",
+    ):
+        return pd.Series(values, dtype=ID_DTYPE)
     out = np.array(
         [
             None if m else (v.decode() if isinstance(v, bytes) else str(v))
@@ -243,7 +249,7 @@ def _ids(col: pd.Series) -> np.ndarray:
         ],
         dtype=object,
     )
-    return out
+    return pd.Series(out, dtype=ID_DTYPE)
 
 
 def time_hours(col: pd.Series, time_unit: str) -> tuple[np.ndarray, np.ndarray]:
