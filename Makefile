@@ -10,7 +10,7 @@ main: setup
 	.venv/bin/bayesrate calibrate --dataset ota-contrib
 
 test: setup
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2
 
 lint: setup
 	.venv/bin/ruff check bayesrate tests benchmarks

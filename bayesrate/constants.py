@@ -42,6 +42,9 @@ DAY_NAMES: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # --- model dimension names (fixed, CausalPy style) -------------------------------------------
 DIM_PAGE: Final = "page"
 DIM_DOMAIN: Final = "domain"
+#: domains a prediction meets that the fit did not (their means come from the global level)
+DIM_NEW_DOMAIN: Final = "new_domain"
+#: a page's intervals of one exposure (bayesrate.models.groups)
 DIM_GROUP: Final = "interval_group"
 DIM_PATTERN: Final = "overlap_pattern"
 DIM_HOUR_OF_DAY: Final = "hour_of_day"

@@ -123,11 +123,11 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     labels, counts = np.unique(page_domain, return_counts=True)
     n_pages = dict(zip(labels.tolist(), counts.tolist(), strict=True))
     domains = {d: GammaPrior.from_moments(*pair) for d, pair in moments.items() if d != NEW_DOMAIN}
-    how = None
+    multipliers = None
     timezone = "UTC"
     if "hour_of_week_multiplier" in post:
         mult = stack_draws(post["hour_of_week_multiplier"], "hour_of_week").mean(axis=0)
-        how = mult / mult.mean()
+        multipliers = mult / mult.mean()
         timezone = str(post["hour_of_week_multiplier"].attrs.get("timezone", "UTC"))
     meta = {
         "model": model.model_type,
@@ -142,7 +142,7 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     return PriorSet(
         global_prior=GammaPrior.from_moments(*moments[NEW_DOMAIN]),
         domains=domains,
-        hour_of_week=how,
+        hour_of_week=multipliers,
         timezone=timezone,
         metadata=meta,
     )

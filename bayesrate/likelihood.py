@@ -149,7 +149,7 @@ class CensoredGroups:
         gp = self.group_page
         return np.flatnonzero(np.r_[True, gp[1:] != gp[:-1]]) if len(gp) else np.zeros(0, int)
 
-    @property
+    @cached_property
     def offsets(self) -> np.ndarray:
         """Changed groups of page ``i`` are ``offsets[i]:offsets[i + 1]``."""
         return np.searchsorted(self.group_page, np.arange(self.n_pages + 1)).astype(np.int64)

@@ -228,7 +228,7 @@ class Observations:
 
         Cached per time zone.
         """
-        cache = self.__dict__.setdefault("_how_cache", {})
+        cache = self.__dict__.setdefault("_hour_of_week_cache", {})
         if timezone not in cache:
             from bayesrate.sufficient import hour_of_week_stats
 
@@ -441,6 +441,34 @@ def _build_from_frame(
     source: str,
     notes: tuple[str, ...],
 ) -> Observations:
+    frame = _check_columns(frame, page_attributes)
+    hours, time_kind = times_to_hours(frame[TIME], time_unit, origin)
+    if not np.isfinite(hours).all():
+        raise ObservationError(
+            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
+        )
+    flags, invalid = _changed_flags(frame[CHANGED])
+    if invalid.any():
+        raise ObservationError(
+            "'changed' must be 0 or 1 (or True/False)", field=CHANGED, rows=_rows(invalid)
+        )
+    page_codes, page_labels = pd.factorize(frame[PAGE], sort=False)
+    order = np.lexsort((np.arange(len(frame)), page_codes))  # stable: input order per page
+    sorted_ = _Sorted(order, page_codes[order], page_labels)
+    _check_sequences(sorted_, hours[order], flags[order])
+    return Observations(
+        pages=_page_table(frame, sorted_, page_attributes),
+        offsets=sorted_.offsets,
+        time=np.ascontiguousarray(hours[order], dtype=np.float64),
+        changed=np.nan_to_num(flags[order], nan=0.0).astype(np.int8),
+        time_kind=time_kind,
+        notes=notes,
+        source=source,
+    )
+
+
+def _check_columns(frame: pd.DataFrame, page_attributes: tuple[str, ...]) -> pd.DataFrame:
+    """The frame (re-indexed) if it has every required column and no missing values."""
     if not isinstance(frame, pd.DataFrame):
         raise ObservationError(f"expected a pandas DataFrame, got {type(frame).__name__}")
     if len(frame) == 0:
@@ -452,100 +480,96 @@ def _build_from_frame(
             field=missing[0],
         )
     frame = frame.reset_index(drop=True)
-
-    for col in (PAGE, *([DOMAIN] if DOMAIN in frame.columns else []), *page_attributes):
+    for col in (PAGE, *([DOMAIN] if DOMAIN in frame.columns else []), *page_attributes, TIME):
         null = frame[col].isna().to_numpy()
         if null.any():
             raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
-    null_time = frame[TIME].isna().to_numpy()
-    if null_time.any():
-        raise ObservationError("missing values in 'time'", field=TIME, rows=_rows(null_time))
+    return frame
 
-    hours, time_kind = times_to_hours(frame[TIME], time_unit, origin)
-    if not np.isfinite(hours).all():
-        raise ObservationError(
-            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
-        )
-    flags, invalid = _changed_flags(frame[CHANGED])
-    if invalid.any():
-        raise ObservationError(
-            "'changed' must be 0 or 1 (or True/False)", field=CHANGED, rows=_rows(invalid)
-        )
 
-    page_codes, page_labels = pd.factorize(frame[PAGE], sort=False)
-    order = np.lexsort((np.arange(len(frame)), page_codes))  # stable: input order per page
-    codes_sorted = page_codes[order]
-    hours_sorted = hours[order]
-    flags_sorted = flags[order]
-    counts = np.bincount(codes_sorted, minlength=len(page_labels))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    first = np.zeros(len(frame), dtype=bool)
-    first[offsets[:-1]] = True
+@dataclass(frozen=True)
+class _Sorted:
+    """Input rows sorted by page (stable), with the page of each sorted row."""
 
-    step = np.diff(hours_sorted, prepend=np.nan)
+    order: np.ndarray
+    codes: np.ndarray
+    labels: pd.Index
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.codes, minlength=len(self.labels))
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+
+    def rows(self, mask: np.ndarray) -> list[int]:
+        return _rows(mask, self.order)
+
+    def pages(self, mask: np.ndarray) -> list:
+        return list(pd.unique(self.labels[self.codes[mask]]))
+
+
+def _check_sequences(sorted_: _Sorted, hours: np.ndarray, flags: np.ndarray) -> None:
+    """Each page's visits strictly increase in time; flags are set after the baseline only."""
+    first = np.zeros(len(hours), dtype=bool)
+    first[sorted_.offsets[:-1]] = True
+    step = np.diff(hours, prepend=np.nan)
     step[first] = np.nan
     dup = step == 0
     if dup.any():
-        rows = _rows(dup, order)
         raise ObservationError(
             "duplicate visits: the same page at the same time (zero-length interval)",
             field=TIME,
-            rows=rows,
-            pages=list(pd.unique(page_labels[codes_sorted[dup]])),
+            rows=sorted_.rows(dup),
+            pages=sorted_.pages(dup),
         )
     back = step < 0
     if back.any():
         raise ObservationError(
             "times out of order within a page (negative interval); sort each page's visits by time",
             field=TIME,
-            rows=_rows(back, order),
-            pages=list(pd.unique(page_labels[codes_sorted[back]])),
+            rows=sorted_.rows(back),
+            pages=sorted_.pages(back),
         )
-    missing_flag = np.isnan(flags_sorted) & ~first
+    missing_flag = np.isnan(flags) & ~first
     if missing_flag.any():
         raise ObservationError(
             "missing 'changed' on a visit that is not its page's first (baseline) visit",
             field=CHANGED,
-            rows=_rows(missing_flag, order),
+            rows=sorted_.rows(missing_flag),
         )
-    baseline_changed = first & (flags_sorted == 1)
+    baseline_changed = first & (flags == 1)
     if baseline_changed.any():
         raise ObservationError(
             "the first visit of a page is its baseline and carries no change flag "
             "(leave it empty or 0)",
             field=CHANGED,
-            rows=_rows(baseline_changed, order),
-            pages=list(page_labels[codes_sorted[baseline_changed]]),
+            rows=sorted_.rows(baseline_changed),
+            pages=list(sorted_.labels[sorted_.codes[baseline_changed]]),
         )
 
+
+def _page_table(frame: pd.DataFrame, sorted_: _Sorted, page_attributes) -> pd.DataFrame:
+    """One row per page: its domain and attributes, each constant within the page."""
     attrs = [DOMAIN, *[a for a in page_attributes if a != DOMAIN]]
-    page_table = pd.DataFrame(index=pd.Index(page_labels, name=PAGE))
+    table = pd.DataFrame(index=pd.Index(sorted_.labels, name=PAGE))
     for col in attrs:
         if col not in frame.columns:  # domain is optional
-            page_table[col] = DEFAULT_DOMAIN
+            table[col] = DEFAULT_DOMAIN
             continue
-        values = frame[col].to_numpy()[order]
-        per_page = values[offsets[:-1]]
-        varies = values != np.repeat(per_page, counts)
+        values = frame[col].to_numpy()[sorted_.order]
+        per_page = values[sorted_.offsets[:-1]]
+        varies = values != np.repeat(per_page, sorted_.counts)
         if varies.any():
             raise ObservationError(
                 f"{col!r} must be constant within a page",
                 field=col,
-                rows=_rows(varies, order),
-                pages=list(pd.unique(page_labels[codes_sorted[varies]])),
+                rows=sorted_.rows(varies),
+                pages=sorted_.pages(varies),
             )
-        page_table[col] = per_page.astype(str) if col == DOMAIN else per_page
-
-    changed = np.nan_to_num(flags_sorted, nan=0.0).astype(np.int8)
-    return Observations(
-        pages=page_table,
-        offsets=offsets,
-        time=np.ascontiguousarray(hours_sorted, dtype=np.float64),
-        changed=changed,
-        time_kind=time_kind,
-        notes=notes,
-        source=source,
-    )
+        table[col] = per_page.astype(str) if col == DOMAIN else per_page
+    return table
 
 
 #: columns that hold identifiers: read as text exactly as written

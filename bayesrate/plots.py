@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from bayesrate.checks.ppc import PPCResult
     from bayesrate.priors import PriorSet
+    from bayesrate.studies.forecast import ForecastResult
 
 DPI = 110
 
@@ -254,3 +255,96 @@ def freshness_over_time(result: Mapping[str, Any], dt_series: float = 24.0) -> A
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     return ax
+
+
+# ------------------------------------------------------------------------ forecast study
+#: bins of predicted P(change) in the reliability panel
+RELIABILITY_BINS = np.array([0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0])
+POINT_ESTIMATORS = ("naive", "cho", "mle")
+
+
+def _forecast_title(result: ForecastResult) -> str:
+    return (
+        f"{result.source}: {result.n_pages:,} pages, crawl every {result.crawl_every_hours:g} h, "
+        f"split {result.split[:10]}, horizon {result.horizon_days:g} d"
+    )
+
+
+def forecast_calibration(result: ForecastResult) -> Figure:
+    """Predicted vs observed: reliability of P(changes at all) and detected counts."""
+    fig = figure((12, 4.8))
+    left, right = fig.subplots(1, 2)
+    observed = result.changed.astype(float)
+    n_bins = len(RELIABILITY_BINS) - 1
+    for name, m in result.methods.items():
+        which = np.clip(np.digitize(m.prob_change, RELIABILITY_BINS) - 1, 0, n_bins - 1)
+        counts = np.bincount(which, minlength=n_bins)
+        used = counts > 0
+        pred = np.bincount(which, weights=m.prob_change, minlength=n_bins)[used] / counts[used]
+        obs = np.bincount(which, weights=observed, minlength=n_bins)[used] / counts[used]
+        left.plot(pred, obs, marker="o", ms=3, label=name)
+        groups = np.array_split(np.argsort(m.expected_count), min(20, max(result.n_pages, 1)))
+        right.plot(
+            [m.expected_count[g].mean() for g in groups if len(g)],
+            [result.detected[g].mean() for g in groups if len(g)],
+            marker="o",
+            ms=3,
+            label=name,
+        )
+    left.plot([0, 1], [0, 1], color="k", lw=1, ls="--")
+    left.set_xlabel("predicted P(page changes in the test window)")
+    left.set_ylabel("observed fraction that changed (exact history)")
+    left.set_title("reliability of 'changes at all'")
+    top = max(float(result.detected.mean()) * 3, 0.5)
+    right.plot([0, top], [0, top], color="k", lw=1, ls="--")
+    right.set_xlabel("predicted mean detected count (pages in 20 equal groups)")
+    right.set_ylabel("observed mean detected count")
+    right.set_title("detected changes in the test crawl")
+    right.legend(fontsize=8)
+    fig.suptitle(_forecast_title(result), fontsize=10)
+    return fig
+
+
+def forecast_pit(result: ForecastResult, bins: int = 10) -> Figure:
+    """Randomised PIT histograms, one panel per method (flat = calibrated)."""
+    from bayesrate.studies.forecast import PIT_BAND
+
+    names = list(result.methods)
+    cols = min(3, len(names))
+    rows = int(np.ceil(len(names) / cols))
+    fig = figure((4 * cols, 3.2 * rows))
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, name in zip(axes, names, strict=False):
+        m = result.methods[name]
+        ax.hist(m.pit, bins=bins, range=(0, 1), density=True, color="C0", alpha=0.8)
+        ax.axhline(1.0, color="k", lw=1, ls="--")
+        for edge in PIT_BAND:
+            ax.axvline(edge, color="grey", lw=0.8, ls=":")
+        ax.set_title(f"{name}: coverage90 {m.coverage90:.3f}", fontsize=9)
+        ax.set_xlabel("randomised PIT")
+    for ax in axes[len(names) :]:
+        ax.set_visible(False)
+    fig.suptitle(_forecast_title(result), fontsize=10)
+    return fig
+
+
+def forecast_log_scores(result: ForecastResult) -> Figure:
+    """Mean log predictive probability of the detected count per method (higher is better),
+    with the hindsight reference as a dashed line."""
+    names = list(result.methods)
+    scores = [result.methods[n].log_score for n in names]
+    fig = figure((7, 3.8))
+    ax = fig.subplots()
+    colours = ["C1" if n in POINT_ESTIMATORS else "C0" for n in names]
+    bars = ax.barh(names, scores, color=colours)
+    for bar, value in zip(bars, scores, strict=True):
+        y = bar.get_y() + bar.get_height() / 2
+        ax.text(bar.get_width(), y, f" {value:.3f}", va="center", fontsize=8)
+    if result.reference is not None:
+        ref = result.reference.log_score
+        ax.axvline(ref, color="k", ls="--", lw=1, label=f"hindsight reference {ref:.3f}")
+        ax.legend(fontsize=8, loc="lower left")
+    ax.set_xlabel("mean log P(detected count) per page (higher is better)")
+    ax.invert_yaxis()
+    ax.set_title(_forecast_title(result), fontsize=9)
+    return fig

@@ -162,7 +162,7 @@ class PriorSet:
             }
         except (KeyError, TypeError) as exc:
             raise ArtifactError(f"malformed priors file: missing {exc}") from exc
-        how = doc.get("hour_of_week")
+        multipliers = doc.get("hour_of_week")
         meta = {
             k: v
             for k, v in doc.items()
@@ -175,8 +175,10 @@ class PriorSet:
         return cls(
             global_prior=global_prior,
             domains=domains,
-            hour_of_week=None if how is None else np.asarray(how["multipliers"], dtype=float),
-            timezone="UTC" if how is None else str(how.get("timezone", "UTC")),
+            hour_of_week=None
+            if multipliers is None
+            else np.asarray(multipliers["multipliers"], dtype=float),
+            timezone="UTC" if multipliers is None else str(multipliers.get("timezone", "UTC")),
             metadata=meta,
         )
 

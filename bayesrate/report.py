@@ -33,11 +33,23 @@ def write_report(
 ) -> Path:
     """Write ``report.md`` and its figures into ``out``; returns the report's path."""
     out.mkdir(parents=True, exist_ok=True)
-    summary = obs.summary()
     lines = [f"# Calibration report: {dataset}", ""]
     if command:
         lines += [f"Command: `{command}`", ""]
-    lines += [
+    lines += _data_section(obs) + _fits_section(fits) + _ppc_section(ppc, out)
+    lines += _comparison_section(comparison, out)
+    lines += _priors_section(artifacts, fits, recommended, out)
+    lines += [f"- {name}: not exported — {why}" for name, why in refused.items()]
+    lines += ["", "## Timing (seconds)", "", "```", json.dumps(
+        {k: round(v, 1) for k, v in seconds.items()}, indent=1), "```", ""]  # fmt: skip
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _data_section(obs: Observations) -> list[str]:
+    summary = obs.summary()
+    return [
         "## Data",
         "",
         f"- {summary['pages']:,} pages in {summary['domains']:,} domains, "
@@ -47,6 +59,11 @@ def write_report(
         f"{summary['pages_changed_every_visit']}",
         *[f"- {n}" for n in obs.notes],
         "",
+    ]
+
+
+def _fits_section(fits: Mapping[str, Any]) -> list[str]:
+    lines = [
         "## Fits and diagnostics",
         "",
         "| model | method | seconds | r_hat_max | ess_bulk_min | ess_tail_min | divergences "
@@ -66,7 +83,11 @@ def write_report(
                 f"|  | parameterisation: {extra.get('pages_centred')} pages centred, "
                 f"{extra.get('pages_noncentred')} non-centred |  |  |  |  |  |  |  |"
             )
-    lines += ["", "## Posterior predictive checks", "",
+    return lines
+
+
+def _ppc_section(ppc: Mapping[str, Any], out: Path) -> list[str]:
+    lines = ["", "## Posterior predictive checks", "",
               "Replicated detections on the same visit times (not latent changes); "
               "p = P(T(rep) ≥ T(obs)); **bold**: extreme at α = 0.05. *cond.*: each page "
               "replicated from its own posterior; *mixed*: fresh page rates from the fitted "
@@ -89,7 +110,11 @@ def write_report(
         for path in ppc[name].plot(out, prefix=f"ppc-{name}"):
             lines += [f"![PPC {name}]({path.name})", ""]
 
-    lines += ["## Model comparison", "", markdown_table(comparison.table), "",
+    return lines
+
+
+def _comparison_section(comparison, out: Path) -> list[str]:
+    lines = ["## Model comparison", "", markdown_table(comparison.table), "",
               f"Verdict: {comparison.verdict}", "",
               "Pareto k per model: " + "; ".join(
                   f"{n}: {k['good']} good, {k['bad']} bad, {k['very_bad']} very bad"
@@ -97,7 +122,11 @@ def write_report(
     loo_png = plots.save(plots.loo(comparison.table).figure, out / "loo.png")
     lines += [f"![LOO]({loo_png.name})", ""]
 
-    lines += ["## Exported priors", ""]
+    return lines
+
+
+def _priors_section(artifacts, fits, recommended, out: Path) -> list[str]:
+    lines = ["## Exported priors", ""]
     for name, path in artifacts.items():
         priors = PriorSet.load(path)
         g = priors.global_prior
@@ -128,10 +157,4 @@ def write_report(
                 plots.hour_of_week(draws, priors.timezone), out / f"hour-of-week-{name}.png"
             )
             lines += [f"![hour of week]({fig.name})", ""]
-    for name, why in refused.items():
-        lines += [f"- {name}: not exported — {why}"]
-    lines += ["", "## Timing (seconds)", "", "```", json.dumps(
-        {k: round(v, 1) for k, v in seconds.items()}, indent=1), "```", ""]  # fmt: skip
-    path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return lines

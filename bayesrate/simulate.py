@@ -559,47 +559,8 @@ def simulate_pages(
     if n_pages == 0:
         raise ObservationError("no pages to simulate")
     labels = _page_labels(n_pages)
-
-    procs: list[ChangeProcess] | None
-    if scalar and isinstance(processes, ChangeProcess):
-        procs = [processes] * n_pages
-    elif not scalar and all(isinstance(p, ChangeProcess) for p in processes):  # type: ignore[union-attr]
-        procs = list(processes)  # type: ignore[arg-type]
-    else:
-        procs = None
-    if procs is None:
-        try:
-            rates = np.broadcast_to(np.asarray(processes, dtype=np.float64), (n_pages,))
-        except (TypeError, ValueError) as exc:
-            raise ObservationError(
-                "processes must be rates per hour or ChangeProcess objects, one per page",
-                field="rate_per_hour",
-            ) from exc
-        bad = ~np.isfinite(rates) | (rates < 0)
-        if bad.any():
-            raise ObservationError(
-                "rates must be finite and >= 0", field="rate_per_hour", pages=labels[bad].tolist()
-            )
-        mean_rates = np.array(rates, dtype=np.float64)
-        names = np.full(n_pages, "Homogeneous", dtype=object)
-    else:
-        mean_rates = np.array([p.mean_rate for p in procs])
-        names = np.array([p.name for p in procs], dtype=object)
-
-    if domains is None:
-        domain_values = np.full(n_pages, DEFAULT_DOMAIN, dtype=object)
-    else:
-        domain_values = np.asarray(domains, dtype=object)
-        if domain_values.shape != (n_pages,):
-            raise ObservationError(
-                f"{len(domain_values)} domains for {n_pages} pages", field=DOMAIN
-            )
-        missing = pd.isna(domain_values)
-        if missing.any():
-            raise ObservationError(
-                "missing domain labels", field=DOMAIN, pages=labels[missing].tolist()
-            )
-        domain_values = domain_values.astype(str).astype(object)
+    procs, mean_rates, names = _processes(processes, scalar, labels)
+    domain_values = _domain_labels(domains, labels)
 
     if procs is None and not exact:
         changed = _flags_homogeneous(mean_rates, times, offsets, gen)
@@ -639,6 +600,47 @@ def simulate_pages(
         processes=None if procs is None else tuple(procs),
         meta=dict(meta or {}),
     )
+
+
+def _processes(processes, scalar: bool, labels: np.ndarray):
+    """(processes or None for plain rates, mean rate per page, process name per page)."""
+    n_pages = len(labels)
+    if scalar and isinstance(processes, ChangeProcess):
+        procs = [processes] * n_pages
+    elif not scalar and all(isinstance(p, ChangeProcess) for p in processes):
+        procs = list(processes)
+    else:
+        try:
+            rates = np.broadcast_to(np.asarray(processes, dtype=np.float64), (n_pages,))
+        except (TypeError, ValueError) as exc:
+            raise ObservationError(
+                "processes must be rates per hour or ChangeProcess objects, one per page",
+                field="rate_per_hour",
+            ) from exc
+        bad = ~np.isfinite(rates) | (rates < 0)
+        if bad.any():
+            raise ObservationError(
+                "rates must be finite and >= 0", field="rate_per_hour", pages=labels[bad].tolist()
+            )
+        return None, np.array(rates, dtype=np.float64), np.full(n_pages, "Homogeneous", object)
+    mean_rates = np.array([p.mean_rate for p in procs])
+    return procs, mean_rates, np.array([p.name for p in procs], dtype=object)
+
+
+def _domain_labels(domains, labels: np.ndarray) -> np.ndarray:
+    """Domain label per page as strings (default ``"(none)"``); errors name the pages."""
+    n_pages = len(labels)
+    if domains is None:
+        return np.full(n_pages, DEFAULT_DOMAIN, dtype=object)
+    values = np.asarray(domains, dtype=object)
+    if values.shape != (n_pages,):
+        raise ObservationError(f"{len(values)} domains for {n_pages} pages", field=DOMAIN)
+    missing = pd.isna(values)
+    if missing.any():
+        raise ObservationError(
+            "missing domain labels", field=DOMAIN, pages=labels[missing].tolist()
+        )
+    return values.astype(str).astype(object)
 
 
 def _intervals(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

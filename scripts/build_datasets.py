@@ -3,7 +3,9 @@
 Writes, per collection, ``bayesrate/datasets/data/ota-<collection>.parquet`` (one row per
 changelog event: path, service, terms_type, time, event — commit hashes and subjects are
 dropped) and ``ota-<collection>-documents.parquet`` (one row per document), plus
-``ATTRIBUTION.md``. Run: ``.venv/bin/python scripts/build_datasets.py [SHARED_DIR]``.
+``ATTRIBUTION.md``; and ``tldr-pages.parquet`` from ``tldr-pages-history/history.csv.gz``
+(one row per event: page, domain, time to the second in UTC, event; CC-BY 4.0).
+Run: ``.venv/bin/python scripts/build_datasets.py [SHARED_DIR]``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ def main(shared: Path) -> None:
             OUT / f"ota-{name}-documents.parquet", index=False, compression="zstd"
         )
         print(f"{name}: {len(events)} events, {len(docs)} documents")
+    build_tldr(shared)
+
+
+def build_tldr(shared: Path) -> None:
+    """The tldr-pages change history as a compact Parquet (ids as text, times in seconds)."""
+    src = shared / "data" / "tldr-pages-history" / "history.csv.gz"
+    raw = pd.read_csv(src, dtype=str, keep_default_na=False)
+    events = pd.DataFrame(
+        {
+            "page": raw["page"].astype("category"),
+            "domain": raw["domain"].astype("category"),
+            "time": pd.to_datetime(raw["time"], utc=True, format="ISO8601").astype(
+                "datetime64[s, UTC]"
+            ),
+            "event": raw["event"].astype("category"),
+        }
+    )
+    events.to_parquet(OUT / "tldr-pages.parquet", index=False, compression="zstd")
+    print(f"tldr-pages: {len(events)} events of {events['page'].nunique()} pages")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Imported explicitly (``from tests.helpers import ...``); fixtures live in ``conf
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -31,6 +32,40 @@ def raw_loglik(obs, page: int, lam: float) -> float:
     for k in range(1, len(t)):
         x = lam * (t[k] - t[k - 1])
         if c[k]:  # log(1 - e^{-x}), each branch where it is accurate
+            total += math.log(-math.expm1(-x)) if x < 0.5 else math.log1p(-math.exp(-x))
+        else:
+            total -= x
+    return total
+
+
+def interval_exposures(times, multipliers, timezone: str, step_minutes: float = 1.0):
+    """Integrated hour-of-week multiplier of each interval between consecutive ``times``
+    (hours since the epoch), by a midpoint sum over ``step_minutes`` steps of
+    ``m[bucket(local t)]`` with the local clock from pandas (a test oracle, independent of
+    ``bayesrate.clock``). Exact when the times are whole multiples of the step."""
+    import numpy as np
+    import pandas as pd
+
+    out = []
+    step = step_minutes / 60.0
+    for start, end in itertools.pairwise(times):
+        n = round((end - start) / step)
+        mids = start + (np.arange(n) + 0.5) * step
+        local = pd.DatetimeIndex(pd.to_datetime(np.round(mids * 3600), unit="s", utc=True))
+        local = local.tz_convert(timezone)
+        bucket = np.asarray(local.day_of_week) * 24 + np.asarray(local.hour)
+        out.append(float(np.sum(np.asarray(multipliers)[bucket]) * step))
+    return out
+
+
+def raw_loglik_modulated(obs, page: int, lam: float, multipliers, timezone: str) -> float:
+    """Per-interval log-likelihood of one page under ``λ·m[bucket(t)]`` (a test oracle)."""
+    sl = slice(obs.offsets[page], obs.offsets[page + 1])
+    t, c = obs.time[sl], obs.changed[sl]
+    total = 0.0
+    for k, exposure in enumerate(interval_exposures(t, multipliers, timezone), start=1):
+        x = lam * exposure
+        if c[k]:
             total += math.log(-math.expm1(-x)) if x < 0.5 else math.log1p(-math.exp(-x))
         else:
             total -= x

@@ -12,7 +12,7 @@ from scipy import integrate, stats
 from bayesrate import simulate as sim
 from bayesrate.checks import marginal
 from bayesrate.checks.compare import compare
-from bayesrate.checks.ppc import posterior_predictive_checks, ppc_for
+from bayesrate.checks.ppc import ppc_for
 from bayesrate.errors import ArtifactError
 from bayesrate.export import (
     NEW_DOMAIN,
@@ -97,26 +97,6 @@ def test_mixed_replication_sees_a_wrong_population(censored_fit, poisson_world):
     gates = " ".join(checks.gate_failures({"mixed": POPULATION_GATES}))
     assert "mean_changes (mixed" in gates and "frac_changed_every_visit (mixed" in gates
     assert set(checks.table()["replication"]) == {"conditional", "mixed"}
-
-
-def test_intervals_longer_than_176_days_keep_their_own_pattern():
-    """Interval patterns were keyed by one int64 (length x week position) that wrapped for
-    intervals over 176 days: a 353-day interval took the pattern of a one-day one."""
-    from bayesrate.observations import Observations
-
-    ms = 3.6e6  # key units per hour
-    k = int(168 * ms) + 1
-    wrap = -(-(2**64) // k)  # length step (ms) whose key wraps to just above 0
-    shift = (wrap * k - 2**64) / ms  # ... and the week-position offset it lands on, hours
-    long = 24.0 + wrap / ms
-    obs = Observations.from_arrays(
-        np.array(["a", "a", "b", "b"]),
-        np.array([MONDAY + shift, MONDAY + shift + 24.0, MONDAY, MONDAY + long]),
-        np.array([0, 1, 0, 0]),
-    )
-    rates = np.full((50, 2), 0.01)  # per hour: the long interval is all but sure to change
-    result = posterior_predictive_checks(obs, rates, n_draws=50, seed="wrap")
-    assert result.changes_replicated[:, 1].mean() > 0.99
 
 
 def test_ppc_plot_writes_png(censored_fit, poisson_world, tmp_path):
@@ -217,3 +197,24 @@ def test_censored_model_is_not_exportable(censored_fit, poisson_world, tmp_path)
     result = ppc_for(censored_fit, poisson_world, seed="x")
     with pytest.raises(ArtifactError, match="no domain structure"):
         write_artifact(censored_fit, dataset="sim", root=tmp_path, ppc=result, force=False)
+
+
+def test_replicated_detections_fall_on_uniform_subsets_of_their_group():
+    """The gap check places each group's replicated count on its intervals: every subset
+    of the right size equally likely (chi-square over the 10 subsets of 2 among 5), and
+    the counts are exact."""
+    from itertools import combinations
+
+    from bayesrate.checks.ppc import _place_detections
+
+    rng = np.random.default_rng(20261201)
+    group = np.array([0, 1, 0, 0, 1, 0, 0, 1])  # group 0: five intervals, group 1: three
+    sizes = np.array([5, 3])
+    seen = {c: 0 for c in combinations(np.flatnonzero(group == 0), 2)}
+    n = 20_000
+    for _ in range(n):
+        flags = _place_detections(group, np.array([2, 3]), sizes, rng.random(len(group)))
+        assert flags[group == 1].sum() == 3 and flags[group == 0].sum() == 2
+        seen[tuple(np.flatnonzero(flags & (group == 0)))] += 1
+    observed = np.array(list(seen.values()))
+    assert stats.chisquare(observed).pvalue > 1e-3

@@ -61,4 +61,10 @@ def test_data_list(capsys):
     assert main(["data", "list", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["default"] == "ota-contrib"
-    assert all(v["licence"] == "ODC-BY-1.0" for v in out["datasets"].values())
+    licences = {name: v["licence"] for name, v in out["datasets"].items()}
+    assert licences.pop("tldr-pages") == "CC-BY-4.0"
+    assert out["datasets"]["tldr-pages"]["kind"] == "change history"
+    assert set(licences.values()) == {"ODC-BY-1.0"}
+    assert main(["data", "list"]) == 0
+    text = capsys.readouterr().out
+    assert "tldr-pages [change history]" in text and "tldr-pages contributors" in text

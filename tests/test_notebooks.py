@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,6 @@ def test_notebook_runs(path, monkeypatch):
         if out.get("output_type") == "error"
     ]
     assert not errors
-    assert os.environ["BAYESRATE_FAST"] == "1"
 
 
 def test_notebooks_exist():

@@ -11,11 +11,11 @@ from bayesrate.errors import ArtifactError
 from bayesrate.priors import GammaPrior, PriorSet, find_artifact
 
 
-def make(how=None):
+def make(multipliers=None):
     return PriorSet(
         global_prior=GammaPrior(0.5, 2.0),
         domains={"a.com": GammaPrior(2.0, 4.0), "b.org": GammaPrior(1.0, 10.0)},
-        hour_of_week=how,
+        hour_of_week=multipliers,
         metadata={
             "model": "hierarchical",
             "dataset": "x",
@@ -25,8 +25,8 @@ def make(how=None):
 
 
 def test_round_trip_and_units(tmp_path):
-    how = np.linspace(0.5, 1.5, 168)
-    priors = make(how / how.mean())
+    week = np.linspace(0.5, 1.5, 168)
+    priors = make(week / week.mean())
     path = priors.save(tmp_path / "m")
     doc = json.loads(path.read_text())
     assert doc["units"]["rate"] == "changes per day"
@@ -34,7 +34,7 @@ def test_round_trip_and_units(tmp_path):
     back = PriorSet.load(tmp_path / "m")
     assert back.for_domain("a.com") == GammaPrior(2.0, 4.0)
     assert back.for_domain("unseen.net") == GammaPrior(0.5, 2.0)
-    assert np.allclose(back.hour_of_week, how / how.mean())
+    assert np.allclose(back.hour_of_week, week / week.mean())
     alpha, beta = back.arrays(["b.org", "zzz", "a.com"])
     assert alpha.tolist() == [1.0, 0.5, 2.0] and beta.tolist() == [10.0, 2.0, 4.0]
 

@@ -113,7 +113,7 @@ def test_hour_of_week_overlap_against_minute_walk(tz):
 
 def test_hour_of_week_stats_loglik_matches_per_interval(rng):
     obs = random_observations(rng)
-    how = obs.hour_of_week_stats("Europe/Paris")
+    week = obs.hour_of_week_stats("Europe/Paris")
     rate = rng.uniform(0.01, 0.5, obs.n_pages)
     m = rng.uniform(0.2, 3.0, 168)
     frame = obs.to_frame()
@@ -125,17 +125,17 @@ def test_hour_of_week_stats_loglik_matches_per_interval(rng):
             lam = rate[i] * brute_overlap(t[k - 1], t[k], "Europe/Paris") @ m
             direct[i] += math.log(-math.expm1(-lam)) if c[k] else -lam
     # the minute walk rounds interval ends to the minute: compare loosely
-    assert np.allclose(how.loglik(rate, m), direct, rtol=2e-3, atol=2e-3)
+    assert np.allclose(week.loglik(rate, m), direct, rtol=2e-3, atol=2e-3)
     # with flat modulation both summaries give the same likelihood exactly
-    assert np.allclose(how.loglik(rate, np.ones(168)), obs.interval_stats.loglik(rate))
+    assert np.allclose(week.loglik(rate, np.ones(168)), obs.interval_stats.loglik(rate))
 
 
 def test_embedded_dataset_statistics_are_consistent():
     obs = datasets.load("ota-pga")
     stats = obs.interval_stats
-    how = obs.hour_of_week_stats()
+    week = obs.hour_of_week_stats()
     assert stats.group_n.sum() == obs.n_intervals
-    assert how.changed_count.sum() == obs.n_changes
-    assert np.allclose(how.unchanged_exposure.sum(1), stats.unchanged_exposure)
+    assert week.changed_count.sum() == obs.n_changes
+    assert np.allclose(week.unchanged_exposure.sum(1), stats.unchanged_exposure)
     # on a 6/12-hourly UTC grid the changed-interval patterns are few
-    assert how.n_patterns < 100
+    assert week.n_patterns < 100

@@ -1,4 +1,5 @@
 """Checks that decide what is trustworthy: posterior predictive checks and LOO comparison.
 
-``bayesrate.checks.ppc`` is numpy-only; ``bayesrate.checks.compare`` imports ArviZ.
+``bayesrate.checks.ppc`` summarises a fitted model's predictive draws (PyMC runs inside
+the model's ``predict``, not at import); ``bayesrate.checks.compare`` imports ArviZ.
 """

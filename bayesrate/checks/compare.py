@@ -1,8 +1,9 @@
 """Model comparison by PSIS-LOO on the per-page log-likelihood (the unit of prediction).
 
-Each fit stores ``log_likelihood["loglik"]`` with dims ``(chain, draw, page)``: leaving one
-*page* out asks how well the model predicts a new page's whole visit history, which is
-what a prior for new pages is for.
+Leaving one *page* out asks how well the model predicts a new page's whole visit history,
+which is what a prior for new pages is for. The per-page terms integrate each page's own
+rate out (:mod:`bayesrate.checks.marginal`); PyMC's pointwise log-likelihood of a fit
+(``RateModel.compute_log_likelihood``) is per interval group, a different unit.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     model._require_fit()
     data = data if data is not None else model.data_
     if data is None:
-        raise ValueError("the model's data are needed (fit it, or load it with data=...)")
+        raise ValueError("the model's data are needed (a compact fit: load it with data=...)")
     post = model.idata_["posterior"].to_dataset()
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
     step = max(1, math.ceil(n_chain * n_draw / max_draws))
@@ -141,8 +142,7 @@ def _exact_loo(model):
 
     tree = marginal_idata(model)
     elpd_i = tree["log_likelihood"][LOGLIK_VAR].isel(chain=0, draw=0, drop=True)
-    conditional = np.asarray(model.idata_["log_likelihood"]["loglik"].transpose(..., "page"))
-    conditional = conditional.reshape(-1, conditional.shape[-1])
+    conditional = model.page_loglik(MAX_LOO_DRAWS)
     lppd = logsumexp(conditional, axis=0) - np.log(len(conditional))
     n = elpd_i.size
     values = elpd_i.values
@@ -178,7 +178,7 @@ def compare(fits: Mapping[str, Any]) -> Comparison:
     ----------
     fits
         Model name → fitted model (or DataTree with a ``log_likelihood`` group holding
-        ``loglik`` over ``page``). All must be fitted to the same pages.
+        ``loglik_marginal`` over ``page``). All must be fitted to the same pages.
     """
     import arviz as az
 

@@ -23,65 +23,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from bayesrate.likelihood import CensoredGroups, loglik_grid
+
 if TYPE_CHECKING:
     from bayesrate.sufficient import HourOfWeekStats, IntervalStats
 
 #: log-rate per hour range considered (1e-9 .. 1e4 changes per hour)
 U_MIN, U_MAX = np.log(1e-9), np.log(1e4)
 LOGLIK_WINDOW = 60.0
-SERIES_BELOW = -30.0
 
 
-def _log1mexp_of_log(log_lam: np.ndarray) -> np.ndarray:
-    """``log(1 − exp(−e^x))``, stable for very small and large ``x``."""
-    safe = np.maximum(log_lam, SERIES_BELOW)
-    with np.errstate(over="ignore"):
-        exact = np.log(-np.expm1(-np.exp(safe)))
-    return np.where(log_lam > SERIES_BELOW, exact, log_lam)
-
-
-def _groups_loglik(
-    u: np.ndarray,
-    page_unchanged: np.ndarray,
-    group_page: np.ndarray,
-    group_log_exposure: np.ndarray,
-    group_count: np.ndarray,
-) -> np.ndarray:
-    """Log-likelihood of every page at grid points ``u`` (pages, grid)."""
-    ll = -np.exp(u) * page_unchanged[:, None]
-    if len(group_page):
-        contrib = group_count[:, None] * _log1mexp_of_log(
-            u[group_page] + group_log_exposure[:, None]
-        )
-        np.add.at(ll, group_page, contrib)
-    return ll
-
-
-def _interval_parts(stats: IntervalStats):
-    groups = stats.changed_groups
-    return (
-        stats.unchanged_exposure,
-        stats.group_page[groups],
-        np.log(stats.group_tau[groups]),
-        stats.group_changed[groups].astype(np.float64),
-    )
-
-
-def _how_parts(stats: HourOfWeekStats, multipliers: np.ndarray):
-    exposure = stats.pattern_overlap @ multipliers
-    return (
-        stats.unchanged_exposure @ multipliers,
-        stats.changed_page,
-        np.log(exposure[stats.changed_pattern]),
-        stats.changed_count.astype(np.float64),
-    )
-
-
-def page_grids(parts, n_grid: int) -> np.ndarray:
+def page_grids(groups: CensoredGroups, n_grid: int) -> np.ndarray:
     """Per-page grids in log-rate covering each page's likelihood support."""
     coarse = np.linspace(U_MIN, U_MAX, 400)
-    n_pages = len(parts[0])
-    ll = _groups_loglik(np.broadcast_to(coarse, (n_pages, len(coarse))), *parts)
+    ll = loglik_grid(groups, coarse)
     keep = ll >= ll.max(axis=1, keepdims=True) - LOGLIK_WINDOW
     idx = np.arange(len(coarse))
     lo = np.where(keep, idx, len(coarse)).min(axis=1)
@@ -135,19 +90,19 @@ def integrated_loglik_normal(
     n_draws, n_pages = mu.shape
     out = np.empty((n_draws, n_pages))
     if multipliers is None:
-        parts = _interval_parts(stats)
-        grid = page_grids(parts, n_grid)
-        ll = _groups_loglik(grid, *parts) + _trapezoid_log_weights(grid)
+        groups = stats.groups
+        grid = page_grids(groups, n_grid)
+        ll = loglik_grid(groups, grid) + _trapezoid_log_weights(grid)
         for start in range(0, n_draws, chunk):
             sl = slice(start, start + chunk)
             lp = _normal_logpdf(grid[None], mu[sl, :, None], sigma[sl, None, None])
             out[sl] = logsumexp(ll[None] + lp, axis=-1)
         return out
     multipliers = np.asarray(multipliers, dtype=np.float64)
-    grid = page_grids(_how_parts(stats, multipliers.mean(axis=0)), n_grid)
+    grid = page_grids(stats.groups(multipliers.mean(axis=0)), n_grid)
     log_w = _trapezoid_log_weights(grid)
     for s in range(n_draws):
-        ll = _groups_loglik(grid, *_how_parts(stats, multipliers[s])) + log_w
+        ll = loglik_grid(stats.groups(multipliers[s]), grid) + log_w
         out[s] = logsumexp(ll + _normal_logpdf(grid, mu[s][:, None], sigma[s]), axis=-1)
     return out
 
@@ -159,9 +114,9 @@ def integrated_loglik_fixed_prior(
     n_grid: int = 128,
 ) -> np.ndarray:
     """``log ∫ p(y_p | e^u) p(u) du`` per page for a fixed prior density on ``u``."""
-    parts = _interval_parts(stats)
-    grid = page_grids(parts, n_grid)
-    ll = _groups_loglik(grid, *parts) + _trapezoid_log_weights(grid)
+    groups = stats.groups
+    grid = page_grids(groups, n_grid)
+    ll = loglik_grid(groups, grid) + _trapezoid_log_weights(grid)
     return logsumexp(ll + log_prior(grid), axis=-1)
 
 

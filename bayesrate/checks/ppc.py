@@ -1,16 +1,17 @@
 """Posterior predictive checks that replicate the *censored observation process*.
 
-Latent changes are never compared with anything: from each posterior draw of the page
-rates (and hour-of-week multipliers, for modulated models) we simulate what the crawler
-would have *detected* on the same visit times, and compare summaries of the replicates
-with the observed detections:
+Latent changes are never compared with anything: the model's predictive draws
+(:meth:`bayesrate.models.base.RateModel.predict`, i.e. ``pm.sample_posterior_predictive``)
+are what the crawler would have *detected* on the same visit times, and summaries of the
+replicates are compared with the observed detections:
 
 - ``mean_changes`` / ``sd_changes`` / ``sd_log_changes`` — detected changes per page; the
   SD on the log scale measures dispersion between pages (what a hierarchy on log-rates
   models), the raw SD is dominated by the few busiest pages;
 - ``frac_never_changed`` / ``frac_changed_every_visit``;
 - ``hour_of_day_chi2`` / ``day_of_week_chi2`` — detections by local hour of day and day of
-  week of the detecting visit, as a chi-square discrepancy against the replicates' mean;
+  week of the detecting visit, as a chi-square discrepancy against each draw's expected
+  counts (the predictive's ``detection_probability``);
 - ``gap_cv`` — the coefficient of variation of the gaps between detected changes (pages
   with at least a few detections), the numeric form of the case study's censored
   exponential Q-Q check: periodic pages give too regular gaps (low CV), bursty pages too
@@ -18,47 +19,48 @@ with the observed detections:
 
 Two replications (:class:`ModelChecks`):
 
-- **conditional** — each page replicated from its own posterior draws. Pages with hundreds
-  of intervals reproduce their own counts almost by construction, so this checks the
-  observation model (hour-of-day and day-of-week shapes, gaps), not the population;
-- **mixed** — per draw, a *fresh* page rate from the fitted population (hierarchical and
-  modulated: ``log λ_rep ~ N(domain_log_rate_mean[d], page_log_rate_sd)``; censored: its
-  fixed prior) for every page, on the same visit times. It judges the population: the
-  distribution of rates a new page of a domain is given, which is what prior export ships.
+- **conditional** — each page replicated from its own posterior draws
+  (``predict(..., page_rates="posterior")``). Pages with hundreds of intervals reproduce
+  their own counts almost by construction, so this checks the observation model
+  (hour-of-day and day-of-week shapes, gaps), not the population;
+- **mixed** — every page replicated as a *new* page of its domain
+  (``predict(..., page_rates="population")``: a fresh rate from the fitted population per
+  draw; the censored model's fixed prior), on the same visit times. It judges the
+  population: the distribution of rates a new page of a domain is given, which is what
+  prior export ships.
 
 Bayesian p-value: ``p = P(T(y_rep) >= T(y))`` (ties count half). A two-sided check
 *fails* when ``p < alpha/2`` or ``p > 1 - alpha/2``; the chi-square discrepancies are
 realized discrepancies (each draw's own expected counts) and fail only when too large,
 ``p < alpha``.
 
-Replication uses sufficient statistics: intervals are grouped by (page, *pattern*), a
-pattern being the interval length and its start within the local week, which fixes its
-overlap with the hour-of-week buckets (exact in a fixed-offset zone; intervals crossing a
-DST change use the pattern of their start). Counts per group are Binomial. Only the gap
-check simulates visit sequences, on a subsample of pages.
+The predictive draws are counts per interval group (a page's intervals of one length and
+start within the local week, :func:`bayesrate.models.groups.visit_patterns`), which fixes
+the bucket of the detecting visit. Only the gap check needs visit sequences: on a
+subsample of pages, each group's replicated detections are placed on a uniformly random
+subset of its intervals, which is their exact conditional distribution (the intervals of a
+group are exchangeable).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 import pandas as pd
 
-from bayesrate.clock import hour_of_week_overlap, local_hours
-from bayesrate.constants import (
-    DIM_DOMAIN,
-    DIM_HOUR_OF_WEEK,
-    DIM_PAGE,
-    EPOCH_HOUR_OF_WEEK,
-    HOURS_PER_DAY,
-    HOURS_PER_WEEK,
-    N_HOUR_OF_WEEK,
-)
+from bayesrate.constants import DAY_NAMES, DIM_GROUP, N_HOURS_OF_DAY
 from bayesrate.draws import stack_draws
-from bayesrate.observations import Observations
+from bayesrate.models.base import DETECTION_PROBABILITY
 
+if TYPE_CHECKING:
+    from bayesrate.models.groups import VisitPatterns
+    from bayesrate.observations import Observations
+
+N_DAYS = len(DAY_NAMES)
 MIN_DETECTIONS_FOR_GAPS = 5
 
 
@@ -154,55 +156,36 @@ class PPCResult:
 
 
 @dataclass(frozen=True)
-class _PatternGroups:
-    """Intervals grouped by (page, pattern); patterns fix the hour-of-week overlap."""
+class Replicates:
+    """Predictive draws of one replication on the observed visit times.
 
-    group_page: np.ndarray
-    group_pattern: np.ndarray
-    group_n: np.ndarray
-    group_changed: np.ndarray
-    pattern_tau: np.ndarray
-    pattern_overlap: np.ndarray  # (n_patterns, 168)
-    pattern_end_bucket: np.ndarray
-    interval_pattern: np.ndarray  # pattern code of every interval (for sequences)
+    Attributes
+    ----------
+    patterns
+        The interval groups (:func:`bayesrate.models.groups.visit_patterns`).
+    detections
+        ``(draws, groups)`` replicated detections per group.
+    probability
+        ``(draws, groups)`` each group's detection probability at that draw.
+    """
+
+    patterns: VisitPatterns
+    detections: np.ndarray
+    probability: np.ndarray
 
 
-def _pattern_groups(obs: Observations, timezone: str) -> _PatternGroups:
-    not_first = ~obs.is_baseline
-    end = obs.time[not_first]
-    start = obs.time[np.flatnonzero(not_first) - 1]
-    tau = end - start
-    local_start = local_hours(start, timezone)
-    week_pos = np.mod(local_start + EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK)
-    # (length, week position) pairs in milliseconds, made distinct as pairs (a single
-    # combined integer key overflows int64 for intervals longer than 176 days)
-    keys = np.stack([np.round(tau * 3.6e6), np.round(week_pos * 3.6e6)], axis=1)
-    pattern_values, pattern_code = np.unique(keys.astype(np.int64), axis=0, return_inverse=True)
-    pattern_code = pattern_code.reshape(-1)
-    first_of = np.full(len(pattern_values), len(tau), dtype=np.int64)
-    np.minimum.at(first_of, pattern_code, np.arange(len(tau)))
-    rep_start, rep_end = start[first_of], end[first_of]
-    overlap = hour_of_week_overlap(rep_start, rep_end, timezone)
-    end_local = local_hours(rep_end, timezone)
-    # the detecting visit's bucket: the bucket containing the end (an end exactly on the
-    # hour belongs to the hour it opens, as for any timestamp)
-    end_bucket = (np.floor(end_local).astype(np.int64) + EPOCH_HOUR_OF_WEEK) % N_HOUR_OF_WEEK
+def replicate(
+    model, obs: Observations, page_rates: str, n_draws: int, seed: int | str
+) -> Replicates:
+    """Predictive draws of a fitted model on ``obs``'s visit times (see ``predict``)."""
+    from bayesrate.models.groups import visit_patterns
 
-    page = obs.page_of_visit[not_first]
-    n_patterns = len(pattern_values)
-    key = page * n_patterns + pattern_code
-    groups, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
-    changed = np.bincount(inverse, weights=obs.changed[not_first], minlength=len(groups))
-    gp, gpat = np.divmod(groups, n_patterns)
-    return _PatternGroups(
-        group_page=gp,
-        group_pattern=gpat,
-        group_n=counts,
-        group_changed=np.rint(changed).astype(np.int64),
-        pattern_tau=tau[first_of],
-        pattern_overlap=overlap,
-        pattern_end_bucket=end_bucket,
-        interval_pattern=pattern_code,
+    tree = model.predict(obs, n_draws=n_draws, seed=seed, page_rates=page_rates)
+    pred = tree["posterior_predictive"]
+    return Replicates(
+        patterns=visit_patterns(obs, model.timezone),
+        detections=stack_draws(pred["detections"], DIM_GROUP),
+        probability=stack_draws(pred[DETECTION_PROBABILITY], DIM_GROUP),
     )
 
 
@@ -238,58 +221,109 @@ def _gap_cv(flags: np.ndarray, times: np.ndarray, offsets: np.ndarray) -> tuple[
     return float(np.mean(cvs)), np.concatenate(pooled)
 
 
+def _by_bin(values: np.ndarray, bins: np.ndarray, n_bins: int) -> np.ndarray:
+    """``(draws, groups)`` summed into ``(draws, n_bins)`` by each group's bin."""
+    indicator = np.zeros((len(bins), n_bins))
+    indicator[np.arange(len(bins)), bins] = 1.0
+    return np.atleast_2d(values) @ indicator
+
+
+@numba.njit(cache=True, nogil=True)
+def _place_detections(group, detections, sizes, uniforms):
+    """Flags of intervals (visited in order) so that each group's ``detections`` fall on a
+    uniformly random subset of its ``sizes`` intervals (selection sampling, Knuth's
+    Algorithm S: an interval is taken with probability detections left / intervals left).
+    Every interval of each group must be among ``group``."""
+    left = detections.copy()
+    remaining = sizes.copy()
+    flags = np.zeros(len(group), dtype=np.int8)
+    for i in range(len(group)):
+        g = group[i]
+        if uniforms[i] * remaining[g] < left[g]:
+            flags[i] = 1
+            left[g] -= 1
+        remaining[g] -= 1
+    return flags
+
+
+def _by_bucket(reps: Replicates, bins: np.ndarray, n_bins: int):
+    """Observed and replicated detections per bin of the detecting visit, and the realized
+    chi-square discrepancies against each draw's expected counts."""
+    patterns = reps.patterns
+    observed = _by_bin(patterns.group_changed, bins, n_bins)[0]
+    replicated = _by_bin(reps.detections, bins, n_bins)
+    expected = _by_bin(patterns.group_n * reps.probability, bins, n_bins)
+    return observed, replicated, *_chi2(observed, replicated, expected)
+
+
+def _gap_statistic(
+    obs: Observations,
+    reps: Replicates,
+    rng: np.random.Generator,
+    n_gap_pages: int,
+    n_gap_draws: int,
+) -> tuple[float, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Gap CV of the observed and of replicated visit sequences on a page subsample.
+
+    Each group's replicated count is placed on a uniformly random subset of its
+    intervals (exchangeable within a group, so this is exact); the subsample holds whole
+    pages, so every interval of its groups.
+    """
+    eligible = np.flatnonzero(obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS)
+    n_draws = min(n_gap_draws, len(reps.detections))
+    if not len(eligible):
+        return float("nan"), np.zeros(0), np.full(n_draws, np.nan), []
+    pages = np.sort(rng.choice(eligible, size=min(n_gap_pages, len(eligible)), replace=False))
+    sub = obs.subset(pages)
+    observed_cv, observed_gaps = _gap_cv(sub.changed, sub.time, sub.offsets)
+    # the subsample's intervals and their groups (intervals are the non-baseline visits)
+    interval_of_visit = np.cumsum(~obs.is_baseline) - 1
+    visits = np.concatenate([np.arange(obs.offsets[p], obs.offsets[p + 1]) for p in pages])
+    is_interval = ~obs.is_baseline[visits]
+    group = reps.patterns.interval_group[interval_of_visit[visits[is_interval]]]
+    sizes = reps.patterns.group_n
+    replicated_cv = np.full(n_draws, np.nan)
+    replicated_gaps = []
+    for d in range(n_draws):
+        flags = np.zeros(len(visits), dtype=np.int8)
+        flags[is_interval] = _place_detections(
+            group, reps.detections[d].astype(np.int64), sizes, rng.random(len(group))
+        )
+        replicated_cv[d], gaps = _gap_cv(flags, sub.time, sub.offsets)
+        replicated_gaps.append(gaps)
+    return observed_cv, observed_gaps, replicated_cv, replicated_gaps
+
+
 def posterior_predictive_checks(
     obs: Observations,
-    rate_draws: np.ndarray,
-    multipliers: np.ndarray | None = None,
+    reps: Replicates,
     *,
-    timezone: str = "UTC",
-    n_draws: int = 200,
     n_gap_pages: int = 150,
     n_gap_draws: int = 40,
     seed: int | str = "ppc",
 ) -> PPCResult:
-    """Replicate detections from posterior draws and compare with the observations.
+    """Compare replicated detections with the observed ones (see the module docstring).
 
     Parameters
     ----------
     obs
-        The observations the model was fitted to.
-    rate_draws
-        ``(draws, pages)`` posterior draws of each page's rate, per hour.
-    multipliers
-        ``(draws, 168)`` hour-of-week multipliers (modulated models), or ``None``.
-    timezone
-        Clock of the hour-of-week buckets (the model's).
-    n_draws, n_gap_pages, n_gap_draws
-        How many draws to replicate with, and the subsample for the gap check.
+        The observations the replicates were drawn on.
+    reps
+        Predictive draws on ``obs``'s visit times (:func:`replicate`).
+    n_gap_pages, n_gap_draws
+        The subsample for the gap check.
     seed
-        Seed (int or string).
+        Seed of the gap check's subsample and placements (int or string).
     """
+    from bayesrate.models.groups import sum_by_page
     from bayesrate.seeds import rng_from
 
     rng = rng_from(seed)
-    rate_draws = np.asarray(rate_draws, dtype=np.float64)
-    if rate_draws.ndim != 2 or rate_draws.shape[1] != obs.n_pages:
-        raise ValueError(f"rate_draws must be (draws, {obs.n_pages}); got {rate_draws.shape}")
-    pick = rng.choice(len(rate_draws), size=min(n_draws, len(rate_draws)), replace=False)
-    rates = rate_draws[pick]
-    mult = None if multipliers is None else np.asarray(multipliers, dtype=np.float64)[pick]
-
-    groups = _pattern_groups(obs, timezone)
-    if mult is None:
-        exposure = np.broadcast_to(groups.pattern_tau, (len(rates), len(groups.pattern_tau)))
-    else:
-        exposure = mult @ groups.pattern_overlap.T  # (draws, patterns)
-    lam = rates[:, groups.group_page] * exposure[:, groups.group_pattern]
-    p_detect = -np.expm1(-lam)
-    rep_counts = rng.binomial(groups.group_n, p_detect)  # (draws, groups)
-
-    n_pages = obs.n_pages
+    patterns = reps.patterns
+    timezone = patterns.timezone
+    page = patterns.group_page
     changes_obs = obs.changes_per_page.astype(np.float64)
-    changes_rep = np.stack(
-        [np.bincount(groups.group_page, weights=r, minlength=n_pages) for r in rep_counts]
-    )
+    changes_rep = sum_by_page(reps.detections, page, obs.n_pages).astype(np.float64)
     intervals = np.maximum(obs.visits_per_page - 1, 0)
     has_intervals = intervals > 0
 
@@ -299,46 +333,14 @@ def posterior_predictive_checks(
     def frac_every(c):
         return np.mean(c[..., has_intervals] == intervals[has_intervals], axis=-1)
 
-    bucket = groups.pattern_end_bucket[groups.group_pattern]
-    hour_of_group, dow_of_group = bucket % 24, bucket // 24
-    hour_obs = np.bincount(hour_of_group, weights=groups.group_changed, minlength=24)
-    dow_obs = np.bincount(dow_of_group, weights=groups.group_changed, minlength=7)
-    hour_rep = np.stack([np.bincount(hour_of_group, weights=r, minlength=24) for r in rep_counts])
-    dow_rep = np.stack([np.bincount(dow_of_group, weights=r, minlength=7) for r in rep_counts])
-    expected_counts = groups.group_n * p_detect  # (draws, groups)
-    hour_exp = np.stack([np.bincount(hour_of_group, weights=e, minlength=24)
-                         for e in expected_counts])  # fmt: skip
-    dow_exp = np.stack([np.bincount(dow_of_group, weights=e, minlength=7)
-                        for e in expected_counts])  # fmt: skip
-    hour_t, hour_t_rep = _chi2(hour_obs, hour_rep, hour_exp)
-    dow_t, dow_t_rep = _chi2(dow_obs, dow_rep, dow_exp)
-
-    # gap check: sequences for a subsample of pages with enough detections
-    eligible = np.flatnonzero(obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS)
-    gap_pages = np.sort(rng.choice(eligible, size=min(n_gap_pages, len(eligible)), replace=False))
-    gap_obs_cv, gap_obs_pooled = float("nan"), np.zeros(0)
-    gap_rep_cv = np.full(min(n_gap_draws, len(rates)), np.nan)
-    gap_rep_pooled: list[np.ndarray] = []
-    if len(gap_pages):
-        sub = obs.subset(gap_pages)
-        gap_obs_cv, gap_obs_pooled = _gap_cv(sub.changed, sub.time, sub.offsets)
-        interval_index = np.flatnonzero(~obs.is_baseline)
-        position_of_interval = np.full(obs.n_visits, -1, dtype=np.int64)
-        position_of_interval[interval_index] = np.arange(len(interval_index))
-        sub_visit = np.concatenate(
-            [np.arange(obs.offsets[p], obs.offsets[p + 1]) for p in gap_pages]
-        )
-        sub_pattern = np.where(
-            obs.is_baseline[sub_visit],
-            -1,
-            groups.interval_pattern[np.maximum(position_of_interval[sub_visit], 0)],
-        )
-        sub_page = np.repeat(np.arange(len(gap_pages)), sub.visits_per_page)
-        for d in range(len(gap_rep_cv)):
-            lam_v = rates[d, gap_pages][sub_page] * exposure[d][np.maximum(sub_pattern, 0)]
-            flags = (rng.random(len(sub_visit)) < -np.expm1(-lam_v)) & (sub_pattern >= 0)
-            gap_rep_cv[d], pooled = _gap_cv(flags.astype(np.int8), sub.time, sub.offsets)
-            gap_rep_pooled.append(pooled)
+    bucket = patterns.group_end_bucket
+    hour_obs, hour_rep, hour_t, hour_t_rep = _by_bucket(
+        reps, bucket % N_HOURS_OF_DAY, N_HOURS_OF_DAY
+    )
+    dow_obs, dow_rep, dow_t, dow_t_rep = _by_bucket(reps, bucket // N_HOURS_OF_DAY, N_DAYS)
+    gap_obs_cv, gap_obs_pooled, gap_rep_cv, gap_rep_pooled = _gap_statistic(
+        obs, reps, rng, n_gap_pages, n_gap_draws
+    )
 
     stats = [
         PPCStatistic("mean_changes", changes_obs.mean(), changes_rep.mean(axis=1),
@@ -458,50 +460,15 @@ class ModelChecks:
         ]
 
 
-def mixed_rate_draws(model, obs: Observations, n_draws: int, rng: np.random.Generator):
-    """``(draws, pages)`` fresh page rates per hour from a fitted model's population.
-
-    Hierarchical and modulated models: ``log λ ~ N(domain_log_rate_mean[d], page_log_rate_sd)``
-    per posterior draw (time-averaged rates); the censored model: its fixed prior. ``None``
-    for a model with neither.
-    """
-    post = model.idata_["posterior"]
-    if "domain_log_rate_mean" in post and "page_log_rate_sd" in post:
-        means = stack_draws(post["domain_log_rate_mean"], DIM_DOMAIN)
-        sds = stack_draws(post["page_log_rate_sd"])
-        pick = rng.choice(len(sds), size=min(n_draws, len(sds)), replace=False)
-        labels = [str(d) for d in post[DIM_DOMAIN].values]
-        column = pd.Index(labels).get_indexer(obs.pages["domain"].astype(str))
-        if (column < 0).any():
-            raise ValueError("the observations have domains the model was not fitted on")
-        z = rng.standard_normal((len(pick), obs.n_pages))
-        return np.exp(means[pick][:, column] + sds[pick][:, None] * z)
-    cfg = getattr(model, "model_config", {})
-    if cfg.get("prior") == "gamma":
-        shape, rate = cfg["alpha"], cfg["beta_days"] * HOURS_PER_DAY
-        return rng.gamma(shape, 1.0 / rate, size=(n_draws, obs.n_pages))
-    if cfg.get("prior") == "lognormal":
-        mu = cfg["log_mean_per_day"] - np.log(HOURS_PER_DAY)
-        return np.exp(mu + cfg["log_sd"] * rng.standard_normal((n_draws, obs.n_pages)))
-    return None
-
-
 def ppc_for(model, obs: Observations, seed: int | str = "ppc", n_draws: int = 200) -> ModelChecks:
-    """Posterior predictive checks of a fitted model: conditional and mixed replications."""
-    from bayesrate.seeds import rng_from
+    """Posterior predictive checks of a fitted model: conditional and mixed replications.
 
-    post = model.idata_["posterior"]
-    rates = stack_draws(post["rate"], DIM_PAGE)
-    mult = None
-    if "hour_of_week_multiplier" in post:
-        mult = stack_draws(post["hour_of_week_multiplier"], DIM_HOUR_OF_WEEK)
-    timezone = model.model_config.get("timezone", "UTC")
-    options = {"timezone": timezone, "n_draws": n_draws}
-    conditional = posterior_predictive_checks(obs, rates, mult, seed=seed, **options)
-    rng = rng_from(f"{seed}-mixed")
-    fresh = mixed_rate_draws(model, obs, n_draws, rng)
-    mixed = None
-    if fresh is not None:
-        mixed_mult = None if mult is None else mult[rng.choice(len(mult), size=len(fresh))]
-        mixed = posterior_predictive_checks(obs, fresh, mixed_mult, seed=f"{seed}-mixed", **options)
-    return ModelChecks(conditional, mixed)
+    ``obs`` must be the data the model was fitted to (the conditional replication gives
+    each page its own posterior).
+    """
+    checks = {}
+    for replication, page_rates in (("conditional", "posterior"), ("mixed", "population")):
+        stream = seed if replication == "conditional" else f"{seed}-{replication}"
+        reps = replicate(model, obs, page_rates, n_draws, seed=stream)
+        checks[replication] = posterior_predictive_checks(obs, reps, seed=stream)
+    return ModelChecks(**checks)

@@ -17,8 +17,6 @@ from bayesrate.commands.common import (
     progress,
 )
 
-MODEL_CHOICES = ("censored", "hierarchical", "modulated")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -31,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="name for the artifacts (default: the dataset's, or the input file's name without "
         "its extensions); letters, digits, '.', '_', '-'",
     )
-    parser.add_argument("--models", nargs="+", choices=MODEL_CHOICES, default=list(MODEL_CHOICES))
+    from bayesrate.models import MODELS
+
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--out", help="report directory (default reports/<name>)")
     parser.add_argument("--models-dir", default="models", help="artifact root (default models/)")
     parser.add_argument("--method", default="nuts", choices=("nuts", "advi", "pathfinder"))

@@ -22,10 +22,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = actions.add_parser("list", help="list the embedded datasets and their provenance")
     listing.add_argument("--json", action="store_true", help="print a JSON object")
     listing.set_defaults(func=_list)
+
+    git = actions.add_parser(
+        "from-git",
+        help="a git repository of documents -> a change history table (page,domain,time,event)",
+        description="First-parent commit times per file (renames: deleted + created, "
+        "deletions recorded); git is run as a subprocess. See docs/histories.md.",
+    )
+    git.add_argument("repo", help="path of the git repository")
+    git.add_argument(
+        "--pathspec", required=True, metavar="GLOB", help="files to follow, e.g. 'pages/**/*.md'"
+    )
+    git.add_argument(
+        "--domain-depth",
+        type=int,
+        default=0,
+        metavar="K",
+        help="leading directories of the page id that form its domain (default 0: none)",
+    )
+    git.add_argument("--rev", default="HEAD", help="commit to read from (default HEAD)")
+    git.add_argument("--out", required=True, metavar="FILE", help=".csv, .csv.gz or .parquet")
+    git.set_defaults(func=_from_git)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from bayesrate import datasets
+
+    if args.dataset in datasets.PROVENANCE and (
+        datasets.PROVENANCE[args.dataset]["kind"] == datasets.CHANGE_HISTORY
+    ):
+        return _history_summary(args)
     start = time.perf_counter()
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
     obs = load_observations(args)
@@ -64,15 +91,59 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history_summary(args: argparse.Namespace) -> int:
+    from bayesrate import datasets
+
+    summary = datasets.load_history(args.dataset).summary()
+    if args.json:
+        print_json(summary)
+        return 0
+    cpp = summary["changes_per_page"]
+    print(
+        f"source        {summary['source']} ({summary['kind']})\n"
+        f"pages         {summary['pages']:,} in {summary['domains']:,} domains; "
+        f"{summary['alive_at_end']:,} alive at the end\n"
+        f"changes       {summary['changes']:,} exact\n"
+        f"span          {summary['span_days']:,.1f} days ({summary['start']} .. {summary['end']})\n"
+        "changes/page  " + "  ".join(f"{k}={v:g}" for k, v in cpp.items())
+    )
+    if summary["notes"]:
+        print("notes:")
+        for note in summary["notes"]:
+            print(f"  - {note}")
+    return 0
+
+
 def _list(args: argparse.Namespace) -> int:
     from bayesrate import datasets
 
     if args.json:
         print_json({"datasets": datasets.PROVENANCE, "default": datasets.DEFAULT})
         return 0
-    for name in datasets.names():
+    for name in sorted(datasets.PROVENANCE):
         prov = datasets.PROVENANCE[name]
         default = " (default)" if name == datasets.DEFAULT else ""
-        print(f"{name}{default}: {prov['repository']}@{prov['commit'][:12]}, {prov['licence']}")
+        print(
+            f"{name}{default} [{prov['kind']}]: {prov['repository']}@{prov['commit'][:12]}, "
+            f"{prov['licence']}"
+        )
         print(f"    attribution: {prov['attribution']}")
+    return 0
+
+
+def _from_git(args: argparse.Namespace) -> int:
+    from bayesrate.gitlog import history_frame, write_history_table
+    from bayesrate.history import ChangeHistory
+
+    start = time.perf_counter()
+    frame = history_frame(args.repo, args.pathspec, domain_depth=args.domain_depth, rev=args.rev)
+    history = ChangeHistory.from_frame(frame, source=str(args.repo))  # validate before writing
+    path = write_history_table(frame, args.out)
+    print(
+        f"wrote {len(frame):,} events of {frame['page'].nunique():,} pages to {path} "
+        f"({history.n_changes:,} changes after validation; "
+        f"{time.perf_counter() - start:.1f} s)"
+    )
+    for note in history.notes:
+        print(f"  - {note}")
     return 0

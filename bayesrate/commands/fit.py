@@ -1,9 +1,12 @@
 """``bayesrate fit``: fit a PyMC model and write the result, a page table and diagnostics.
 
 Outputs in ``--out``: ``fit.nc`` (the self-describing fitted result, see
-``docs/models.md``), ``pages.csv`` (page, domain, rate_per_day, lower_per_day,
-upper_per_day, n_visits, n_changes; rates per day, 90% interval) and ``diagnostics.json``
-(r_hat_max, ess_bulk_min, ess_tail_min, divergences, seconds, converged, ...).
+``docs/models.md``: posterior, observed data, PyMC's pointwise log-likelihood and posterior
+predictive draws on up to ``--predictive-draws`` draws, and the data it was fitted to, so
+that ``RateModel.load`` needs nothing else), ``pages.csv`` (page, domain, rate_per_day,
+lower_per_day, upper_per_day, n_visits, n_changes; rates per day, 90% interval) and
+``diagnostics.json`` (r_hat_max, ess_bulk_min, ess_tail_min, divergences, seconds,
+converged, ...).
 PyMC is imported inside the handler only.
 """
 
@@ -21,8 +24,6 @@ from bayesrate.commands.common import (
     progress,
 )
 
-MODEL_NAMES = ("censored", "hierarchical", "modulated")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -32,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_options(parser)
-    parser.add_argument("--model", choices=MODEL_NAMES, default="hierarchical")
+    from bayesrate.models import MODELS
+
+    parser.add_argument("--model", choices=sorted(MODELS), default="hierarchical")
     parser.add_argument("--method", choices=("nuts", "advi", "pathfinder"), default="nuts")
     parser.add_argument(
         "--draws",
@@ -48,6 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--timezone", help="clock of the hour-of-week effects (modulated model; default UTC)"
     )
     parser.add_argument("--config", metavar="JSON", help="model_config overrides as a JSON object")
+    parser.add_argument(
+        "--predictive-draws",
+        type=non_negative_int,
+        default=1000,
+        help="posterior draws (thinned evenly) for the saved log-likelihood and posterior "
+        "predictive groups; 0 leaves both out (default 1000)",
+    )
     parser.add_argument("--progress", action="store_true", help="show the sampler progress bar")
     parser.add_argument("--out", required=True, help="output directory")
     parser.set_defaults(func=run)
@@ -89,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("always", ConvergenceWarning)
         model.fit(obs, method=args.method, progressbar=args.progress)
+    if args.predictive_draws > 0:
+        progress(f"log-likelihood and posterior predictive on {args.predictive_draws} draws ...")
+        model.compute_log_likelihood(max_draws=args.predictive_draws)
+        model.sample_posterior_predictive(
+            max_draws=args.predictive_draws, seed=model.sampler_config["seed"]
+        )
     out.mkdir(parents=True, exist_ok=True)
     diag = model.diagnostics_.to_dict()
     diag.update(

@@ -1,7 +1,7 @@
 """``bayesrate schedule``: operate a revisit scheduler over an SQLite state file.
 
 Subcommands: ``init``, ``observe``, ``due``, ``plan``, ``stats``, ``reset-url``,
-``simulate``.
+``simulate``, ``replay`` (:mod:`bayesrate.commands.schedule_replay`).
 
 Times: a plain number is **hours since the Unix epoch** (UTC); an ISO 8601 timestamp
 (``2025-01-06T09:30:00Z``) is converted (a timestamp without offset is read as UTC). In
@@ -157,6 +157,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", metavar="FILE", help="PNG of weighted freshness over time")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_simulate)
+
+    from bayesrate.commands import schedule_replay
+
+    schedule_replay.register(ops)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 

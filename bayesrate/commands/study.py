@@ -15,6 +15,7 @@ from bayesrate.commands.common import (
     non_negative_int,
     positive_float,
     positive_int,
+    print_json,
     progress,
 )
 
@@ -56,6 +57,19 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ("--tune", {"type": non_negative_int, "help": "NUTS tuning steps (default 1,000)"}),
         ("--chains", {"type": positive_int, "help": "chains (default 4)"}),
     ],
+    "forecast": [
+        ("--dataset", {"help": "embedded history (tldr-pages) or crawl log as approximate one"}),
+        ("--history", {"metavar": "FILE", "help": "change-history table (.csv, .parquet)"}),
+        ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
+        ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
+        ("--horizon-days", {"type": positive_float, "help": "test window (default 180)"}),
+        ("--methods", {"help": "comma-separated (default naive,cho,mle,censored,...,modulated)"}),
+        ("--max-pages", {"type": positive_int, "help": "score a random subset of pages"}),
+        ("--draws", {"type": positive_int, "help": "NUTS draws per chain (default 500)"}),
+        ("--tune", {"type": non_negative_int, "help": "NUTS tuning steps (default 500)"}),
+        ("--chains", {"type": positive_int, "help": "chains (default 4)"}),
+        ("--json", {"action": "store_true", "help": "print the scores as JSON"}),
+    ],
 }
 
 
@@ -83,9 +97,12 @@ def run(args: argparse.Namespace) -> int:
     module = importlib.import_module(STUDIES[args.study])
     names = [flag.removeprefix("--").replace("-", "_") for flag, _ in OPTIONS.get(args.study, [])]
     keywords = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    as_json = bool(keywords.pop("json", False))  # a way of printing, not a study option
     result = module.run(seed=args.seed, fast=args.fast, progress=progress, **keywords)
     result.save(args.out)
-    if result.text:
+    if as_json:
+        print_json(result.json)
+    elif result.text:
         print(result.text)
     progress(f"{args.study}: wrote {args.out}")
     return 0

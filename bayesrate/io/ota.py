@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bayesrate.clock import to_hours
+from bayesrate.clock import to_hours, to_timestamp
 from bayesrate.constants import DOMAIN, PAGE
 from bayesrate.errors import ObservationError
 from bayesrate.observations import Observations, concat_ranges
@@ -146,115 +146,14 @@ def from_changelog(
         Pages are document paths (without ``.md``), domains are services, and
         ``terms_type`` and ``collection`` are kept as page attributes.
     """
-    if isinstance(grid, str):
-        if grid not in DEFAULT_GRIDS:
-            raise ObservationError(
-                f"no default grid for collection {grid!r}; have {sorted(DEFAULT_GRIDS)}",
-                field="grid",
-            )
-        collection, eras = grid, DEFAULT_GRIDS[grid]
-    else:
-        collection, eras = "custom", tuple(grid)
-    for table, cols, name in (
-        (changelog, CHANGELOG_COLUMNS, "changelog"),
-        (documents, DOCUMENT_COLUMNS, "documents"),
-    ):
-        missing = [c for c in cols if c not in table.columns]
-        if missing:
-            raise ObservationError(f"{name} lacks column(s) {missing}", field=missing[0])
-    if len(changelog) == 0:
-        raise ObservationError("no observations: the changelog is empty")
-    log = changelog.reset_index(drop=True)
-    unknown = ~log["event"].isin(EVENTS).to_numpy()
-    if unknown.any():
-        raise ObservationError(
-            f"unknown event kinds (expected {EVENTS})", field="event", rows=np.flatnonzero(unknown)
-        )
-    times = pd.to_datetime(log["time_utc"], utc=True, errors="coerce")
-    bad_time = times.isna().to_numpy()
-    if bad_time.any():
-        raise ObservationError(
-            "unparseable time_utc", field="time_utc", rows=np.flatnonzero(bad_time)
-        )
-    hours = to_hours(times)
-    last_run = times.max()
-    grid_times = visit_grid(eras, last_run)
-    notes: list[str] = []
-
+    collection, eras = _resolve_grid(grid)
+    log, hours = _validated(changelog, documents)
+    grid_times = visit_grid(eras, to_timestamp(float(hours.max())))
     docs = documents.drop_duplicates("path").set_index("path")
-    event = log["event"].to_numpy()
-    path = log["path"].to_numpy()
-
-    first_mask = event == "first_record"
-    first_rows = pd.Series(hours[first_mask], index=path[first_mask])
-    first_record = first_rows.groupby(level=0).min()
-    repeat_first = int(first_mask.sum() - len(first_record))
-    tracked = [p for p in docs.index if p in first_record.index]
-    untracked = [p for p in docs.index if p not in first_record.index]
-    if untracked:
-        notes.append(
-            f"excluded {len(untracked)} document(s) with no first_record event (template or "
-            f"untracked files)"
-        )
-    for kind, why in (
-        ("technical", "re-extraction by maintainers, not a content change"),
-        ("other", "template/initial commits"),
-    ):
-        count = int((event == kind).sum())
-        if count:
-            notes.append(f"excluded {count} '{kind}' event(s): {why}")
-    if repeat_first:
-        notes.append(f"excluded {repeat_first} repeated first_record event(s) (re-tracking)")
-
-    in_docs = docs.index.get_indexer(path) >= 0
-    orphan = int((~in_docs).sum())
-    if orphan:
-        notes.append(f"excluded {orphan} event(s) of paths missing from the documents table")
-
-    doc_pos = pd.Index(tracked)
-    slot_of_first = np.searchsorted(grid_times, first_record.loc[tracked].to_numpy(), "right") - 1
-    if (slot_of_first < 0).any():
-        early = [tracked[i] for i in np.flatnonzero(slot_of_first < 0)]
-        raise ObservationError(
-            "first_record before the visit grid starts; extend the grid's first era",
-            field="grid",
-            pages=early,
-        )
-
-    change = (event == "change") & in_docs
-    change_doc = doc_pos.get_indexer(path[change])
-    not_tracked = change_doc < 0
-    if not_tracked.any():
-        notes.append(f"excluded {int(not_tracked.sum())} change event(s) of untracked documents")
-    change_doc = change_doc[~not_tracked]
-    change_slot = np.searchsorted(grid_times, hours[change][~not_tracked], "right") - 1
-
-    last_event_hours = (
-        pd.Series(hours[in_docs], index=path[in_docs]).groupby(level=0).max().loc[tracked]
-    )
-    present = docs.loc[tracked, "present_in_head"].astype(int).to_numpy() == 1
-    end_slot = np.where(
-        present,
-        len(grid_times) - 1,
-        np.searchsorted(grid_times, last_event_hours.to_numpy(), "right") - 1,
-    )
-    end_slot = np.maximum(end_slot, slot_of_first)
-
-    at_baseline = change_slot <= slot_of_first[change_doc]
-    if at_baseline.any():
-        notes.append(
-            f"excluded {int(at_baseline.sum())} change event(s) in the same grid slot as the "
-            f"document's first record (no earlier visit to compare with)"
-        )
-    change_doc, change_slot = change_doc[~at_baseline], change_slot[~at_baseline]
-    key = np.unique(change_doc.astype(np.int64) * len(grid_times) + change_slot)
-    merged = len(change_doc) - len(key)
-    if merged:
-        notes.append(
-            f"merged {merged} change event(s) into an earlier event of the same grid slot "
-            f"(one detection per visit)"
-        )
-    det_doc, det_slot = np.divmod(key, len(grid_times))
+    notes: list[str] = []
+    tracked, slot_of_first = _first_slots(log, hours, docs, grid_times, notes)
+    end_slot = _end_slots(log, hours, docs, tracked, grid_times, slot_of_first)
+    det_doc, det_slot = _detections(log, hours, docs, tracked, grid_times, slot_of_first, notes)
 
     counts = (end_slot - slot_of_first + 1).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -282,3 +181,121 @@ def from_changelog(
         source=source,
         meta={"collection": collection, "grid": [e.__dict__ for e in eras]},
     )
+
+
+def _resolve_grid(grid: tuple[GridEra, ...] | str) -> tuple[str, tuple[GridEra, ...]]:
+    """(collection name, eras) of a grid given by collection name or as eras."""
+    if not isinstance(grid, str):
+        return "custom", tuple(grid)
+    if grid not in DEFAULT_GRIDS:
+        raise ObservationError(
+            f"no default grid for collection {grid!r}; have {sorted(DEFAULT_GRIDS)}",
+            field="grid",
+        )
+    return grid, DEFAULT_GRIDS[grid]
+
+
+def _validated(changelog: pd.DataFrame, documents: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The changelog (re-indexed) and its event times in hours; errors name the rows."""
+    for table, cols, name in (
+        (changelog, CHANGELOG_COLUMNS, "changelog"),
+        (documents, DOCUMENT_COLUMNS, "documents"),
+    ):
+        missing = [c for c in cols if c not in table.columns]
+        if missing:
+            raise ObservationError(f"{name} lacks column(s) {missing}", field=missing[0])
+    if len(changelog) == 0:
+        raise ObservationError("no observations: the changelog is empty")
+    log = changelog.reset_index(drop=True)
+    unknown = ~log["event"].isin(EVENTS).to_numpy()
+    if unknown.any():
+        raise ObservationError(
+            f"unknown event kinds (expected {EVENTS})", field="event", rows=np.flatnonzero(unknown)
+        )
+    times = pd.to_datetime(log["time_utc"], utc=True, errors="coerce")
+    bad_time = times.isna().to_numpy()
+    if bad_time.any():
+        raise ObservationError(
+            "unparseable time_utc", field="time_utc", rows=np.flatnonzero(bad_time)
+        )
+    return log, to_hours(times)
+
+
+def _first_slots(log, hours, docs, grid_times, notes) -> tuple[list[str], np.ndarray]:
+    """Tracked documents (those with a first record) and the grid slot of each first record;
+    every exclusion is noted."""
+    event = log["event"].to_numpy()
+    path = log["path"].to_numpy()
+    first_mask = event == "first_record"
+    first_record = pd.Series(hours[first_mask], index=path[first_mask]).groupby(level=0).min()
+    repeat_first = int(first_mask.sum() - len(first_record))
+    tracked = [p for p in docs.index if p in first_record.index]
+    untracked = len(docs.index) - len(tracked)
+    if untracked:
+        notes.append(
+            f"excluded {untracked} document(s) with no first_record event (template or "
+            f"untracked files)"
+        )
+    for kind, why in (
+        ("technical", "re-extraction by maintainers, not a content change"),
+        ("other", "template/initial commits"),
+    ):
+        count = int((event == kind).sum())
+        if count:
+            notes.append(f"excluded {count} '{kind}' event(s): {why}")
+    if repeat_first:
+        notes.append(f"excluded {repeat_first} repeated first_record event(s) (re-tracking)")
+    orphan = int((docs.index.get_indexer(path) < 0).sum())
+    if orphan:
+        notes.append(f"excluded {orphan} event(s) of paths missing from the documents table")
+    slot_of_first = np.searchsorted(grid_times, first_record.loc[tracked].to_numpy(), "right") - 1
+    if (slot_of_first < 0).any():
+        early = [tracked[i] for i in np.flatnonzero(slot_of_first < 0)]
+        raise ObservationError(
+            "first_record before the visit grid starts; extend the grid's first era",
+            field="grid",
+            pages=early,
+        )
+    return tracked, slot_of_first
+
+
+def _end_slots(log, hours, docs, tracked, grid_times, slot_of_first) -> np.ndarray:
+    """Last visited slot per document: the grid's end if still tracked, else its last event."""
+    path = log["path"].to_numpy()
+    in_docs = docs.index.get_indexer(path) >= 0
+    last_event = pd.Series(hours[in_docs], index=path[in_docs]).groupby(level=0).max()
+    present = docs.loc[tracked, "present_in_head"].astype(int).to_numpy() == 1
+    end_slot = np.where(
+        present,
+        len(grid_times) - 1,
+        np.searchsorted(grid_times, last_event.loc[tracked].to_numpy(), "right") - 1,
+    )
+    return np.maximum(end_slot, slot_of_first)
+
+
+def _detections(log, hours, docs, tracked, grid_times, slot_of_first, notes):
+    """(document position, grid slot) of every detection: one per visit, after the first."""
+    event = log["event"].to_numpy()
+    path = log["path"].to_numpy()
+    change = (event == "change") & (docs.index.get_indexer(path) >= 0)
+    change_doc = pd.Index(tracked).get_indexer(path[change])
+    not_tracked = change_doc < 0
+    if not_tracked.any():
+        notes.append(f"excluded {int(not_tracked.sum())} change event(s) of untracked documents")
+    change_doc = change_doc[~not_tracked]
+    change_slot = np.searchsorted(grid_times, hours[change][~not_tracked], "right") - 1
+    at_baseline = change_slot <= slot_of_first[change_doc]
+    if at_baseline.any():
+        notes.append(
+            f"excluded {int(at_baseline.sum())} change event(s) in the same grid slot as the "
+            f"document's first record (no earlier visit to compare with)"
+        )
+    change_doc, change_slot = change_doc[~at_baseline], change_slot[~at_baseline]
+    key = np.unique(change_doc.astype(np.int64) * len(grid_times) + change_slot)
+    merged = len(change_doc) - len(key)
+    if merged:
+        notes.append(
+            f"merged {merged} change event(s) into an earlier event of the same grid slot "
+            f"(one detection per visit)"
+        )
+    return np.divmod(key, len(grid_times))

@@ -50,73 +50,13 @@ def from_visit_grid(
             raise ObservationError(
                 f"visit-grid table lacks column {col!r}; have {list(frame.columns)}", field=col
             )
-    if time_unit not in TIME_UNITS:
-        raise ObservationError(f"unknown time unit {time_unit!r}", field="time_unit")
     if len(frame) == 0:
         raise ObservationError("no observations: the visit-grid table is empty")
-    step = float(interval) * TIME_UNITS[time_unit]
-    if not np.isfinite(step) or step <= 0:
-        raise ObservationError(f"interval must be positive, got {interval!r}", field="interval")
-    if isinstance(start, (int, float, np.floating, np.integer)):
-        t0 = float(start)
-    else:
-        ts = pd.Timestamp(start)
-        if ts.tzinfo is None:
-            raise ObservationError("start must be timezone-aware", field="start")
-        t0 = float(to_hours([ts])[0])
-
+    t0, step = _start_and_step(start, interval, time_unit)
     frame = ids_as_strings(frame.reset_index(drop=True), (page or DOMAIN, DOMAIN))
-    n_raw = pd.to_numeric(frame["numVisits"], errors="coerce").to_numpy(dtype=float)
-    bad_n = ~np.isfinite(n_raw) | (n_raw < 0) | (n_raw != np.round(n_raw))
-    if bad_n.any():
-        raise ObservationError(
-            "numVisits must be a non-negative integer",
-            field="numVisits",
-            rows=np.flatnonzero(bad_n),
-        )
-    n_revisits = n_raw.astype(np.int64)
-    if page is not None and page not in frame.columns:
-        raise ObservationError(
-            f"visit-grid table lacks column {page!r}; have {list(frame.columns)}", field=page
-        )
-    for col in (page, DOMAIN):
-        if col is not None and col in frame.columns and frame[col].isna().any():
-            raise ObservationError(
-                f"missing values in {col!r}",
-                field=col,
-                rows=np.flatnonzero(frame[col].isna().to_numpy()),
-            )
-    labels = (
-        frame[page].to_numpy() if page is not None else np.arange(1, len(frame) + 1).astype(str)
-    )
-    flags_per_page: list[np.ndarray] = []
-    bad_rows: list[int] = []
-    dup_rows: list[int] = []
-    for row, (n, raw) in enumerate(zip(n_revisits, frame["visitsWChanges"], strict=True)):
-        idx = _as_indices(raw)
-        if idx is None or ((idx < 1) | (idx > n)).any():
-            bad_rows.append(row)
-            continue
-        if len(np.unique(idx)) != len(idx):
-            dup_rows.append(row)
-            continue
-        flags = np.zeros(n + 1, dtype=np.int8)
-        flags[idx] = 1
-        flags_per_page.append(flags)
-    if bad_rows:
-        raise ObservationError(
-            "visitsWChanges holds indices outside 1..numVisits (or non-integers)",
-            field="visitsWChanges",
-            rows=bad_rows,
-            pages=[labels[r] for r in bad_rows],
-        )
-    if dup_rows:
-        raise ObservationError(
-            "visitsWChanges repeats an index",
-            field="visitsWChanges",
-            rows=dup_rows,
-            pages=[labels[r] for r in dup_rows],
-        )
+    n_revisits = _revisit_counts(frame)
+    labels = _page_labels(frame, page)
+    flags_per_page = _flags(frame, n_revisits, labels)
     counts = n_revisits + 1
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
@@ -133,6 +73,80 @@ def from_visit_grid(
         time_kind="numeric" if isinstance(start, (int, float)) else "datetime",
         source=source,
     )
+
+
+def _start_and_step(start, interval: float, time_unit: str) -> tuple[float, float]:
+    """The baseline visit time (hours since the epoch) and the grid step (hours)."""
+    if time_unit not in TIME_UNITS:
+        raise ObservationError(f"unknown time unit {time_unit!r}", field="time_unit")
+    step = float(interval) * TIME_UNITS[time_unit]
+    if not np.isfinite(step) or step <= 0:
+        raise ObservationError(f"interval must be positive, got {interval!r}", field="interval")
+    if isinstance(start, (int, float, np.floating, np.integer)):
+        return float(start), step
+    ts = pd.Timestamp(start)
+    if ts.tzinfo is None:
+        raise ObservationError("start must be timezone-aware", field="start")
+    return float(to_hours([ts])[0]), step
+
+
+def _revisit_counts(frame: pd.DataFrame) -> np.ndarray:
+    """``numVisits`` per row, as non-negative integers (rows named otherwise)."""
+    n_raw = pd.to_numeric(frame["numVisits"], errors="coerce").to_numpy(dtype=float)
+    bad_n = ~np.isfinite(n_raw) | (n_raw < 0) | (n_raw != np.round(n_raw))
+    if bad_n.any():
+        raise ObservationError(
+            "numVisits must be a non-negative integer",
+            field="numVisits",
+            rows=np.flatnonzero(bad_n),
+        )
+    return n_raw.astype(np.int64)
+
+
+def _page_labels(frame: pd.DataFrame, page: str | None) -> np.ndarray:
+    """Page ids from the ``page`` column (default: the 1-based row, as in R)."""
+    if page is not None and page not in frame.columns:
+        raise ObservationError(
+            f"visit-grid table lacks column {page!r}; have {list(frame.columns)}", field=page
+        )
+    for col in (page, DOMAIN):
+        if col is not None and col in frame.columns and frame[col].isna().any():
+            raise ObservationError(
+                f"missing values in {col!r}",
+                field=col,
+                rows=np.flatnonzero(frame[col].isna().to_numpy()),
+            )
+    if page is None:
+        return np.arange(1, len(frame) + 1).astype(str)
+    return frame[page].to_numpy()
+
+
+def _flags(frame: pd.DataFrame, n_revisits: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
+    """Per page, the change flags of its baseline visit and ``numVisits`` revisits."""
+    flags_per_page: list[np.ndarray] = []
+    bad_rows: list[int] = []
+    dup_rows: list[int] = []
+    for row, (n, raw) in enumerate(zip(n_revisits, frame["visitsWChanges"], strict=True)):
+        idx = _as_indices(raw)
+        if idx is None or ((idx < 1) | (idx > n)).any():
+            bad_rows.append(row)
+            continue
+        if len(np.unique(idx)) != len(idx):
+            dup_rows.append(row)
+            continue
+        flags = np.zeros(n + 1, dtype=np.int8)
+        flags[idx] = 1
+        flags_per_page.append(flags)
+    for rows, what in ((bad_rows, "holds indices outside 1..numVisits (or non-integers)"),
+                       (dup_rows, "repeats an index")):  # fmt: skip
+        if rows:
+            raise ObservationError(
+                f"visitsWChanges {what}",
+                field="visitsWChanges",
+                rows=rows,
+                pages=[labels[r] for r in rows],
+            )
+    return flags_per_page
 
 
 def _as_indices(raw: object) -> np.ndarray | None:

@@ -10,18 +10,14 @@ from __future__ import annotations
 from bayesrate.models.base import RateModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
+from bayesrate.models.hierarchical import HierarchicalModel
+from bayesrate.models.modulated import ModulatedModel
 
-MODELS: dict[str, type[RateModel]] = {"censored": CensoredModel}
-
-try:  # filled in as the model modules land
-    from bayesrate.models.hierarchical import HierarchicalModel
-
-    MODELS["hierarchical"] = HierarchicalModel
-    from bayesrate.models.modulated import ModulatedModel
-
-    MODELS["modulated"] = ModulatedModel
-except ImportError:  # pragma: no cover
-    pass
+MODELS: dict[str, type[RateModel]] = {
+    "censored": CensoredModel,
+    "hierarchical": HierarchicalModel,
+    "modulated": ModulatedModel,
+}
 
 
 def get_model(name: str) -> type[RateModel]:
@@ -32,4 +28,13 @@ def get_model(name: str) -> type[RateModel]:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
 
 
-__all__ = ["MODELS", "CensoredModel", "ConvergenceWarning", "Diagnostics", "RateModel", "get_model"]
+__all__ = [
+    "MODELS",
+    "CensoredModel",
+    "ConvergenceWarning",
+    "Diagnostics",
+    "HierarchicalModel",
+    "ModulatedModel",
+    "RateModel",
+    "get_model",
+]

@@ -11,28 +11,37 @@ Life cycle (lifelines style; fitted attributes end in ``_``)::
 
     model = HierarchicalModel({"page_sd_scale": 0.5})
     model.fit(observations, method="nuts")        # or "advi", "pathfinder"
-    model.idata_            # arviz DataTree: posterior, sample_stats, log_likelihood, constant_data
+    model.idata_            # arviz DataTree: posterior, sample_stats, observed_data, ...
     model.diagnostics_      # bayesrate.models.diagnostics.Diagnostics
     model.page_summary_     # DataFrame per page: rate_per_day mean, lower/upper 90%, n_visits, ...
+    model.compute_log_likelihood()         # PyMC's pointwise log-likelihood, per group
+    model.sample_posterior_predictive()    # PyMC's predictive draws of the observed groups
+    model.predict(new_observations)        # detections of new pages on their visit times
     model.save("fit.nc")
-    HierarchicalModel.load("fit.nc", data=observations)   # refuses mismatches (ArtifactError)
+    HierarchicalModel.load("fit.nc")       # rebuilt from its fit_data; refuses mismatches
 
-The fitted result always contains, whatever the model (the interface later stages use):
+The likelihood is observed (``bayesrate.models.likelihood``): ``detections`` (one
+Binomial per interval group with a detection, dim ``interval_group``) and ``quiet`` (per
+page, the groups without one). The fitted result always contains, whatever the model:
 
 * ``posterior["log_rate"]`` and ``posterior["rate"]`` — ``(chain, draw, page)``, per hour;
   ``rate`` is the page's time-averaged rate (for the modulated model, base rate × mean multiplier).
-* ``log_likelihood["loglik"]`` — ``(chain, draw, page)``: each page's exact interval-censored
-  log-likelihood at that draw (the page is the unit of prediction, for LOO).
-* ``constant_data`` — per page ``domain`` (label), ``n_visits``, ``n_changes``, ``exposure_hours``.
+* ``observed_data`` — ``detections`` and ``quiet`` as PyMC observed them.
+* ``constant_data`` — per page ``domain`` (label), ``n_visits``, ``n_changes``,
+  ``exposure_hours``; per interval group its ``group_page`` and ``group_trials``.
+* ``fit_data`` — the observations themselves (visits and pages), from which :meth:`load`
+  rebuilds the data and the model.
 
-and the root attributes ``bayesrate_model_type``, ``bayesrate_model_config`` (JSON),
-``bayesrate_sampler_config`` (JSON), ``bayesrate_config_hash``, ``bayesrate_data_fingerprint``,
-``bayesrate_versions`` (JSON), ``bayesrate_method``, ``bayesrate_diagnostics`` (JSON) and
-``converged`` (1 or 0).
+and, when asked, ``log_likelihood`` (:meth:`compute_log_likelihood`) and
+``posterior_predictive`` (:meth:`sample_posterior_predictive`); the root attributes
+``bayesrate_model_type``, ``bayesrate_model_config`` (JSON), ``bayesrate_sampler_config``
+(JSON), ``bayesrate_config_hash``, ``bayesrate_data_fingerprint``, ``bayesrate_versions``
+(JSON), ``bayesrate_method``, ``bayesrate_diagnostics`` (JSON) and ``converged`` (1 or 0).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -50,11 +59,13 @@ import pandas as pd
 from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY
 from bayesrate.errors import ArtifactError, ObservationError
 from bayesrate.models import diagnostics as diag_mod
+from bayesrate.models import likelihood as lik_names
 
 if TYPE_CHECKING:
     import pymc as pm
     import xarray as xr
 
+    from bayesrate.models.groups import IntervalGroups
     from bayesrate.observations import Observations
 
 log = logging.getLogger(__name__)
@@ -75,6 +86,10 @@ DEFAULT_SAMPLER_CONFIG: dict[str, Any] = {
 
 #: quantiles reported as the 90% interval in page tables
 LOWER_Q, UPPER_Q = 0.05, 0.95
+#: how :meth:`RateModel.predict` gives pages their rates
+PAGE_RATES = ("population", "posterior")
+#: the predictive models' deterministic: each group's probability of a detection
+DETECTION_PROBABILITY = "detection_probability"
 
 
 def seed_int(seed: int | str) -> int:
@@ -106,6 +121,18 @@ def library_versions() -> dict[str, str]:
     return out
 
 
+@contextlib.contextmanager
+def _quiet_pymc_sampling_log():
+    """Silence PyMC's ``Sampling: [...]`` info line (a library call is not a session)."""
+    logger = logging.getLogger("pymc")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, what: str) -> dict:
     out = copy.deepcopy(dict(defaults))
     for key, value in (given or {}).items():
@@ -132,8 +159,10 @@ class RateModel:
     """A PyMC model of per-page change rates fitted on sufficient statistics.
 
     Subclasses set :attr:`model_type`, :attr:`default_model_config` and implement
-    :meth:`_build` (the PyMC graph) and :meth:`pointwise_loglik` (the same likelihood in
-    numpy, per draw and page); they may extend :meth:`_postprocess`.
+    :meth:`_page_log_rates` (the page level of the graph), :meth:`_population_log_rates`
+    (log-rates of new pages, for :meth:`predict`) and :meth:`_new_page_draws` (the
+    population's draws for new pages in numpy); a model with hour-of-week multipliers
+    overrides :meth:`_log_multiplier`. They may extend :meth:`_add_derived`.
 
     Parameters
     ----------
@@ -157,7 +186,7 @@ class RateModel:
         defaults = {**DEFAULT_SAMPLER_CONFIG, **self.sampler_defaults}
         self.sampler_config = _merge(defaults, sampler_config, "sampler_config")
         self._validate_config()
-        self.model: pm.Model | None = None
+        self._model: pm.Model | None = None
         self.data_: Observations | None = None
         self.idata_: xr.DataTree | None = None
         self.diagnostics_: diag_mod.Diagnostics | None = None
@@ -178,6 +207,11 @@ class RateModel:
             default=str,
         )
         return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def timezone(self) -> str:
+        """The clock of hour-of-week effects and checks (``"UTC"`` unless configured)."""
+        return str(self.model_config.get("timezone", "UTC"))
 
     def __repr__(self) -> str:
         state = "fitted" if self.idata_ is not None else "unfitted"
@@ -204,12 +238,48 @@ class RateModel:
         """Build (and keep in :attr:`model`) the PyMC model of ``data``."""
         self.check_data(data)
         self._build_notes = {}
-        self.model = self._build(data)
+        self._model = self._build(data)
         self.data_ = data
-        return self.model
+        return self._model
 
-    def _build(self, data: Observations) -> pm.Model:  # pragma: no cover - abstract
+    @property
+    def model(self) -> pm.Model | None:
+        """The PyMC model of the fitted data (rebuilt on first use after :meth:`load`)."""
+        if self._model is None and self.data_ is not None:
+            self.build_model(self.data_)
+        return self._model
+
+    def _build(self, data: Observations) -> pm.Model:
+        """The fitted model: page log-rates, multipliers, observed interval groups."""
+        import pymc as pm
+
+        with pm.Model(coords=self.coords(data)) as model:
+            log_rate = self._page_log_rates(data)
+            log_multiplier = self._log_multiplier()
+            self._add_likelihood(data, log_rate, log_multiplier)
+        return model
+
+    def _page_log_rates(self, data: Observations):  # pragma: no cover - abstract
+        """Add the page level to the current model; return log page rates per hour."""
         raise NotImplementedError
+
+    def _log_multiplier(self):
+        """Add hour-of-week effects to the current model; ``None`` for constant rates."""
+        return None
+
+    def fitted_groups(self, data: Observations) -> IntervalGroups:
+        """The interval groups the fitted likelihood observes (by interval length here)."""
+        from bayesrate.models.groups import interval_groups
+
+        return interval_groups(data)
+
+    def _add_likelihood(self, data: Observations, log_rate, log_multiplier) -> None:
+        from bayesrate.models import likelihood as lik
+
+        groups = self.fitted_groups(data)
+        changed = groups.select(groups.detected > 0)
+        lik.detections(changed, log_rate, lik.log_exposure(changed, log_multiplier))
+        lik.quiet(groups.select(groups.detected == 0), log_rate, log_multiplier)
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -365,41 +435,56 @@ class RateModel:
         """``(chain, draw, page)`` log page rates per hour, from the posterior group."""
         return np.asarray(posterior["log_rate"].transpose("chain", "draw", DIM_PAGE))
 
-    def pointwise_loglik(self, posterior, data: Observations) -> np.ndarray:
-        """``(chain, draw, page)`` exact log-likelihood per page at each draw."""
-        raise NotImplementedError  # pragma: no cover - abstract
-
     def _postprocess(self, idata: xr.DataTree, data: Observations) -> xr.DataTree:
-        """Add ``rate``, ``log_likelihood/loglik`` and ``constant_data`` to the result."""
+        """Add ``rate``, ``observed_data``, ``constant_data`` and ``fit_data``."""
         import xarray as xr
+
+        from bayesrate.models.fit_data import observations_to_dataset
 
         post = idata["posterior"].to_dataset()
         if "log_rate" not in post and "rate" in post:
             post["log_rate"] = np.log(post["rate"])
         post = self._add_derived(post, data)
-        ll = self.pointwise_loglik(post, data)
-        page_coord = {DIM_PAGE: post[DIM_PAGE].values}
-        loglik = xr.Dataset(
-            {"loglik": (("chain", "draw", DIM_PAGE), ll)},
-            coords={"chain": post["chain"].values, "draw": post["draw"].values, **page_coord},
-        )
+        children = {"posterior": xr.DataTree(post)}
+        if "sample_stats" in idata.children:
+            children["sample_stats"] = xr.DataTree(idata["sample_stats"].to_dataset())
+        children["observed_data"] = xr.DataTree(self._observed_data())
+        children["constant_data"] = xr.DataTree(self._constant_data(data))
+        children["fit_data"] = xr.DataTree(observations_to_dataset(data))
+        return xr.DataTree(children=children)
+
+    def _observed_data(self) -> xr.Dataset:
+        """The observed variables' values, with their dims (as PyMC stores them)."""
+        import xarray as xr
+
+        model = self.model
+        out = {}
+        for rv in model.observed_RVs:
+            dims = model.named_vars_to_dims.get(rv.name, ())
+            out[rv.name] = (dims, np.asarray(model.rvs_to_values[rv].data))
+        coords = {d: np.asarray(model.coords[d]) for var in out.values() for d in var[0]}
+        return xr.Dataset(out, coords=coords)
+
+    def _constant_data(self, data: Observations) -> xr.Dataset:
+        import xarray as xr
+
+        from bayesrate.constants import DIM_GROUP
+
         stats = data.interval_stats
-        const = xr.Dataset(
+        groups = self.fitted_groups(data)
+        changed = groups.select(groups.detected > 0)
+        labels = _labels(data.pages.index)
+        return xr.Dataset(
             {
                 "domain": ((DIM_PAGE,), _labels(data.pages["domain"])),
                 "n_visits": ((DIM_PAGE,), stats.n_visits),
                 "n_changes": ((DIM_PAGE,), stats.n_changes),
                 "exposure_hours": ((DIM_PAGE,), stats.exposure),
+                "group_page": ((DIM_GROUP,), labels[changed.page]),
+                "group_trials": ((DIM_GROUP,), changed.trials),
             },
-            coords=page_coord,
+            coords={DIM_PAGE: labels, DIM_GROUP: np.arange(changed.n_groups)},
         )
-        children = {"posterior": xr.DataTree(post)}
-        for name in ("sample_stats",):
-            if name in idata.children:
-                children[name] = xr.DataTree(idata[name].to_dataset())
-        children["log_likelihood"] = xr.DataTree(loglik)
-        children["constant_data"] = xr.DataTree(const)
-        return xr.DataTree(children=children)
 
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         """Subclass hook: add derived variables; default adds ``rate = exp(log_rate)``."""
@@ -418,6 +503,219 @@ class RateModel:
         attrs["bayesrate_method"] = self.method_ or ""
         attrs["bayesrate_diagnostics"] = json.dumps(self.diagnostics_.to_dict(), default=str)
         attrs["converged"] = int(bool(self.diagnostics_.converged))
+
+    # ------------------------------------------------------------------ PyMC's own functions
+    def thinned_posterior(self, max_draws: int | None = None) -> xr.Dataset:
+        """The posterior, every k-th draw of each chain so that at most ``max_draws`` remain."""
+        self._require_fit()
+        post = self.idata_["posterior"].to_dataset()
+        if max_draws is None:
+            return post
+        step = max(1, math.ceil(post.sizes["chain"] * post.sizes["draw"] / max_draws))
+        return post.isel(draw=slice(None, None, step))
+
+    def _require_model(self) -> pm.Model:
+        self._require_fit()
+        if self.model is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no data to rebuild its model from (a compact "
+                "fit without fit_data): load it with data=..."
+            )
+        return self.model
+
+    def compute_log_likelihood(self, max_draws: int | None = None) -> xr.Dataset:
+        """PyMC's pointwise log-likelihood (``pm.compute_log_likelihood``), kept in ``idata_``.
+
+        ``detections`` per interval group and ``quiet`` per page, at every draw of
+        :meth:`thinned_posterior`. Each page's sum is its exact log-likelihood plus the
+        Binomial constants ``Σ log C(n, c)``.
+        """
+        import pymc as pm
+        import xarray as xr
+
+        model = self._require_model()
+        tree = xr.DataTree(self.thinned_posterior(max_draws), name="posterior")
+        out = pm.compute_log_likelihood(
+            xr.DataTree(children={"posterior": tree}),
+            model=model,
+            extend_inferencedata=False,
+            progressbar=False,
+        )
+        self.idata_["log_likelihood"] = out
+        return out
+
+    def sample_posterior_predictive(
+        self, max_draws: int | None = None, seed: int | str = "posterior-predictive"
+    ) -> xr.Dataset:
+        """PyMC's draws of the observed variables (``pm.sample_posterior_predictive``).
+
+        Kept in ``idata_`` as the ``posterior_predictive`` group: ``detections`` per
+        interval group and ``quiet`` per page, one draw per posterior draw kept.
+        """
+        import pymc as pm
+
+        model = self._require_model()
+        with _quiet_pymc_sampling_log():
+            out = pm.sample_posterior_predictive(
+                self.thinned_posterior(max_draws),
+                model=model,
+                random_seed=seed_int(seed),
+                progressbar=False,
+            )
+        self.idata_["posterior_predictive"] = out["posterior_predictive"]
+        return out["posterior_predictive"].to_dataset()
+
+    def predict(
+        self,
+        observations: Observations,
+        *,
+        n_draws: int | None = 500,
+        seed: int | str = "predict",
+        page_rates: str = "population",
+    ) -> xr.DataTree:
+        """Posterior predictive detections of pages on their own visit times.
+
+        Parameters
+        ----------
+        observations
+            The pages and their visit times (their change flags are kept as
+            ``observed_data``, not used).
+        n_draws
+            Posterior draws used (thinned evenly); ``None`` for all.
+        seed
+            Seed of the draws (int or string).
+        page_rates
+            ``"population"``: the pages are *new* pages: a page of a fitted domain draws
+            its log-rate from that domain's population, a page of another domain from a
+            new domain whose mean is drawn from the global level (models without a
+            population draw from their fixed prior). ``"posterior"``: the pages are the
+            fitted pages, each with its own posterior (the conditional predictive).
+
+        Returns
+        -------
+        xarray.DataTree
+            ``posterior_predictive``: ``detections`` ``(chain, draw, interval_group)``,
+            ``detection_probability`` (same dims), ``page_detections``
+            ``(chain, draw, page)``; ``observed_data``; ``constant_data`` with each
+            group's ``group_page``, ``group_trials``, ``group_length_hours`` and
+            ``group_end_bucket`` (the hour-of-week bucket of its detecting visits), and
+            each page's ``domain`` and ``known_domain``. The groups are those of
+            :func:`bayesrate.models.groups.visit_patterns` on the model's clock.
+        """
+        import pymc as pm
+
+        from bayesrate.models.groups import visit_patterns
+
+        if page_rates not in PAGE_RATES:
+            raise ValueError(f"page_rates must be one of {PAGE_RATES}, got {page_rates!r}")
+        self._require_fit()
+        self.check_data(observations)
+        posterior = self.thinned_posterior(n_draws)
+        if page_rates == "posterior":
+            fitted = posterior[DIM_PAGE].values
+            if not np.array_equal(fitted, _labels(observations.pages.index)):
+                raise ValueError("page_rates='posterior' needs the fitted pages, in order")
+        patterns = visit_patterns(observations, self.timezone)
+        model = self._predictive_model(observations, patterns, page_rates)
+        with _quiet_pymc_sampling_log():
+            out = pm.sample_posterior_predictive(
+                posterior,
+                model=model,
+                var_names=[lik_names.DETECTIONS, DETECTION_PROBABILITY],
+                random_seed=seed_int(seed),
+                progressbar=False,
+            )
+        return self._prediction(observations, patterns, out)
+
+    def _prediction(self, observations: Observations, patterns, out) -> xr.DataTree:
+        """``predict``'s result: PyMC's draws, page totals, the groups' descriptions."""
+        import xarray as xr
+
+        from bayesrate.constants import DIM_GROUP
+        from bayesrate.models.groups import sum_by_page
+
+        pred = out["posterior_predictive"].to_dataset()
+        counts = pred[lik_names.DETECTIONS].transpose("chain", "draw", DIM_GROUP)
+        by_page = sum_by_page(counts.values, patterns.group_page, observations.n_pages)
+        labels = _labels(observations.pages.index)
+        domains = _labels(observations.pages["domain"])
+        pred["page_detections"] = (("chain", "draw", DIM_PAGE), by_page)
+        pred = pred.assign_coords({DIM_PAGE: labels})
+        lengths = patterns.pattern_length[patterns.group_pattern]
+        const = xr.Dataset(
+            {
+                "group_page": ((DIM_GROUP,), labels[patterns.group_page]),
+                "group_trials": ((DIM_GROUP,), patterns.group_n),
+                "group_length_hours": ((DIM_GROUP,), lengths),
+                "group_end_bucket": ((DIM_GROUP,), patterns.group_end_bucket),
+                "domain": ((DIM_PAGE,), domains),
+                "known_domain": ((DIM_PAGE,), np.isin(domains, self._fitted_domains())),
+            },
+            coords={DIM_PAGE: labels, DIM_GROUP: pred[DIM_GROUP].values},
+        )
+        return xr.DataTree(
+            children={
+                "posterior_predictive": xr.DataTree(pred),
+                "observed_data": xr.DataTree(out["observed_data"].to_dataset()),
+                "constant_data": xr.DataTree(const),
+            }
+        )
+
+    def _fitted_domains(self) -> np.ndarray:
+        const = self.idata_["constant_data"]
+        return np.unique(np.asarray(const["domain"]).astype(str))
+
+    def _predictive_model(self, data: Observations, patterns, page_rates: str) -> pm.Model:
+        """Page log-rates (posterior or population), multipliers and *every* group."""
+        import pymc as pm
+
+        from bayesrate.constants import DIM_GROUP
+        from bayesrate.models import likelihood as lik
+
+        groups = patterns.groups("hour_of_week" if self.has_multipliers else "length")
+        coords = {DIM_PAGE: _labels(data.pages.index), DIM_GROUP: np.arange(groups.n_groups)}
+        with pm.Model(coords=coords) as model:
+            if page_rates == "posterior":
+                log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
+            else:
+                log_rate = self._population_log_rates(data)
+            log_multiplier = self._predictive_log_multiplier()
+            log_pattern = lik.log_exposure(groups, log_multiplier)
+            lik.detections(groups, log_rate, log_pattern)
+            log_lam = lik.group_log_rate(groups, log_rate, log_pattern)
+            pm.Deterministic(DETECTION_PROBABILITY, -pm.math.expm1(-pm.math.exp(log_lam)),
+                             dims=DIM_GROUP)  # fmt: skip
+        return model
+
+    @property
+    def has_multipliers(self) -> bool:
+        """Whether the model has hour-of-week multipliers (exposures are overlaps)."""
+        return False
+
+    def _predictive_log_multiplier(self):
+        """The fitted multipliers as a placeholder (values come from the posterior)."""
+        return None
+
+    def _population_log_rates(self, data: Observations):  # pragma: no cover - abstract
+        """Log-rates of ``data``'s pages as new pages (in the current model context)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ numpy log-likelihood
+    def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
+        """``(draws, pages)`` exact log-likelihood of each page at each kept posterior draw.
+
+        Evaluated by :mod:`bayesrate.likelihood` (no Binomial constants); the page is the
+        unit of leave-one-page-out (:mod:`bayesrate.checks.compare`).
+        """
+        from bayesrate.draws import stack_draws
+        from bayesrate.likelihood import pointwise_loglik
+
+        self._require_fit()
+        if self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        post = self.thinned_posterior(max_draws)
+        log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+        return pointwise_loglik(self.data_.interval_stats.groups, log_rate)
 
     # ------------------------------------------------------------------ results
     def _require_fit(self) -> None:
@@ -455,11 +753,14 @@ class RateModel:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        """Write the fitted result (NetCDF4, with self-describing root attributes)."""
+        """Write the fitted result (NetCDF4, self-describing root attributes, compressed
+        ``fit_data``)."""
+        from bayesrate.models.fit_data import netcdf_encoding
+
         self._require_fit()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.idata_.to_netcdf(path, engine="h5netcdf")
+        self.idata_.to_netcdf(path, engine="h5netcdf", encoding=netcdf_encoding(self.idata_))
         return path
 
     @classmethod
@@ -470,14 +771,19 @@ class RateModel:
         data: Observations | None = None,
         model_config: Mapping[str, Any] | None = None,
     ) -> RateModel:
-        """Load a saved fit; refuse one that does not match.
+        """Load a saved fit and its data; refuse one that does not match.
+
+        The observations come from the file's ``fit_data`` group (checked against the
+        saved fingerprint), so the model can be rebuilt (:attr:`model`) with no data
+        argument.
 
         Parameters
         ----------
         path
             A file written by :meth:`save`.
         data
-            If given, its fingerprint must equal the fitted data's.
+            If given, its fingerprint must equal the fitted data's (and it is used instead
+            of ``fit_data``; a compact fit without ``fit_data`` needs it to rebuild).
         model_config
             If given, the merged config's hash must equal the saved one.
 
@@ -485,7 +791,8 @@ class RateModel:
         ------
         ArtifactError
             Not a bayesrate fit, a different model type (when called on a subclass),
-            a different config, or different data.
+            a different config, different data, or ``fit_data`` that does not match the
+            fingerprint.
         """
         import xarray as xr
 
@@ -525,19 +832,38 @@ class RateModel:
                     f"{wanted.model_config}"
                 )
         fingerprint = attrs.get("bayesrate_data_fingerprint", "")
-        if data is not None and data.fingerprint != fingerprint:
-            raise ArtifactError(
-                f"{path} was fitted on different data (fingerprint {fingerprint[:12]}..., "
-                f"given {data.fingerprint[:12]}...)"
-            )
         model.idata_ = idata
-        model.data_ = data
+        model.data_ = _fitted_data(path, idata, fingerprint, data)
         model.method_ = attrs.get("bayesrate_method")
         model.data_fingerprint_ = fingerprint
         model.diagnostics_ = diag_mod.Diagnostics.from_dict(
             json.loads(attrs.get("bayesrate_diagnostics", '{"method": "unknown"}'))
         )
         return model
+
+
+def _fitted_data(
+    path: Path, idata: xr.DataTree, fingerprint: str, data: Observations | None
+) -> Observations | None:
+    """The observations of a saved fit: ``data`` if given (it must match the fingerprint),
+    else rebuilt from its ``fit_data`` group (which must match too), else ``None``."""
+    from bayesrate.models.fit_data import observations_from_dataset
+
+    if data is not None:
+        if data.fingerprint != fingerprint:
+            raise ArtifactError(
+                f"{path} was fitted on different data (fingerprint {fingerprint[:12]}..., "
+                f"given {data.fingerprint[:12]}...)"
+            )
+        return data
+    if "fit_data" not in idata.children:
+        return None
+    data = observations_from_dataset(idata["fit_data"].to_dataset())
+    if data.fingerprint != fingerprint:
+        raise ArtifactError(
+            f"{path}: its fit_data do not match its data fingerprint (edited file?)"
+        )
+    return data
 
 
 def _labels(index) -> np.ndarray:

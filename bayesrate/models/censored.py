@@ -1,7 +1,8 @@
 """Interval-censored Poisson model, one independent rate per page.
 
-``log L(λ) = Σ_groups c·log(1 − e^{−λτ}) − λ·U`` per page (``U`` = unchanged exposure,
-hours), exact for any interval lengths; see :mod:`bayesrate.models.likelihood`.
+Each page's intervals, grouped by length ``τ``, are Binomial: ``c`` of ``n`` intervals with
+a detected change, ``p = 1 − e^{−λτ}`` (:mod:`bayesrate.models.likelihood`); exact for any
+interval lengths.
 
 Priors (``model_config``, rates **per day** for readability):
 
@@ -10,6 +11,9 @@ Priors (``model_config``, rates **per day** for readability):
     ``alpha = 1`` with ``beta_days → 0`` is flat in λ (its posterior mode is the MLE).
 ``prior = "lognormal"``
     ``log λ_day ~ Normal(log_mean_per_day, log_sd)``.
+
+A new page (:meth:`~bayesrate.models.base.RateModel.predict`) draws its rate from the same
+fixed prior.
 """
 
 from __future__ import annotations
@@ -17,15 +21,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
 from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import RateModel, check_config_numbers
-from bayesrate.models.likelihood import interval_loglik, pointwise_interval_loglik
 
 if TYPE_CHECKING:
-    import pymc as pm
-
     from bayesrate.observations import Observations
 
 
@@ -49,30 +48,28 @@ class CensoredModel(RateModel):
             cfg, positive=("alpha", "beta_days", "log_sd"), finite=("log_mean_per_day",)
         )
 
-    def _build(self, data: Observations) -> pm.Model:
+    def _prior_log_rates(self, name: str):
+        """Log page rates per hour drawn from the fixed prior, as variable ``name``."""
         import pymc as pm
         import pytensor.tensor as pt
 
         cfg = self.model_config
-        stats = data.interval_stats
-        with pm.Model(coords=self.coords(data)) as model:
-            if cfg["prior"] == "gamma":
-                # λ per hour ~ Gamma(alpha, beta_days · 24 h/day)
-                rate = pm.Gamma(
-                    "rate",
-                    alpha=cfg["alpha"],
-                    beta=cfg["beta_days"] * HOURS_PER_DAY,
-                    dims=DIM_PAGE,
-                )
-                log_rate = pm.Deterministic("log_rate", pt.log(rate), dims=DIM_PAGE)
-            else:
-                mu = cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY)
-                log_rate = pm.Normal("log_rate", mu=mu, sigma=cfg["log_sd"], dims=DIM_PAGE)
-            pm.Potential("interval_censored_loglik", interval_loglik(log_rate, stats))
-        return model
+        if cfg["prior"] == "gamma":
+            # λ per hour ~ Gamma(alpha, beta_days · 24 h/day)
+            rate = pm.Gamma(
+                name, alpha=cfg["alpha"], beta=cfg["beta_days"] * HOURS_PER_DAY, dims=DIM_PAGE
+            )
+            return pt.log(rate)
+        mu = cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY)
+        return pm.Normal(name, mu=mu, sigma=cfg["log_sd"], dims=DIM_PAGE)
 
-    def pointwise_loglik(self, posterior, data: Observations) -> np.ndarray:
-        log_rate = self.log_rate_draws(posterior)
-        chains, draws, pages = log_rate.shape
-        flat = pointwise_interval_loglik(log_rate.reshape(-1, pages), data.interval_stats)
-        return flat.reshape(chains, draws, pages)
+    def _page_log_rates(self, data: Observations):
+        import pymc as pm
+
+        if self.model_config["prior"] == "gamma":
+            return pm.Deterministic("log_rate", self._prior_log_rates("rate"), dims=DIM_PAGE)
+        return self._prior_log_rates("log_rate")
+
+    def _population_log_rates(self, data: Observations):
+        name = "new_rate" if self.model_config["prior"] == "gamma" else "new_log_rate"
+        return self._prior_log_rates(name)

@@ -1,46 +1,52 @@
-"""A fused PyTensor Op for the changed-interval terms of the modulated likelihood.
+"""Fused PyTensor Ops for the interval groups' Binomial log-likelihood (numba, GIL-free).
 
-``Σ_k c_k · log(1 − e^{−λ_k})`` with ``log λ_k = log_rate[page_k] + log_pattern[pattern_k]``
-is the expensive part of :func:`bayesrate.models.likelihood.hour_of_week_loglik`: on an
-hourly grid there is one term per (page, hour-of-week bucket) with a change (24,700 of them
-on ``pages_like(300)``). As a graph of gathers, elementwise ops and scatter-adds, one
-log-density + gradient cost 0.75 ms under nutpie's numba backend; with this Op, which
-computes value and gradient in one pass (0.25–0.29 ms), the model's costs 0.36–0.48 ms
-(``benchmarks/RESULTS.md`` → Models).
+A group ``k`` holds ``n_k`` intervals of one page with the same exposure, ``c_k`` of which
+ended in a detected change. With ``log λ_k = log_rate[page_k] + log_pattern[pattern_k]``
+(the integrated rate of one interval: page rate times the exposure of its pattern), its
+log-probability is the Binomial's, written stably (``docs/models.md``)::
 
-How:
+    v_k = c_k · log(1 − e^{−λ_k}) − (n_k − c_k) · λ_k + log C(n_k, c_k)
 
-* The Op returns ``(value, ∂/∂log_rate, ∂/∂log_pattern)``; its ``pullback`` reuses the two
-  gradient outputs, so a log-density-and-gradient is one evaluation. Second derivatives
-  are not implemented (NUTS, ADVI and pathfinder need none).
-* The kernel is nopython numba and releases the GIL: nutpie's chain threads run in
-  parallel. (A numpy version was as fast on one thread but serialised two chains on the
-  GIL; ``np.dot`` inside the kernel let BLAS threads contend with the chains.)
+On an hourly grid the modulated model has one group per page × hour-of-week bucket with a
+change (24,700 on ``pages_like(300)``); as a graph of gathers, elementwise ops and
+scatter-adds one log-density + gradient cost 0.75 ms under nutpie's numba backend. Here:
+
+* :class:`BinomialTerms` returns ``v`` (one per group: PyMC's pointwise log-likelihood),
+  ``s = dv/d log λ`` and, from the same pass, the gradient of ``Σ v``: ``s`` summed into
+  ``∂/∂log_rate`` (per page) and ``∂/∂log_pattern`` (per pattern). Its ``pullback``
+  returns that gradient when the cotangent is one number broadcast to every group (the
+  log-density is the plain sum: NUTS's case), and otherwise scales ``s`` by the cotangent
+  and hands it to :class:`ScatterToFactors` (one numba loop). Measured on
+  ``pages_like(300)``: the separate scatter pass cost 19% of a log-density + gradient.
+* The kernels are nopython numba and release the GIL: nutpie's chain threads run in
+  parallel. (A numpy version serialised two chains on the GIL; ``np.dot`` inside the
+  kernel let BLAS threads contend with the chains.)
 * ``λ = e^{log_rate}·e^{log_pattern}`` (per-page and per-pattern exponentials, unless a
   factor is beyond ±340 in log), ``e^{−λ}`` by Cody-Waite range reduction and a Taylor
   series with ``2^k`` from exponent bits, ``log(1 − e^{−λ})`` by a Bernoulli series for
   ``λ ≤ ln 2`` and an atanh series above: all arithmetic, in blocks of 256 terms, so LLVM
-  vectorises the loops (numba's libm calls do not vectorise). Per term: ~1 ulp relative
-  for ``λ ≤ ln 2``; above, the inherent ``λ·ε`` of ``e^{−λ}`` (tested against numpy).
-* The (page, pattern, count) groups live on the Op (equal Ops: equal digests of the
-  arrays) and are frozen into the compiled function, which PyTensor caches on disk.
+  vectorises the loops (numba's libm calls do not vectorise). The series' coefficients are
+  data (tuples below) evaluated by one Horner loop. Per term: ~1 ulp relative for
+  ``λ ≤ ln 2``; above, the inherent ``λ·ε`` of ``e^{−λ}`` (tested against numpy).
+* The groups (page, pattern, n − c, c) live on the Ops (equal Ops: equal digests
+  of the arrays) and are frozen into the compiled functions, which PyTensor caches on disk.
 
-Per term, with ``λ`` the integrated rate (``docs/science.md`` §1) and ``a = log λ``:
-``v = log(1 − e^{−λ})`` and ``dv/da = λ e^{−λ}/(1 − e^{−λ})``. For tiny ``λ`` the series
-branch gives ``v = a + log((1 − e^{−λ})/λ)``, exact where ``1 − e^{−λ}`` would round (it
-replaces the ``a < −20`` series of :func:`~bayesrate.models.likelihood.log1mexp_of_log`).
-Values agree with :func:`~bayesrate.models.likelihood.np_log1mexp_of_log` to rounding, so
-the model's posterior is unchanged (tested).
+Per term, with ``a = log λ``: ``log(1 − e^{−λ})`` and its slope ``λ e^{−λ}/(1 − e^{−λ})``.
+For tiny ``λ`` the series branch gives ``a + log((1 − e^{−λ})/λ)``, exact where
+``1 − e^{−λ}`` would round; values agree with :func:`bayesrate.likelihood.log1mexp_of_log`
+to rounding (tested).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from functools import cache
 from pathlib import Path
 
 import numba
 import numpy as np
+from scipy.special import gammaln
 
 # Cody-Waite split of ln 2 (fdlibm) for the exponential's range reduction
 _LN2_HI = 6.93147180369123816490e-01
@@ -57,6 +63,38 @@ _LN2 = 0.6931471805599453
 #: terms are processed in blocks of this many, so that the scratch arrays stay in L1
 _BLOCK = 256
 
+#: ``expm1(r)/r = Σ r^k/(k+1)!`` for ``|r| ≤ ln2/2``, to ``r^13`` (error < 2e-18)
+_EXPM1_OVER_R = tuple(1.0 / math.factorial(k + 1) for k in range(14))
+#: ``2 atanh(s)/(2s) = Σ s^2k/(2k+1)`` for ``|s| ≤ 0.1716``, in ``z = s²``, to ``s^20``
+_ATANH_OVER_S = tuple(1.0 / (2 * k + 1) for k in range(11))
+#: ``log((1 − e^{−λ})/λ) = −λ/2 + z·Σ B_2n z^(n−1)/(2n (2n)!)``, ``z = λ²``, to ``λ^20``
+#: (``λ ≤ ln 2``; next term < 1e-19)
+_LOG1MEXP_SMALL = (
+    0.041666666666666664,
+    -0.00034722222222222224,
+    5.5114638447971785e-06,
+    -1.033399470899471e-07,
+    2.08767569878681e-09,
+    -4.403491782239578e-11,
+    9.55895466477477e-13,
+    -2.1185501852016142e-14,
+    4.770034475709914e-16,
+    -1.087434349279031e-17,
+)
+#: ``λ/(e^λ − 1) = 1 − λ/2 + z·Σ B_2n z^(n−1)/(2n)!``, ``z = λ²``, to ``λ^20``
+_SLOPE_SMALL = (
+    0.08333333333333333,
+    -0.001388888888888889,
+    3.306878306878307e-05,
+    -8.267195767195768e-07,
+    2.08767569878681e-08,
+    -5.284190138687493e-10,
+    1.3382536530684679e-11,
+    -3.3896802963225827e-13,
+    8.586062056277845e-15,
+    -2.174868698558062e-16,
+)
+
 #: part of PyTensor's numba cache key: a digest of this file, so edited kernels recompile
 _KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -64,80 +102,13 @@ _JIT = {"cache": True, "nogil": True, "error_model": "numpy", "fastmath": {"cont
 
 
 @numba.njit(inline="always", **_JIT)
-def _expm1_reduced(r):
-    """``expm1(r)`` for ``|r| ≤ ln2/2``: Taylor series to ``r^14/14!`` (error < 2e-18)."""
-    return r * (
-        1.0
-        + r
-        * (
-            1 / 2
-            + r
-            * (
-                1 / 6
-                + r
-                * (
-                    1 / 24
-                    + r
-                    * (
-                        1 / 120
-                        + r
-                        * (
-                            1 / 720
-                            + r
-                            * (
-                                1 / 5040
-                                + r
-                                * (
-                                    1 / 40320
-                                    + r
-                                    * (
-                                        1 / 362880
-                                        + r
-                                        * (
-                                            1 / 3628800
-                                            + r
-                                            * (
-                                                1 / 39916800
-                                                + r
-                                                * (
-                                                    1 / 479001600
-                                                    + r * (1 / 6227020800 + r / 87178291200)
-                                                )
-                                            )
-                                        )
-                                    )
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-    )
-
-
-@numba.njit(inline="always", **_JIT)
-def _two_atanh(s):
-    """``2 atanh(s) = log((1+s)/(1−s))`` for ``|s| ≤ 0.1716``: odd series to ``s^21``."""
-    z = s * s
-    series = 1.0 + z * (
-        1 / 3
-        + z
-        * (
-            1 / 5
-            + z
-            * (
-                1 / 7
-                + z
-                * (
-                    1 / 9
-                    + z
-                    * (1 / 11 + z * (1 / 13 + z * (1 / 15 + z * (1 / 17 + z * (1 / 19 + z / 21)))))
-                )
-            )
-        )
-    )
-    return 2.0 * s * series
+def _horner(coefficients, x):
+    """``Σ coefficients[k] · x^k`` by Horner's rule (a loop LLVM unrolls: the tuple is a
+    compile-time constant)."""
+    acc = 0.0
+    for k in range(len(coefficients) - 1, -1, -1):
+        acc = acc * x + coefficients[k]
+    return acc
 
 
 @numba.njit(**_JIT)
@@ -149,7 +120,7 @@ def _pow2_reduce(x, poly, scale_bits, m):
     for j in range(m):
         kf = np.floor(x[j] * _INV_LN2 + 0.5)
         r = (x[j] - kf * _LN2_HI) - kf * _LN2_LO
-        poly[j] = _expm1_reduced(r)
+        poly[j] = r * _horner(_EXPM1_OVER_R, r)
         scale_bits[j] = (np.int64(kf) + 1023) << 52
 
 
@@ -177,90 +148,6 @@ def _factors(log_rate, log_pattern):
     )
 
 
-@numba.njit(inline="always", **_JIT)
-def _log1mexp_small(lam):
-    """``log((1 − e^{−λ})/λ)`` for ``0 ≤ λ ≤ ln 2``: ``−λ/2 + Σ B_2n λ^2n / (2n (2n)!)``.
-
-    Bernoulli-number series to ``λ^20`` (next term < 1e-19 at ``λ = ln 2``).
-    """
-    z = lam * lam
-    return -0.5 * lam + z * (
-        0.041666666666666664
-        + z
-        * (
-            -0.00034722222222222224
-            + z
-            * (
-                5.5114638447971785e-06
-                + z
-                * (
-                    -1.033399470899471e-07
-                    + z
-                    * (
-                        2.08767569878681e-09
-                        + z
-                        * (
-                            -4.403491782239578e-11
-                            + z
-                            * (
-                                9.55895466477477e-13
-                                + z
-                                * (
-                                    -2.1185501852016142e-14
-                                    + z * (4.770034475709914e-16 + z * (-1.087434349279031e-17))
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-    )
-
-
-@numba.njit(inline="always", **_JIT)
-def _slope_small(lam):
-    """``λ/(e^λ − 1) = 1 − λ/2 + Σ B_2n λ^2n/(2n)!`` for ``0 ≤ λ ≤ ln 2`` (to ``λ^20``)."""
-    z = lam * lam
-    return (
-        1.0
-        - 0.5 * lam
-        + z
-        * (
-            0.08333333333333333
-            + z
-            * (
-                -0.001388888888888889
-                + z
-                * (
-                    3.306878306878307e-05
-                    + z
-                    * (
-                        -8.267195767195768e-07
-                        + z
-                        * (
-                            2.08767569878681e-08
-                            + z
-                            * (
-                                -5.284190138687493e-10
-                                + z
-                                * (
-                                    1.3382536530684679e-11
-                                    + z
-                                    * (
-                                        -3.3896802963225827e-13
-                                        + z * (8.586062056277845e-15 + z * (-2.174868698558062e-16))
-                                    )
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-    )
-
-
 @numba.njit(**_JIT)
 def _scratch():
     """Per-call scratch arrays of one block (in L1 cache)."""
@@ -271,7 +158,8 @@ def _scratch():
 
 @numba.njit(**_JIT)
 def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i):
-    """Terms ``start .. start+m``: ``f[4] = log(1 − e^{−λ})``, ``f[5] = d f[4] / d log λ``.
+    """Terms ``start .. start+m``: ``f[0] = log λ``, ``f[1] = λ`` (capped near ``e^6.57``
+    unless ``exact_product``), ``f[4] = log(1 − e^{−λ})``, ``f[5] = d f[4] / d log λ``.
 
     ``rate``/``mult`` are ``exp`` of the clipped log factors; ``exact_product`` says no
     factor was clipped, so ``λ = rate·mult`` (else ``λ = exp(log λ)``, vectorised).
@@ -306,41 +194,57 @@ def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern
         big_q = q > 0.29
         # one division: the numerator and denominator are selected, not the quotients
         s = (y - 0.5 if big_q else -q) / (y + 0.5 if big_q else 2.0 - q)
-        log_y = _two_atanh(s) - (_LN2_HI + _LN2_LO if big_q else 0.0)
+        log_y = 2.0 * s * _horner(_ATANH_OVER_S, s * s) - (_LN2_HI + _LN2_LO if big_q else 0.0)
         small = lj <= _LN2
-        value[j] = log_lam[j] + _log1mexp_small(lj) if small else log_y
-        slope[j] = _slope_small(lj) if small else lj * q / y
+        z = lj * lj
+        value[j] = log_lam[j] + (-0.5 * lj + z * _horner(_LOG1MEXP_SMALL, z)) if small else log_y
+        slope[j] = 1.0 - 0.5 * lj + z * _horner(_SLOPE_SMALL, z) if small else lj * q / y
 
 
 @numba.njit(**_JIT)
-def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
-    """Value and gradients of ``Σ_k c_k log(1 − e^{−λ_k})`` (see the module docstring).
+def _quiet_lambda(f, exact_product, m):
+    """The row of ``f`` holding each term's ``λ`` for its unchanged intervals: ``f[1]``
+    when the product is exact, else ``f[2] = exp(min(log λ, 709))`` (``f[1]`` is capped)."""
+    if exact_product:
+        return f[1]
+    for j in range(m):
+        f[2, j] = np.exp(min(f[0, j], 709.0))
+    return f[2]
+
+
+@numba.njit(**_JIT)
+def binomial_terms_kernel(log_rate, log_pattern, page, pattern, unchanged, detected, constant):
+    """Per group: the Binomial log-probability ``v`` and its slope ``s = dv/d log λ``; and
+    the gradient of ``Σ v`` (``s`` summed per page and per pattern, in the same pass).
 
     Parameters
     ----------
     log_rate
-        ``(n_pages,)`` log base rates per hour.
+        ``(n_pages,)`` log page rates per hour.
     log_pattern
-        ``(n_patterns,)`` log of each overlap pattern's integrated multiplier.
+        ``(n_patterns,)`` log exposure of one interval of each pattern (hours, or the
+        integrated hour-of-week multiplier).
     page, pattern
-        Per changed group: its page and its pattern (``int64``).
-    count
-        Per changed group: its number of changed intervals (``float64``).
+        Per group: its page and pattern (``int64``).
+    unchanged, detected
+        Per group: intervals without ``n − c`` and with ``c`` a detected change (``float64``).
+    constant
+        Per group: ``log C(n, c)`` (added to ``v``).
 
     Returns
     -------
     tuple
-        ``(value, d/d log_rate, d/d log_pattern)``.
+        ``(v, s, ∂Σv/∂log_rate, ∂Σv/∂log_pattern)``.
     """
-    f, i = _scratch()
-    rate, mult, exact_product = _factors(log_rate, log_pattern)
-    total = 0.0
+    n = page.shape[0]
+    values = np.empty(n)
+    slopes = np.empty(n)
     grad_rate = np.zeros(log_rate.shape[0])
     grad_pattern = np.zeros(log_pattern.shape[0])
-    n = page.shape[0]
-    # Groups come sorted by page: a page's weights are summed in a register and stored
-    # once (correct for any order; fastest when sorted). Plain loops, not np.dot: BLAS
-    # threads would contend with nutpie's chain threads.
+    f, i = _scratch()
+    rate, mult, exact_product = _factors(log_rate, log_pattern)
+    # groups come sorted by page: a page's slopes are summed in a register and stored
+    # once (correct for any order; fastest when sorted)
     current = page[0] if n else 0
     running = 0.0
     for start in range(0, n, _BLOCK):
@@ -348,186 +252,343 @@ def changed_loglik_kernel(log_rate, log_pattern, page, pattern, count):
         _block_terms(
             log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i
         )
+        lam = _quiet_lambda(f, exact_product, m)
         for j in range(m):
             k = start + j
-            total += count[k] * f[4, j]
-            weight = count[k] * f[5, j]
+            quiet = unchanged[k] * lam[j]
+            values[k] = detected[k] * f[4, j] - quiet + constant[k]
+            slope = detected[k] * f[5, j] - quiet
+            slopes[k] = slope
             if page[k] != current:
                 grad_rate[current] += running
                 current = page[k]
                 running = 0.0
-            running += weight
-            grad_pattern[pattern[k]] += weight
+            running += slope
+            grad_pattern[pattern[k]] += slope
+    if n:
+        grad_rate[current] += running
+    return values, slopes, grad_rate, grad_pattern
+
+
+@numba.njit(**_JIT)
+def binomial_total_kernel(log_rate, log_pattern, page, pattern, unchanged, detected, constant):
+    """``(Σ v, ∂Σv/∂log_rate, ∂Σv/∂log_pattern)`` of :func:`binomial_terms_kernel`
+    without storing ``v`` and ``s`` per group (``constant`` is the sum of the constants).
+
+    The log-density and gradient NUTS needs; the per-group stores cost 7% of them on
+    ``pages_like(300)`` (the Op is switched to this form by a graph rewrite). The loop is
+    written out twice on purpose: a flag tested inside one loop cost 8%, and a shared
+    helper taking the gradient arrays made the kernel 4x slower (numba's reference
+    counting of array arguments at every call).
+    """
+    n = page.shape[0]
+    total = constant
+    grad_rate = np.zeros(log_rate.shape[0])
+    grad_pattern = np.zeros(log_pattern.shape[0])
+    f, i = _scratch()
+    rate, mult, exact_product = _factors(log_rate, log_pattern)
+    current = page[0] if n else 0
+    running = 0.0
+    for start in range(0, n, _BLOCK):
+        m = min(_BLOCK, n - start)
+        _block_terms(
+            log_rate, log_pattern, rate, mult, exact_product, page, pattern, start, m, f, i
+        )
+        lam = _quiet_lambda(f, exact_product, m)
+        for j in range(m):
+            k = start + j
+            quiet = unchanged[k] * lam[j]
+            total += detected[k] * f[4, j] - quiet
+            slope = detected[k] * f[5, j] - quiet
+            if page[k] != current:
+                grad_rate[current] += running
+                current = page[k]
+                running = 0.0
+            running += slope
+            grad_pattern[pattern[k]] += slope
     if n:
         grad_rate[current] += running
     return total, grad_rate, grad_pattern
 
 
 @numba.njit(**_JIT)
-def _changed_loglik_by_page(log_rate, log_pattern, page, pattern, count):
-    n_draws, n_pages = log_rate.shape
-    out = np.zeros((n_draws, n_pages))
-    f, i = _scratch()
-    n = page.shape[0]
-    for s in range(n_draws):
-        rate, mult, exact_product = _factors(log_rate[s], log_pattern[s])
-        for start in range(0, n, _BLOCK):
-            m = min(_BLOCK, n - start)
-            _block_terms(
-                log_rate[s],
-                log_pattern[s],
-                rate,
-                mult,
-                exact_product,
-                page,
-                pattern,
-                start,
-                m,
-                f,
-                i,
-            )
-            for j in range(m):
-                out[s, page[start + j]] += count[start + j] * f[4, j]
-    return out
+def scatter_to_factors(weights, page, pattern, n_pages, n_patterns):
+    """``(Σ_{k: page_k = p} w_k, Σ_{k: pattern_k = b} w_k)``: the chain rule of
+    ``log λ_k = log_rate[page_k] + log_pattern[pattern_k]``.
 
-
-def changed_loglik_by_page(
-    log_rate: np.ndarray,
-    log_pattern: np.ndarray,
-    page: np.ndarray,
-    pattern: np.ndarray,
-    count: np.ndarray,
-) -> np.ndarray:
-    """Per draw and page, the changed terms' sum (the pointwise log-likelihood's part).
-
-    Parameters
-    ----------
-    log_rate
-        ``(n_draws, n_pages)`` log base rates per hour.
-    log_pattern
-        ``(n_draws, n_patterns)`` log integrated multipliers per pattern.
-    page, pattern, count
-        Per changed group, as in :func:`changed_loglik_kernel`.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n_draws, n_pages)``.
+    Groups sorted by page are summed in a register and stored once per page (correct for
+    any order). Plain loops, not ``np.dot``: BLAS threads would contend with nutpie's
+    chain threads.
     """
-    return _changed_loglik_by_page(
-        np.ascontiguousarray(log_rate, dtype=np.float64),
-        np.ascontiguousarray(log_pattern, dtype=np.float64),
-        np.ascontiguousarray(page, dtype=np.int64),
-        np.ascontiguousarray(pattern, dtype=np.int64),
-        np.ascontiguousarray(count, dtype=np.float64),
-    )
+    grad_rate = np.zeros(n_pages)
+    grad_pattern = np.zeros(n_patterns)
+    n = page.shape[0]
+    current = page[0] if n else 0
+    running = 0.0
+    for k in range(n):
+        w = weights[k]
+        if page[k] != current:
+            grad_rate[current] += running
+            current = page[k]
+            running = 0.0
+        running += w
+        grad_pattern[pattern[k]] += w
+    if n:
+        grad_rate[current] += running
+    return grad_rate, grad_pattern
 
 
-def changed_loglik_numpy(
+def binomial_terms(
     log_rate: np.ndarray,
     log_pattern: np.ndarray,
     page: np.ndarray,
     pattern: np.ndarray,
-    count: np.ndarray,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """:func:`changed_loglik_kernel` for any array-likes (converted to contiguous float/int64)."""
-    value, grad_rate, grad_pattern = changed_loglik_kernel(
+    trials: np.ndarray,
+    detected: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`binomial_terms_kernel` for any array-likes (with the Binomial constant)."""
+    g = _Groups(page, pattern, trials, detected)
+    return binomial_terms_kernel(
         np.ascontiguousarray(log_rate, dtype=np.float64),
         np.ascontiguousarray(log_pattern, dtype=np.float64),
-        np.ascontiguousarray(page, dtype=np.int64),
-        np.ascontiguousarray(pattern, dtype=np.int64),
-        np.ascontiguousarray(count, dtype=np.float64),
+        g.page,
+        g.pattern,
+        g.unchanged,
+        g.detected,
+        g.constant,
     )
-    return float(value), grad_rate, grad_pattern
+
+
+def binomial_log_constant(trials: np.ndarray, detected: np.ndarray) -> np.ndarray:
+    """``log C(n, c)``, exactly as ``pm.Binomial`` adds it."""
+    n = np.asarray(trials, dtype=np.float64)
+    c = np.asarray(detected, dtype=np.float64)
+    return gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1)
+
+
+class _Groups:
+    """The arrays an Op holds, and their digest (equal digests: equal Ops)."""
+
+    def __init__(self, page, pattern, trials=None, detected=None):
+        self.page = np.ascontiguousarray(page, dtype=np.int64)
+        self.pattern = np.ascontiguousarray(pattern, dtype=np.int64)
+        arrays = [self.page, self.pattern]
+        if trials is not None:
+            trials = np.asarray(trials, dtype=np.float64)
+            self.detected = np.ascontiguousarray(detected, dtype=np.float64)
+            self.unchanged = np.ascontiguousarray(trials - self.detected)
+            self.constant = binomial_log_constant(trials, self.detected)
+            self.constant_total = float(self.constant.sum())
+            arrays += [self.unchanged, self.detected]
+        if len({len(a) for a in arrays}) != 1:
+            raise ValueError("the group arrays must have the same length")
+        digest = hashlib.sha256()
+        for arr in arrays:
+            digest.update(arr.tobytes())
+        self.key = digest.hexdigest()
+
+
+def _as_vector(x):
+    import pytensor.tensor as pt
+
+    return pt.as_tensor_variable(x).astype("float64")
+
+
+def _uniform(cotangent):
+    """The scalar ``g`` if ``cotangent`` is ``g`` broadcast to every element (what the
+    gradient of ``sum(values)`` passes back), else ``None``."""
+    import pytensor.tensor as pt
+    from pytensor.scalar.basic import Second
+    from pytensor.tensor.basic import Alloc
+    from pytensor.tensor.elemwise import Elemwise
+
+    owner = cotangent.owner
+    if owner is None:
+        return None
+    if isinstance(owner.op, Elemwise) and isinstance(owner.op.scalar_op, Second):
+        fill = owner.inputs[1]
+    elif isinstance(owner.op, Alloc):
+        fill = owner.inputs[0]
+    else:
+        return None
+    return pt.squeeze(fill) if all(fill.type.broadcastable) else None
 
 
 @cache
-def _op_class():
-    """Build the Op class on first use (PyTensor and numba import lazily)."""
+def _scatter_op_class():
+    """``ScatterToFactors`` and its numba kernel (PyTensor imports lazily)."""
     import pytensor.tensor as pt
-    from pytensor.gradient import DisconnectedType
     from pytensor.graph.basic import Apply
     from pytensor.graph.op import Op
     from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    class ChangedLogLik(Op):
-        """``(value, ∂/∂log_rate, ∂/∂log_pattern)`` of the changed-interval terms.
+    class ScatterToFactors(Op):
+        """``(weights, log_rate, log_pattern) -> (∂/∂log_rate, ∂/∂log_pattern)``.
 
-        The groups (page, pattern, count) are held by the Op, not passed as graph
-        constants: numba would re-box 24k-element constant arrays into Python objects on
-        every evaluation (0.4 ms on ``pages_like(300)``, longer than the computation).
-        ``key`` (a digest of the three arrays) makes equal Ops compare equal.
+        ``log_rate`` and ``log_pattern`` give only the output sizes. Holds (page, pattern).
         """
 
         __props__ = ("key",)
 
-        def __init__(self, page, pattern, count):
-            self.page = np.ascontiguousarray(page, dtype=np.int64)
-            self.pattern = np.ascontiguousarray(pattern, dtype=np.int64)
-            self.count = np.ascontiguousarray(count, dtype=np.float64)
-            if not (len(self.page) == len(self.pattern) == len(self.count)):
-                raise ValueError("page, pattern and count must have the same length")
-            digest = hashlib.sha256()
-            for arr in (self.page, self.pattern, self.count):
-                digest.update(arr.tobytes())
-            self.key = digest.hexdigest()
+        def __init__(self, groups: _Groups):
+            self.groups = groups
+            self.key = groups.key
 
-        def value_and_grad(self, log_rate, log_pattern):
-            return changed_loglik_numpy(log_rate, log_pattern, self.page, self.pattern, self.count)
-
-        def make_node(self, log_rate, log_pattern):
-            inputs = [
-                pt.as_tensor_variable(log_rate).astype("float64"),
-                pt.as_tensor_variable(log_pattern).astype("float64"),
-            ]
-            return Apply(self, inputs, [pt.dscalar(), pt.dvector(), pt.dvector()])
+        def make_node(self, weights, log_rate, log_pattern):
+            inputs = [_as_vector(weights), _as_vector(log_rate), _as_vector(log_pattern)]
+            return Apply(self, inputs, [pt.dvector(), pt.dvector()])
 
         def perform(self, node, inputs, output_storage):
-            value, g_rate, g_pattern = self.value_and_grad(*inputs)
-            output_storage[0][0] = np.asarray(value)
-            output_storage[1][0] = g_rate
-            output_storage[2][0] = g_pattern
+            weights, log_rate, log_pattern = inputs
+            g = self.groups
+            out = scatter_to_factors(weights, g.page, g.pattern, len(log_rate), len(log_pattern))
+            output_storage[0][0], output_storage[1][0] = out
 
         def infer_shape(self, node, shapes):
-            return [(), shapes[0], shapes[1]]
+            return [shapes[1], shapes[2]]
 
         def connection_pattern(self, node):
-            return [[True, True, True], [True, True, True]]
+            return [[True, True], [False, False], [False, False]]
 
         def pullback(self, inputs, outputs, cotangents):
-            for g in cotangents[1:]:
-                if not isinstance(g.type, DisconnectedType):
-                    raise NotImplementedError(
-                        "second derivatives of the fused changed-interval likelihood"
-                    )
-            return [cotangents[0] * outputs[1], cotangents[0] * outputs[2]]
+            raise NotImplementedError("second derivatives of the fused Binomial likelihood")
 
-    @register_funcify_and_cache_key(ChangedLogLik)
-    def _numba_changed_loglik(op, node=None, **kwargs):
-        page, pattern, count = op.page, op.pattern, op.count
+    @register_funcify_and_cache_key(ScatterToFactors)
+    def _numba_scatter(op, node=None, **kwargs):
+        page, pattern = op.groups.page, op.groups.pattern
 
         @numba_njit
-        def changed_loglik(log_rate, log_pattern):
-            value, g_rate, g_pattern = changed_loglik_kernel(
-                log_rate, log_pattern, page, pattern, count
+        def scatter(weights, log_rate, log_pattern):
+            return scatter_to_factors(
+                weights, page, pattern, log_rate.shape[0], log_pattern.shape[0]
             )
-            return np.array(value), g_rate, g_pattern
 
-        # the closure freezes the Op's arrays into the function: they are part of the key
-        return changed_loglik, f"bayesrate-changed-loglik-v{_KERNEL_VERSION}-{op.key}"
+        return scatter, f"bayesrate-scatter-v{_KERNEL_VERSION}-{op.key}"
 
-    return ChangedLogLik
+    return ScatterToFactors
 
 
-def changed_loglik(log_rate, log_pattern, page, pattern, count):
-    """The changed-interval terms' total as a PyTensor scalar (fused Op, exact gradient).
+@cache
+def _binomial_op_class():
+    """``BinomialTerms``, its numba kernels and the sum-only rewrite (lazy imports)."""
+    import pytensor.tensor as pt
+    from pytensor.gradient import DisconnectedType
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
+
+    class BinomialTerms(Op):
+        """``(log_rate, log_pattern) -> (v, s, ∂Σv/∂log_rate, ∂Σv/∂log_pattern)``.
+
+        ``v`` and ``s = dv/d log λ`` per group (module docstring); with
+        ``elementwise=False`` ``v`` is ``[Σ v]`` and ``s`` empty (the rewrite
+        :func:`local_summed_binomial_terms` puts that form where only the sum is used).
+        The groups are held by the Op, not passed as graph constants: numba would re-box
+        24k-element constant arrays into Python objects on every evaluation (0.4 ms on
+        ``pages_like(300)``, longer than the computation).
+        """
+
+        __props__ = ("key", "elementwise")
+
+        def __init__(self, groups: _Groups, elementwise: bool = True):
+            self.groups = groups
+            self.key = groups.key
+            self.elementwise = bool(elementwise)
+
+        def make_node(self, log_rate, log_pattern):
+            inputs = [_as_vector(log_rate), _as_vector(log_pattern)]
+            return Apply(self, inputs, [pt.dvector() for _ in range(4)])
+
+        def perform(self, node, inputs, output_storage):
+            g = self.groups
+            if self.elementwise:
+                outputs = binomial_terms_kernel(
+                    *inputs, g.page, g.pattern, g.unchanged, g.detected, g.constant
+                )
+            else:
+                total, *grads = binomial_total_kernel(
+                    *inputs, g.page, g.pattern, g.unchanged, g.detected, g.constant_total
+                )
+                outputs = (np.array([total]), np.zeros(0), *grads)
+            for storage, value in zip(output_storage, outputs, strict=True):
+                storage[0] = value
+
+        def infer_shape(self, node, shapes):
+            n = len(self.groups.page) if self.elementwise else 1
+            return [(n,), (n if self.elementwise else 0,), shapes[0], shapes[1]]
+
+        def connection_pattern(self, node):
+            return [[True] * 4, [True] * 4]
+
+        def pullback(self, inputs, outputs, cotangents):
+            if not all(isinstance(c.type, DisconnectedType) for c in cotangents[1:]):
+                raise NotImplementedError("second derivatives of the fused Binomial likelihood")
+            log_rate, log_pattern = inputs
+            scale = _uniform(cotangents[0]) if self.elementwise else cotangents[0].sum()
+            if scale is not None:  # the gradient of a plain sum: computed in the forward pass
+                return [scale * outputs[2], scale * outputs[3]]
+            weights = cotangents[0] * outputs[1]
+            return list(_scatter_op_class()(self.groups)(weights, log_rate, log_pattern))
+
+    _register_binomial_terms(BinomialTerms)
+    return BinomialTerms
+
+
+def _register_binomial_terms(binomial_terms_op) -> None:
+    """The numba kernels of ``BinomialTerms`` and the rewrite to its sum-only form."""
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.rewriting.basic import node_rewriter
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+    from pytensor.tensor.math import Sum
+    from pytensor.tensor.rewriting.basic import register_specialize
+
+    @register_funcify_and_cache_key(binomial_terms_op)
+    def _numba_binomial_terms(op, node=None, **kwargs):
+        g = op.groups
+        page, pattern, unchanged, detected = g.page, g.pattern, g.unchanged, g.detected
+        constant, constant_total = g.constant, g.constant_total
+
+        @numba_njit
+        def terms(log_rate, log_pattern):
+            return binomial_terms_kernel(
+                log_rate, log_pattern, page, pattern, unchanged, detected, constant
+            )
+
+        @numba_njit
+        def total(log_rate, log_pattern):
+            value, grad_rate, grad_pattern = binomial_total_kernel(
+                log_rate, log_pattern, page, pattern, unchanged, detected, constant_total
+            )
+            return np.array([value]), np.zeros(0), grad_rate, grad_pattern
+
+        # the closures freeze the Op's arrays into the function: they are part of the key
+        key = f"bayesrate-binomial-terms-v{_KERNEL_VERSION}-{op.key}-{op.elementwise}"
+        return (terms if op.elementwise else total), key
+
+    @register_specialize
+    @node_rewriter([binomial_terms_op])
+    def local_summed_binomial_terms(fgraph, node):
+        """Where the per-group values are only summed (a log-density), compute the sum in
+        the kernel instead of storing every group's value and slope."""
+        if not node.op.elementwise or fgraph.clients[node.outputs[1]]:
+            return None
+        for client, _ in fgraph.clients[node.outputs[0]]:
+            if not (isinstance(client, Apply) and isinstance(client.op, Sum)):
+                return None
+            if client.op.axis not in (None, (0,)):
+                return None
+        return binomial_terms_op(node.op.groups, elementwise=False)(*node.inputs)
+
+
+def binomial_logp(log_rate, log_pattern, page, pattern, trials, detected):
+    """Per-group Binomial log-probabilities as a PyTensor vector (fused Op, exact gradient).
 
     Parameters
     ----------
     log_rate, log_pattern
-        Tensors: log base rates per page and log integrated multipliers per pattern.
-    page, pattern, count
-        Numpy arrays, one entry per changed (page, pattern) group.
+        Tensors: log page rates and log exposures per pattern.
+    page, pattern, trials, detected
+        Numpy arrays, one entry per group; ``detected`` is the observed value.
     """
-    value, _, _ = _op_class()(page, pattern, count)(log_rate, log_pattern)
-    return value
+    op = _binomial_op_class()(_Groups(page, pattern, trials, detected))
+    values, *_ = op(log_rate, log_pattern)
+    return values

@@ -7,7 +7,7 @@
     mu_domain[d]  ~ Normal(mu_global, sigma_domain)                    (centred or not, per domain)
     sigma_page    ~ Gamma(2, 2/page_sd_scale)
     log_rate[p]   ~ Normal(mu_domain[domain(p)], sigma_page)           (centred or not, per page)
-    data          ~ exact interval-censored likelihood (bayesrate.models.likelihood)
+    detections    ~ Binomial per (page, interval length) group (bayesrate.models.likelihood)
 
 **Centred or non-centred, chosen by the data.** For each page the expected Fisher
 information of its intervals about ``log λ`` at a plug-in rate (the Cho estimate),
@@ -27,6 +27,7 @@ Derived for prior export (the documented form, ``docs/models.md``): ``domain_log
 (domain) and ``page_log_rate_sd``: a new page of domain ``d`` has time-averaged
 ``log λ ~ Normal(domain_log_rate_mean[d], page_log_rate_sd)`` per draw; a page of a new
 domain adds ``Normal(global_log_rate_mean, domain_log_rate_sd)`` for the domain mean.
+:meth:`~bayesrate.models.base.RateModel.predict` draws the detections of such pages.
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+import pandas as pd
 
-from bayesrate.constants import DIM_DOMAIN, DIM_PAGE, HOURS_PER_DAY
+from bayesrate.constants import DIM_DOMAIN, DIM_NEW_DOMAIN, DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import RateModel, _labels, check_config_numbers
-from bayesrate.models.likelihood import interval_loglik, pointwise_interval_loglik
 
 if TYPE_CHECKING:
-    import pymc as pm
     import xarray as xr
 
     from bayesrate.observations import Observations
@@ -225,18 +225,29 @@ class HierarchicalModel(RateModel):
         inverse = np.argsort(np.concatenate(order))
         return pm.Deterministic("log_rate", pt.concatenate(parts)[inverse], dims=DIM_PAGE)
 
-    def _add_likelihood(self, log_rate, data: Observations) -> None:
+    def _population_log_rates(self, data: Observations):
+        """New pages' log-rates: ``Normal(mu_domain[d], sigma_page)`` for a fitted domain
+        ``d``; a page of another domain first draws that domain's mean from
+        ``Normal(mu_global, sigma_domain)`` (one per new domain, shared by its pages). The
+        population parameters are placeholders: their values come from the posterior."""
         import pymc as pm
+        import pytensor.tensor as pt
 
-        pm.Potential("interval_censored_loglik", interval_loglik(log_rate, data.interval_stats))
-
-    def _build(self, data: Observations) -> pm.Model:
-        import pymc as pm
-
-        with pm.Model(coords=self.coords(data)) as model:
-            log_rate = self._page_log_rates(data)
-            self._add_likelihood(log_rate, data)
-        return model
+        model = pm.modelcontext(None)
+        fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
+        domains = _labels(data.pages["domain"]).astype(str)
+        new = sorted(set(domains) - set(fitted))
+        model.add_coords({DIM_DOMAIN: fitted})
+        mu_global = pm.Flat("mu_global")
+        sigma_domain = pm.HalfFlat("sigma_domain")
+        means = pm.Flat("mu_domain", dims=DIM_DOMAIN)
+        sigma_page = pm.HalfFlat("sigma_page")
+        if new:
+            model.add_coords({DIM_NEW_DOMAIN: new})
+            new_means = pm.Normal("new_domain_mean", mu_global, sigma_domain, dims=DIM_NEW_DOMAIN)
+            means = pt.concatenate([means, new_means])
+        column = pd.Index([*fitted, *new]).get_indexer(domains)
+        return pm.Normal("new_log_rate", mu=means[column], sigma=sigma_page, dims=DIM_PAGE)
 
     # ------------------------------------------------------------------ results
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
@@ -257,44 +268,3 @@ class HierarchicalModel(RateModel):
         post["domain_log_rate_sd"] = post["sigma_domain"]
         post["page_log_rate_sd"] = post["sigma_page"]
         return post
-
-    def pointwise_loglik(self, posterior, data: Observations) -> np.ndarray:
-        log_rate = self.log_rate_draws(posterior)
-        chains, draws, pages = log_rate.shape
-        flat = pointwise_interval_loglik(log_rate.reshape(-1, pages), data.interval_stats)
-        return flat.reshape(chains, draws, pages)
-
-    def new_page_log_rate_draws(self, seed: int | str = 0) -> xr.DataArray:
-        """One draw per posterior draw of a new page's time-averaged log-rate per hour.
-
-        ``(chain, draw, domain)`` for each fitted domain, plus a ``"(new domain)"`` entry
-        drawing the domain mean from the global level first.
-        """
-        import xarray as xr
-
-        from bayesrate.models.base import seed_int
-
-        self._require_fit()
-        post = self.idata_["posterior"]
-        rng = np.random.default_rng(seed_int(seed))
-        mean = post["domain_log_rate_mean"].transpose("chain", "draw", DIM_DOMAIN)
-        sd = np.asarray(post["page_log_rate_sd"].transpose("chain", "draw"))
-        g_mean = np.asarray(post["global_log_rate_mean"].transpose("chain", "draw"))
-        g_sd = np.asarray(post["domain_log_rate_sd"].transpose("chain", "draw"))
-        known = mean.values + sd[..., None] * rng.standard_normal(mean.shape)
-        new_mean = g_mean + g_sd * rng.standard_normal(sd.shape)
-        new = new_mean + sd * rng.standard_normal(sd.shape)
-        values = np.concatenate([known, new[..., None]], axis=-1)
-        domains = [*map(str, mean[DIM_DOMAIN].values), "(new domain)"]
-        out = xr.DataArray(
-            values,
-            dims=("chain", "draw", DIM_DOMAIN),
-            coords={
-                "chain": mean["chain"].values,
-                "draw": mean["draw"].values,
-                DIM_DOMAIN: domains,
-            },
-            name="new_page_log_rate",
-        )
-        out.attrs["units"] = "log changes per hour (time-averaged)"
-        return out

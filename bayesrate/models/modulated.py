@@ -3,8 +3,9 @@
 ``λ_p(t) = exp(log_rate[p]) · m[b(t)]``, ``m[b] = exp(hour_effect[b % 24] + day_effect[b // 24])``
 with sum-to-zero effects (``ZeroSumNormal``, prior sd ``hour_sd``/``day_sd``) and ``b(t)`` the
 hour-of-week bucket on the clock of ``model_config["timezone"]`` (bucket 0 = Monday
-00:00-01:00 local). Each interval's integrated rate is exact:
-``Λ = λ_p · Σ_b m_b·overlap_b`` from :meth:`Observations.hour_of_week_stats`.
+00:00-01:00 local). Each interval's integrated rate is exact: ``Λ = λ_p · Σ_b m_b·overlap_b``;
+intervals with the same overlap (the same length and start within the local week,
+:func:`bayesrate.models.groups.visit_patterns`) form one Binomial group per page.
 
 The page level is :class:`~bayesrate.models.hierarchical.HierarchicalModel`'s (inherited).
 Reported rates are time-averaged: ``rate = exp(log_rate) · mean(m)``; the posterior also
@@ -20,6 +21,7 @@ import numpy as np
 
 from bayesrate.clock import check_timezone
 from bayesrate.constants import (
+    DAY_NAMES,
     DIM_DAY_OF_WEEK,
     DIM_HOUR_OF_DAY,
     DIM_HOUR_OF_WEEK,
@@ -29,11 +31,11 @@ from bayesrate.constants import (
 )
 from bayesrate.models.base import check_config_numbers
 from bayesrate.models.hierarchical import HierarchicalModel
-from bayesrate.models.likelihood import hour_of_week_loglik, pointwise_hour_of_week_loglik
 
 if TYPE_CHECKING:
     import xarray as xr
 
+    from bayesrate.models.groups import IntervalGroups
     from bayesrate.observations import Observations
 
 BUCKETS = np.arange(N_HOUR_OF_WEEK)
@@ -63,16 +65,24 @@ class ModulatedModel(HierarchicalModel):
         check_timezone(self.model_config["timezone"])
         check_config_numbers(self.model_config, positive=("hour_sd", "day_sd"))
 
-    def coords(self, data: Observations) -> dict[str, Any]:
-        from bayesrate.constants import DAY_NAMES
+    @property
+    def has_multipliers(self) -> bool:
+        return True
 
+    def coords(self, data: Observations) -> dict[str, Any]:
         coords = super().coords(data)
         coords[DIM_HOUR_OF_DAY] = np.arange(N_HOURS_OF_DAY)
         coords[DIM_DAY_OF_WEEK] = list(DAY_NAMES)
         coords[DIM_HOUR_OF_WEEK] = BUCKETS
         return coords
 
-    def _add_likelihood(self, log_rate, data: Observations) -> None:
+    def fitted_groups(self, data: Observations) -> IntervalGroups:
+        """Groups by (page, length and start within the local week): equal overlaps."""
+        from bayesrate.models.groups import visit_patterns
+
+        return visit_patterns(data, self.timezone).groups("hour_of_week")
+
+    def _log_multiplier(self):
         import pymc as pm
 
         hour = pm.ZeroSumNormal(
@@ -81,11 +91,15 @@ class ModulatedModel(HierarchicalModel):
         day = pm.ZeroSumNormal(
             "day_effect", sigma=self.model_config["day_sd"], dims=DIM_DAY_OF_WEEK
         )
-        log_m = pm.Deterministic(
+        return pm.Deterministic(
             "log_multiplier", hour[HOUR_OF_BUCKET] + day[DAY_OF_BUCKET], dims=DIM_HOUR_OF_WEEK
         )
-        stats = data.hour_of_week_stats(self.model_config["timezone"])
-        pm.Potential("interval_censored_loglik", hour_of_week_loglik(log_rate, log_m, stats))
+
+    def _predictive_log_multiplier(self):
+        import pymc as pm
+
+        pm.modelcontext(None).add_coords({DIM_HOUR_OF_WEEK: BUCKETS})
+        return pm.Flat("log_multiplier", dims=DIM_HOUR_OF_WEEK)
 
     def log_rate_offset(self, post: xr.Dataset):
         m = np.exp(post["log_multiplier"])
@@ -95,23 +109,22 @@ class ModulatedModel(HierarchicalModel):
         post = super()._add_derived(post, data)
         m = np.exp(post["log_multiplier"])
         post["hour_of_week_multiplier"] = m / m.mean(DIM_HOUR_OF_WEEK)
-        post["hour_of_week_multiplier"].attrs["timezone"] = self.model_config["timezone"]
+        post["hour_of_week_multiplier"].attrs["timezone"] = self.timezone
         post["hour_of_week_multiplier"].attrs["bucket_0"] = "Monday 00:00-01:00 local"
         return post
 
-    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
-        return super().diagnostic_vars(idata)
+    def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
+        """``(draws, pages)`` exact log-likelihood at each kept draw (its own multipliers)."""
+        from bayesrate.draws import stack_draws
+        from bayesrate.likelihood import loglik
 
-    def pointwise_loglik(self, posterior, data: Observations) -> np.ndarray:
-        log_rate = self.log_rate_draws(posterior)
-        chains, draws, pages = log_rate.shape
-        log_m = np.asarray(posterior["log_multiplier"].transpose("chain", "draw", DIM_HOUR_OF_WEEK))
-        flat = pointwise_hour_of_week_loglik(
-            log_rate.reshape(-1, pages),
-            log_m.reshape(-1, N_HOUR_OF_WEEK),
-            data.hour_of_week_stats(self.model_config["timezone"]),
+        self._require_fit()
+        if self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        post = self.thinned_posterior(max_draws)
+        log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+        multipliers = np.exp(stack_draws(post["log_multiplier"], DIM_HOUR_OF_WEEK))
+        stats = self.data_.hour_of_week_stats(self.timezone)
+        return np.stack(
+            [loglik(stats.groups(m), lr) for lr, m in zip(log_rate, multipliers, strict=True)]
         )
-        return flat.reshape(chains, draws, pages)
-
-
-__all__ = ["DIM_PAGE", "ModulatedModel"]

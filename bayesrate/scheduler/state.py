@@ -8,7 +8,7 @@ each plus the URL strings (``docs/scheduler.md``).
 Updates (:meth:`SchedulerState.observe`) use the censoring-exact moment-matched Gamma update
 (:func:`bayesrate.estimators.gamma.adf_update`) or, for comparison, the first source
 document's exposure update (``update="exposure"``). When the priors carry hour-of-week
-multipliers, an interval's exposure is its integrated modulation ``∫ m(how(u)) du`` instead
+multipliers, an interval's exposure is its integrated modulation ``∫ m(hour_of_week(u)) du`` instead
 of its length.
 
 New URLs start from their host's prior (the host is the ``domain`` of the priors artifact;
@@ -103,7 +103,7 @@ class SchedulerConfig:
 
 # ---------------------------------------------------------------------- modulation
 class Modulation:
-    """Integrated hour-of-week multipliers ``M(s, t) = ∫_s^t m(how(u)) du`` (hours).
+    """Integrated hour-of-week multipliers ``M(s, t) = ∫_s^t m(hour_of_week(u)) du`` (hours).
 
     Exact in any time zone: differences of :func:`bayesrate.clock.cumulative_multiplier`,
     which stays continuous across changes of UTC offset.

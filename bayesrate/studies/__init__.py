@@ -23,6 +23,7 @@ STUDIES = {
     "online": "bayesrate.studies.online",
     "wikipedia": "bayesrate.studies.wikipedia",
     "recovery": "bayesrate.studies.recovery",
+    "forecast": "bayesrate.studies.forecast",
 }
 
 Progress = Callable[[str], None]

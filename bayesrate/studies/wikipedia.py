@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bayesrate.estimators.estimate import METHODS as ESTIMATOR_METHODS
 from bayesrate.studies import Progress, StudyResult, silent
 
 DESCRIPTION = "Wikipedia edit traces subsampled on visit grids: estimator error vs interval"
@@ -36,18 +37,9 @@ DATASET = "wikipedia-revisions-westhad"
 INTERVALS_HOURS = (0.25, 0.5, 1.0, 2.0, 4.0, 6.0, 12.0, 24.0, 48.0, 96.0, 168.0)
 WINDOW_HOURS = 720.0
 MIN_WINDOW_HOURS = 168.0
-METHODS = (
-    "naive",
-    "moment",
-    "cho",
-    "mle",
-    "mm",
-    "lln",
-    "sa",
-    "sam",
-    "gamma-exposure",
-    "gamma-adf",
-)
+#: every estimator but the grid posterior (its Gamma(1, 1 day) prior is the same as
+#: gamma-adf's, whose online replay is the point of comparison)
+METHODS = tuple(m for m in ESTIMATOR_METHODS if m != "posterior-grid")
 
 
 def read_trace(path: Path) -> tuple:
@@ -170,103 +162,20 @@ def run(
         )
     intervals = (1.0, 24.0) if fast else INTERVALS_HOURS
 
-    traces, parse = {}, {}
-    for f in files:
-        article = f.name.removesuffix(".Revisions.csv")
-        traces[article], dropped = read_trace(f)
-        gaps = np.diff(traces[article])
-        parse[article] = {
-            "revisions": len(traces[article]),
-            "dropped_lines": dropped,
-            "span_days": float(traces[article][-1] / 24),
-            # burstiness: a Poisson process has gap CV 1 and few very short gaps
-            "share_gaps_under_15min": float(np.mean(gaps < 0.25)) if len(gaps) else 0.0,
-            "gap_cv": float(gaps.std() / gaps.mean()) if len(gaps) and gaps.mean() > 0 else 0.0,
-        }
-        progress(f"wikipedia: {article}: {len(traces[article])} edits, {dropped} lines dropped")
-
-    # windows (pages): 30 days, the last one kept if at least a week long
-    win_article, win_start, win_end = [], [], []
-    for article, t in traces.items():
-        starts = np.arange(0.0, t[-1], WINDOW_HOURS)
-        ends = np.minimum(starts + WINDOW_HOURS, t[-1])
-        keep = ends - starts >= MIN_WINDOW_HOURS
-        win_article += [article] * int(keep.sum())
-        win_start.append(starts[keep])
-        win_end.append(ends[keep])
-    win_start = np.concatenate(win_start)
-    win_end = np.concatenate(win_end)
-    win_article = np.asarray(win_article)
-    if fast:
-        pick = np.linspace(0, len(win_start) - 1, min(40, len(win_start))).astype(int)
-        win_start, win_end, win_article = win_start[pick], win_end[pick], win_article[pick]
-
+    traces, parse = _read_traces(files, progress)
+    windows = _windows(traces, fast)
     rows, article_rows = [], []
     for interval in intervals:
-        progress(f"wikipedia: visits every {interval} h over {len(win_start)} windows")
-        pages, times, flags, truths = [], [], [], []
-        for article in traces:
-            sel = win_article == article
-            if not sel.any():
-                continue
-            p, tm, ch, tr = censor(traces[article], win_start[sel], win_end[sel], interval)
-            offset = sum(len(x) for x in truths)
-            pages.append(p + offset)
-            times.append(tm)
-            flags.append(ch)
-            truths.append(tr)
-        page = np.concatenate(pages)
-        truth = np.concatenate(truths)
-        est, capped = estimate_all(page, np.concatenate(times), np.concatenate(flags))
-        ok = truth > 0
-        for method, rate in est.items():
-            ratio = rate[ok] / truth[ok]
-            rows.append(
-                {
-                    "interval_hours": interval,
-                    "method": method,
-                    "windows": int(ok.sum()),
-                    "median_ratio": float(np.median(ratio)),
-                    "pooled_ratio": float(rate[ok].sum() / truth[ok].sum()),
-                    "mean_abs_rel_error": float(np.mean(np.abs(ratio - 1))),
-                    "rmse_per_day": float(np.sqrt(np.mean((rate[ok] - truth[ok]) ** 2)) * 24),
-                    "share_all_changed": float(np.mean(capped[ok])),
-                }
-            )
-        # whole history, one page per article
-        a_page, a_time, a_flag, a_truth = [], [], [], []
-        for j, t in enumerate(traces.values()):
-            p, tm, ch, tr = censor(t, np.array([0.0]), np.array([t[-1]]), interval)
-            a_page.append(p + j)
-            a_time.append(tm)
-            a_flag.append(ch)
-            a_truth.append(tr)
-        a_est, _ = estimate_all(
-            np.concatenate(a_page),
-            np.concatenate(a_time),
-            np.concatenate(a_flag),
-            ARTICLE_METHODS,
-        )
-        a_truth = np.concatenate(a_truth)
-        for j, article in enumerate(traces):
-            for method, rate in a_est.items():
-                article_rows.append(
-                    {
-                        "article": article,
-                        "interval_hours": interval,
-                        "method": method,
-                        "truth_per_day": a_truth[j] * 24,
-                        "estimate_per_day": rate[j] * 24,
-                        "ratio": rate[j] / a_truth[j] if a_truth[j] > 0 else float("nan"),
-                    }
-                )
+        progress(f"wikipedia: visits every {interval} h over {len(windows[0])} windows")
+        rows += _score_windows(traces, windows, interval)
+        article_rows += _score_articles(traces, interval)
     table = pd.DataFrame(rows)
     articles = pd.DataFrame(article_rows)
     summary = {
         "data": str(folder),
         "parse": parse,
         "window_hours": WINDOW_HOURS,
-        "windows": len(win_start),
+        "windows": len(windows[0]),
         "intervals_hours": list(intervals),
         "median_ratio": {
             m: dict(zip(part.interval_hours, part.median_ratio.round(4), strict=True))
@@ -284,3 +193,102 @@ def run(
         figures={"wikipedia": plots.ratio_by_interval(table)},
         text=text,
     )
+
+
+def _read_traces(files: list[Path], progress: Progress) -> tuple[dict, dict]:
+    """Edit times per article, and what parsing kept and dropped (with burstiness)."""
+    traces, parse = {}, {}
+    for f in files:
+        article = f.name.removesuffix(".Revisions.csv")
+        traces[article], dropped = read_trace(f)
+        gaps = np.diff(traces[article])
+        parse[article] = {
+            "revisions": len(traces[article]),
+            "dropped_lines": dropped,
+            "span_days": float(traces[article][-1] / 24),
+            # burstiness: a Poisson process has gap CV 1 and few very short gaps
+            "share_gaps_under_15min": float(np.mean(gaps < 0.25)) if len(gaps) else 0.0,
+            "gap_cv": float(gaps.std() / gaps.mean()) if len(gaps) and gaps.mean() > 0 else 0.0,
+        }
+        progress(f"wikipedia: {article}: {len(traces[article])} edits, {dropped} lines dropped")
+    return traces, parse
+
+
+def _windows(traces: dict, fast: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, article) of the 30-day windows; the last one kept if at least a week."""
+    win_article, win_start, win_end = [], [], []
+    for article, t in traces.items():
+        starts = np.arange(0.0, t[-1], WINDOW_HOURS)
+        ends = np.minimum(starts + WINDOW_HOURS, t[-1])
+        keep = ends - starts >= MIN_WINDOW_HOURS
+        win_article += [article] * int(keep.sum())
+        win_start.append(starts[keep])
+        win_end.append(ends[keep])
+    start, end, article = (
+        np.concatenate(win_start),
+        np.concatenate(win_end),
+        np.asarray(win_article),
+    )
+    if fast:
+        pick = np.linspace(0, len(start) - 1, min(40, len(start))).astype(int)
+        start, end, article = start[pick], end[pick], article[pick]
+    return start, end, article
+
+
+def _score_windows(traces: dict, windows: tuple, interval: float) -> list[dict]:
+    """Every method's error on the windows censored on a grid of ``interval`` hours."""
+    win_start, win_end, win_article = windows
+    pages, times, flags, truths = [], [], [], []
+    for article in traces:
+        sel = win_article == article
+        if not sel.any():
+            continue
+        p, tm, ch, tr = censor(traces[article], win_start[sel], win_end[sel], interval)
+        pages.append(p + sum(len(x) for x in truths))
+        times.append(tm)
+        flags.append(ch)
+        truths.append(tr)
+    truth = np.concatenate(truths)
+    est, capped = estimate_all(np.concatenate(pages), np.concatenate(times), np.concatenate(flags))
+    ok = truth > 0
+    rows = []
+    for method, rate in est.items():
+        ratio = rate[ok] / truth[ok]
+        rows.append(
+            {
+                "interval_hours": interval,
+                "method": method,
+                "windows": int(ok.sum()),
+                "median_ratio": float(np.median(ratio)),
+                "pooled_ratio": float(rate[ok].sum() / truth[ok].sum()),
+                "mean_abs_rel_error": float(np.mean(np.abs(ratio - 1))),
+                "rmse_per_day": float(np.sqrt(np.mean((rate[ok] - truth[ok]) ** 2)) * 24),
+                "share_all_changed": float(np.mean(capped[ok])),
+            }
+        )
+    return rows
+
+
+def _score_articles(traces: dict, interval: float) -> list[dict]:
+    """Each article's whole history as one page, censored on a grid of ``interval`` hours."""
+    parts = [censor(t, np.array([0.0]), np.array([t[-1]]), interval) for t in traces.values()]
+    page = np.concatenate([p + j for j, (p, *_) in enumerate(parts)])
+    est, _ = estimate_all(
+        page,
+        np.concatenate([tm for _, tm, _, _ in parts]),
+        np.concatenate([ch for _, _, ch, _ in parts]),
+        ARTICLE_METHODS,
+    )
+    truth = np.concatenate([tr for *_, tr in parts])
+    return [
+        {
+            "article": article,
+            "interval_hours": interval,
+            "method": method,
+            "truth_per_day": truth[j] * 24,
+            "estimate_per_day": rate[j] * 24,
+            "ratio": rate[j] / truth[j] if truth[j] > 0 else float("nan"),
+        }
+        for j, article in enumerate(traces)
+        for method, rate in est.items()
+    ]

@@ -53,6 +53,8 @@ def test_fit_command_writes_outputs(csv_path, tmp_path):
             "2",
             "--seed",
             "cli",
+            "--predictive-draws",
+            "150",
             "--out",
             str(out),
         ]
@@ -75,8 +77,24 @@ def test_fit_command_writes_outputs(csv_path, tmp_path):
     assert (pages.lower_per_day <= pages.rate_per_day).all()
     from bayesrate.models import CensoredModel
 
+    # the saved fit loads with no data: its observations come from its fit_data group
     loaded = CensoredModel.load(out / "fit.nc")
     assert loaded.idata_.attrs["bayesrate_data_fingerprint"] == diag["data_fingerprint"]
+    assert loaded.data_.fingerprint == diag["data_fingerprint"]  # the CLI's own data
+    tree = loaded.idata_
+    assert {"observed_data", "log_likelihood", "posterior_predictive", "fit_data"} <= set(
+        tree.children
+    )
+    # computed by PyMC on the (thinned) posterior draws, per interval group and page
+    assert tree["log_likelihood"]["detections"].dims == ("chain", "draw", "interval_group")
+    assert tree["posterior_predictive"]["quiet"].dims == ("chain", "draw", "page")
+    assert tree["log_likelihood"].sizes["chain"] * tree["log_likelihood"].sizes["draw"] == 150
+    assert int(tree["observed_data"]["detections"].sum()) == int(pages.n_changes.sum())
+    # the rebuilt model evaluates PyMC's pointwise log-likelihood to the same numbers
+    again = loaded.compute_log_likelihood(max_draws=150)
+    np.testing.assert_allclose(
+        again["detections"].values, tree["log_likelihood"]["detections"].values, rtol=1e-12
+    )
 
 
 def test_fit_command_rejects_timezone_for_non_modulated(csv_path, tmp_path, capsys):

@@ -1,0 +1,189 @@
+"""A git repository of documents → a change history (``bayesrate data from-git``).
+
+Any repository whose files are published as pages (docs sites, policies, specs, the tldr
+pages) holds an exact change history in its first-parent log: each commit of the main
+line is the moment its changes went live (a merged pull request lands in one such
+commit). :func:`history_frame` runs::
+
+    git log --first-parent -m -M --name-status -z --format=<commit time> REV -- :(glob)GLOB
+
+as a subprocess (no git library) and turns every touched file into events, oldest first:
+``A`` → ``created``, ``M``/``T`` → ``changed``, ``D`` → ``deleted``, a rename ``R`` →
+``deleted`` of the old path and ``created`` of the new one (a renamed file is published at a
+new address), a copy ``C`` → ``created``. Times are committer times (UTC, seconds).
+
+Page ids are paths relative to the glob's literal directory prefix (``pages/`` for
+``pages/**/*.md``), without the extension when the glob fixes one (``*.md``);
+``domain_depth = K`` makes the first ``K`` directories of the id the domain
+(``common/tar`` → ``common`` for ``K = 1``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bayesrate.constants import DOMAIN, PAGE, TIME
+from bayesrate.errors import ObservationError
+from bayesrate.history import CHANGED, CREATED, DELETED, EVENT
+from bayesrate.observations import DEFAULT_DOMAIN
+
+_HEADER = "\x01commit"
+_STATUS = re.compile(r"^([AMDTUXB]|[RC]\d*)$")
+_GLOB_CHARS = "*?["
+
+
+class GitError(ObservationError):
+    """git is missing, the path is not a repository, or the log cannot be read."""
+
+
+@dataclass(frozen=True)
+class PageNaming:
+    """How repository paths become page ids and domains (see the module docstring)."""
+
+    prefix: str
+    extension: str | None
+    domain_depth: int
+
+    @classmethod
+    def from_glob(cls, glob: str, domain_depth: int = 0) -> PageNaming:
+        if domain_depth < 0:
+            raise GitError("--domain-depth must be >= 0", field="domain_depth")
+        first_glob = min((glob.find(c) for c in _GLOB_CHARS if c in glob), default=len(glob))
+        literal = glob[:first_glob]
+        prefix = literal[: literal.rfind("/") + 1]
+        match = re.search(r"\*(\.[A-Za-z0-9_-]+)$", glob)
+        return cls(prefix, match.group(1) if match else None, domain_depth)
+
+    def page(self, path: str) -> str:
+        rel = path[len(self.prefix) :] if path.startswith(self.prefix) else path
+        if self.extension and rel.endswith(self.extension):
+            rel = rel[: -len(self.extension)]
+        return rel
+
+    def domain(self, page: str) -> str:
+        parts = page.split("/")[:-1][: self.domain_depth]
+        return "/".join(parts) if parts else DEFAULT_DOMAIN
+
+
+def run_git(repo: str | Path, *args: str) -> str:
+    """Run ``git -C repo args`` and return its stdout; clear errors for the usual failures."""
+    git = shutil.which("git")
+    if git is None:
+        raise GitError("git is not installed or not on PATH; install git to read a repository")
+    repo = Path(repo)
+    if not repo.is_dir():
+        raise GitError(f"no such directory: {repo}", field="repo")
+    done = subprocess.run(
+        [git, "-C", str(repo), *args], capture_output=True, text=True, encoding="utf-8",
+        errors="surrogateescape", check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
+        if "not a git repository" in done.stderr:
+            raise GitError(f"{repo} is not a git repository ({message})", field="repo")
+        raise GitError(f"git {' '.join(args[:2])} failed in {repo}: {message}", field="repo")
+    return done.stdout
+
+
+def history_frame(
+    repo: str | Path, glob: str, *, domain_depth: int = 0, rev: str = "HEAD"
+) -> pd.DataFrame:
+    """Events (``page, domain, time, event``) of the files matching ``glob``, oldest first.
+
+    Parameters
+    ----------
+    repo
+        Path of a git working tree or bare repository.
+    glob
+        Files to follow, a git glob relative to the repository root (``**`` crosses
+        directories), e.g. ``"pages/**/*.md"``.
+    domain_depth
+        Number of leading directories of the page id that form its domain (0: none).
+    rev
+        The commit whose first-parent history is read (default ``HEAD``).
+
+    Raises
+    ------
+    GitError
+        git missing, not a repository, an unknown revision, or no file matching ``glob``.
+    """
+    naming = PageNaming.from_glob(glob, domain_depth)
+    run_git(repo, "rev-parse", "--git-dir")
+    out = run_git(
+        repo, "log", "--first-parent", "-m", "-M", "--name-status", "-z",
+        f"--format=%x00{_HEADER} %ct %H", rev, "--", f":(glob){glob}",
+    )  # fmt: skip
+    rows = _parse_log(out)
+    if not rows:
+        raise GitError(f"no commit of {rev} touches a file matching {glob!r}", field="pathspec")
+    rows.reverse()  # git lists newest first; within a commit keep git's order
+    frame = pd.DataFrame(rows, columns=["seconds", "status", PAGE])
+    frame[PAGE] = frame[PAGE].map(naming.page)
+    out_frame = pd.DataFrame(
+        {
+            PAGE: frame[PAGE],
+            DOMAIN: frame[PAGE].map(naming.domain),
+            TIME: pd.to_datetime(frame["seconds"], unit="s", utc=True).dt.strftime(
+                "%Y-%m-%dT%H:%M:%SZ"
+            ),
+            EVENT: frame["status"],
+        }
+    )
+    return out_frame if domain_depth else out_frame.drop(columns=DOMAIN)
+
+
+def _parse_log(out: str) -> list[tuple[int, str, str]]:
+    """(commit seconds, event, path) per touched file, in git's (newest-first) order.
+
+    Within one commit the events are returned in reverse so that reversing the whole list
+    restores git's order inside each commit (and a rename's deletion precedes its creation).
+    """
+    rows: list[tuple[int, str, str]] = []
+    commit: list[tuple[int, str, str]] = []
+    seconds = 0
+    tokens = iter(out.split("\0"))
+    for raw in tokens:
+        token = raw.lstrip("\n")
+        if token.startswith(_HEADER):
+            rows.extend(reversed(commit))
+            commit = []
+            seconds = int(token.split()[1])
+            continue
+        if not token:
+            continue
+        if not _STATUS.match(token):
+            raise GitError(f"unexpected token in git log output: {token[:60]!r}")
+        kind = token[0]
+        if kind in "RC":
+            old, new = next(tokens), next(tokens)
+            if kind == "R":
+                commit.append((seconds, DELETED, old))
+            commit.append((seconds, CREATED, new))
+        else:
+            path = next(tokens)
+            event = {"A": CREATED, "D": DELETED}.get(kind, CHANGED)
+            commit.append((seconds, event, path))
+    rows.extend(reversed(commit))
+    return rows
+
+
+def write_history_table(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write an event table as ``.csv``, ``.csv.gz`` or ``.parquet`` (by the file name)."""
+    path = Path(path)
+    suffixes = "".join(path.suffixes).lower()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffixes.endswith((".parquet", ".pq")):
+        frame.to_parquet(path, index=False)
+    elif suffixes.endswith((".csv", ".csv.gz")):
+        frame.to_csv(path, index=False)
+    else:
+        raise ObservationError(
+            f"unsupported output type for {path}; use .csv, .csv.gz or .parquet", field="out"
+        )
+    return path

@@ -1,0 +1,731 @@
+"""Forecast study: which method predicts the future of real pages? (``docs/histories.md``)
+
+Every page alive at the ``split`` is crawled on a fixed schedule (every ``crawl_every_hours``,
+a random phase per page) from the start of the history: the visits up to the split are the
+censored training data, the only thing a method sees. The same schedule continues through
+the test window ``(split, split + horizon]``; its intervals (the first one starts at the last
+training visit) carry the exact number of changes from the history. Each method predicts,
+per page:
+
+- the number ``k`` of test intervals with a detected change: for the Bayesian models the
+  posterior predictive (per posterior draw the count is a sum of Binomials over the page's
+  test intervals grouped by integrated rate, mixed over draws); for the point estimators the
+  plug-in Binomial with ``λ̂`` floored at :data:`RATE_FLOOR_CHANGES` change over the page's
+  training exposure (so a page that never changed does not get probability 0);
+- the probability that the page changes at all in the test window (until it is deleted).
+
+Scores (``ForecastResult.to_json()``): ``log_score``, the mean over pages of
+``log P(k)``; ``brier``, the Brier score of "changed at all" against the exact history;
+``coverage90``, the fraction of pages whose randomised PIT value ``u = F(k − 1) + V·P(k)``
+(``V`` uniform, common to all methods) lies in ``[0.05, 0.95]`` — 0.90 in expectation for a
+calibrated predictive even when most counts are 0 or 1; and ``rate_log_rmse``, the RMSE of
+``log`` predicted rate against ``log`` realised exact rate over pages with at least one
+true change in the window (the rate a Bayesian model predicts is its posterior mean).
+
+:func:`run` is the library entry point (``bayesrate study forecast`` is a thin layer over
+it, :mod:`bayesrate.commands.study`); the figures are :func:`bayesrate.plots.forecast_calibration`,
+:func:`~bayesrate.plots.forecast_pit` and :func:`~bayesrate.plots.forecast_log_scores`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesrate.clock import to_timestamp
+from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE, HOURS_PER_DAY
+from bayesrate.errors import ObservationError
+from bayesrate.history import (
+    ChangeHistory,
+    FixedInterval,
+    crawl,
+    hours_of,
+    segment_searchsorted,
+)
+from bayesrate.observations import Observations, concat_ranges
+from bayesrate.seeds import rng_from
+from bayesrate.studies import Progress, StudyResult, silent
+
+DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
+
+POINT_METHODS = ("naive", "cho", "mle")
+MODEL_METHODS = ("censored", "hierarchical", "modulated")
+METHODS = (*POINT_METHODS, *MODEL_METHODS)
+#: point estimates are floored at this many changes over the page's training exposure
+RATE_FLOOR_CHANGES = 0.5
+#: central PIT band whose coverage is reported
+PIT_BAND = (0.05, 0.95)
+#: probabilities below this are floored before taking logs (counted in the result)
+MIN_PROBABILITY = 1e-300
+#: test intervals per chunk when computing hour-of-week overlaps
+OVERLAP_CHUNK = 50_000
+DEFAULT_HORIZON_DAYS = 180.0
+#: NUTS settings of the study's fits unless given (the models' own defaults, 4 x 1000 draws
+#: + 1000 tuning steps, take about 2.5x longer; docs/histories.md compares the two)
+STUDY_SAMPLER = {"chains": 4, "draws": 500, "tune": 500}
+FAST = {"max_pages": 300, "draws": 200, "tune": 300, "chains": 2, "predictive_draws": 200}
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class MethodForecast:
+    """One method's scores and per-page predictions (arrays aligned with the pages)."""
+
+    name: str
+    log_score: float
+    brier: float
+    coverage90: float
+    rate_log_rmse: float
+    prob_at_k: np.ndarray
+    cdf_below_k: np.ndarray
+    pit: np.ndarray
+    prob_change: np.ndarray
+    expected_count: np.ndarray
+    rate_per_hour: np.ndarray
+    seconds: float
+    diagnostics: dict[str, Any] | None = None
+    floored_probabilities: int = 0
+
+    def scores(self) -> dict[str, float]:
+        return {
+            "log_score": self.log_score,
+            "brier": self.brier,
+            "coverage90": self.coverage90,
+            "rate_log_rmse": self.rate_log_rmse,
+        }
+
+
+@dataclass
+class ForecastResult:
+    """What :func:`run` measured.
+
+    Attributes
+    ----------
+    split, horizon_days, crawl_every_hours
+        The design (``split`` as an ISO timestamp).
+    pages
+        Page labels scored (alive at the split, with at least one training interval and one
+        test interval).
+    detected
+        Per page, the number of test intervals with a detected change (``k``).
+    test_intervals
+        Per page, the number of test intervals.
+    changed
+        Per page, whether it changed at all in the test window (exact history).
+    true_rate
+        Per page, exact changes per hour in the test window.
+    methods
+        Per method, a :class:`MethodForecast`.
+    """
+
+    source: str
+    split: str
+    horizon_days: float
+    crawl_every_hours: float
+    pages: pd.Index
+    domain: np.ndarray
+    detected: np.ndarray
+    test_intervals: np.ndarray
+    changed: np.ndarray
+    true_rate: np.ndarray
+    methods: dict[str, MethodForecast]
+    training: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    seconds: dict[str, float] = field(default_factory=dict)
+    reference: MethodForecast | None = None
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.pages)
+
+    def to_json(self) -> dict[str, Any]:
+        """The issue's JSON shape: split, horizon, schedule, pages, scores per method."""
+        return {
+            "split": self.split,
+            "horizon_days": self.horizon_days,
+            "crawl_every_hours": self.crawl_every_hours,
+            "pages": self.n_pages,
+            "methods": {name: m.scores() for name, m in self.methods.items()},
+        }
+
+    def table(self) -> pd.DataFrame:
+        """Scores per method (rows), with fit seconds and convergence where there is a fit."""
+        rows = []
+        for name, m in self.methods.items():
+            d = m.diagnostics or {}
+            rows.append(
+                {
+                    "method": name,
+                    **m.scores(),
+                    "seconds": m.seconds,
+                    "r_hat_max": d.get("r_hat_max", np.nan),
+                    "ess_bulk_min": d.get("ess_bulk_min", np.nan),
+                    "divergences": d.get("divergences", np.nan),
+                }
+            )
+        return pd.DataFrame(rows).set_index("method")
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """What ``--json`` prints: :meth:`to_json`."""
+        return self.to_json()
+
+    @property
+    def text(self) -> str:
+        """The score table for the terminal."""
+        lines = [
+            f"{self.source}: {self.n_pages:,} pages, crawl every {self.crawl_every_hours:g} h, "
+            f"split {self.split}, horizon {self.horizon_days:g} days",
+            self.table().to_string(float_format=lambda v: f"{v:.4f}"),
+        ]
+        if self.reference is not None:
+            ref = self.reference
+            lines.append(
+                f"hindsight reference (knows each page's realised test rate): log score "
+                f"{ref.log_score:.4f}, Brier {ref.brier:.4f}, coverage90 {ref.coverage90:.3f}"
+            )
+        return "\n".join(lines)
+
+    def pages_table(self) -> pd.DataFrame:
+        """Per page and method: P(observed count), PIT, P(change), predicted rate per day."""
+        frame = pd.DataFrame(
+            {
+                "page": self.pages.to_numpy(),
+                "domain": self.domain,
+                "test_intervals": self.test_intervals,
+                "detected": self.detected,
+                "changed": self.changed.astype(int),
+                "true_rate_per_day": self.true_rate * HOURS_PER_DAY,
+            }
+        )
+        for name, m in self.methods.items():
+            frame[f"{name}_p_detected"] = m.prob_at_k
+            frame[f"{name}_pit"] = m.pit
+            frame[f"{name}_p_change"] = m.prob_change
+            frame[f"{name}_rate_per_day"] = m.rate_per_hour * HOURS_PER_DAY
+        return frame
+
+    def study_result(self) -> StudyResult:
+        """Tables (``scores``, ``pages``), ``forecast.json`` and the three figures."""
+        from bayesrate import plots
+
+        scores = self.table().reset_index()
+        return StudyResult(
+            name="forecast",
+            tables={"scores": scores, "pages": self.pages_table()},
+            summary=self.details(),
+            figures={
+                "calibration": plots.forecast_calibration(self),
+                "pit": plots.forecast_pit(self),
+                "log-score": plots.forecast_log_scores(self),
+            },
+            text=self.text,
+            summary_file="forecast.json",
+        )
+
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write the tables, ``forecast.json`` and the figures (atomically)."""
+        return self.study_result().save(directory)
+
+    def details(self) -> dict[str, Any]:
+        """Everything in :meth:`to_json` plus design, training data, diagnostics and notes."""
+        out = self.to_json()
+        out["source"] = self.source
+        out["training"] = self.training
+        out["test"] = {
+            "intervals": int(self.test_intervals.sum()),
+            "pages_changed": int(self.changed.sum()),
+            "pages_with_detection": int((self.detected > 0).sum()),
+        }
+        for name, m in self.methods.items():
+            out["methods"][name] |= {
+                "seconds": round(m.seconds, 2),
+                "floored_probabilities": m.floored_probabilities,
+                **({"diagnostics": m.diagnostics} if m.diagnostics else {}),
+            }
+        if self.reference is not None:
+            out["hindsight_reference"] = {
+                **self.reference.scores(),
+                "what": "plug-in Binomial with each page's realised rate over its test intervals "
+                "(knows the future: how much any constant-rate forecast loses to the window's "
+                "own rate; not a bound, since changes cluster within the window)",
+            }
+        out["seconds"] = {k: round(v, 2) for k, v in self.seconds.items()}
+        out["notes"] = list(self.notes)
+        return out
+
+
+# --------------------------------------------------------------------------- design
+@dataclass(frozen=True, eq=False)
+class _Design:
+    """Training observations and the test intervals of the scored pages."""
+
+    train: Observations
+    split: float
+    history_page: np.ndarray  # history position of each scored page
+    interval_page: np.ndarray  # test intervals: page position, start, end, exact changes
+    interval_start: np.ndarray
+    interval_end: np.ndarray
+    interval_truth: np.ndarray
+    window_hours: np.ndarray  # per page: (split, split + window] is its test window
+    window_changes: np.ndarray
+    notes: tuple[str, ...]
+
+    @property
+    def n_pages(self) -> int:
+        return self.train.n_pages
+
+    @property
+    def detected(self) -> np.ndarray:
+        hit = self.interval_truth > 0
+        return np.bincount(self.interval_page[hit], minlength=self.n_pages)
+
+
+def design(
+    history: ChangeHistory,
+    *,
+    crawl_every_hours: float,
+    split: float,
+    horizon_hours: float,
+    seed: int | str,
+    max_pages: int | None = None,
+    phase_step_hours: float = 1.0,
+) -> _Design:
+    """Crawl the history and cut it at the split (see the module docstring).
+
+    Each page is visited at its own phase, drawn on a grid of ``phase_step_hours`` (default
+    whole hours: a daily crawl visits each page at a page-specific hour).
+    """
+    stop = split + horizon_hours
+    if not history.start < split < stop <= history.end:
+        raise ObservationError(
+            f"need start < split < split + horizon <= end of the history "
+            f"({_iso(history.start)} .. {_iso(history.end)}); got split {_iso(split)}, "
+            f"horizon {horizon_hours / HOURS_PER_DAY:g} days",
+            field="split",
+        )
+    schedule = FixedInterval(
+        crawl_every_hours, phase_step_hours=min(phase_step_hours, crawl_every_hours)
+    )
+    crawled = crawl(history, schedule, f"{seed}-crawl", end=stop)
+    obs = crawled.observations
+    pages_all = np.arange(obs.n_pages)
+    n_train = (
+        segment_searchsorted(obs.time, obs.offsets, pages_all, split, side="right")
+        - obs.offsets[:-1]
+    )
+    n_visits = obs.visits_per_page
+    life = history.lifetime_at(split)[crawled.history_page]
+    eligible = (life >= 0) & (n_train >= 2) & (n_visits > n_train)
+    notes = [
+        f"{int((history.alive_at(split)).sum())} pages alive at the split; "
+        f"{int(eligible.sum())} have a training interval and a test interval "
+        f"(crawl {schedule.describe()})"
+    ]
+    chosen = np.flatnonzero(eligible)
+    if max_pages is not None and len(chosen) > max_pages:
+        chosen = np.sort(rng_from(f"{seed}-pages").choice(chosen, max_pages, replace=False))
+        notes.append(f"scored a random subset of {max_pages} of them")
+    if len(chosen) == 0:
+        raise ObservationError("no page is alive at the split with training and test data")
+    starts = obs.offsets[chosen]
+    train_idx = concat_ranges(starts, n_train[chosen])
+    train_counts = n_train[chosen]
+    train = Observations(
+        pages=obs.pages.iloc[chosen].copy(),
+        offsets=np.concatenate([[0], np.cumsum(train_counts)]).astype(np.int64),
+        time=obs.time[train_idx],
+        changed=obs.changed[train_idx],
+        time_kind="datetime",
+        notes=obs.notes,
+        source=f"{obs.source}, up to the split",
+    )
+    n_test = (n_visits - n_train)[chosen]
+    end_idx = concat_ranges(starts + n_train[chosen], n_test)
+    interval_page = np.repeat(np.arange(len(chosen)), n_test)
+    hp = crawled.history_page[chosen]
+    window_end = np.minimum(history.life_end[life[chosen]], stop)
+    window_changes = history.count_changes(hp, np.full(len(hp), split), window_end)
+    return _Design(
+        train=train,
+        split=split,
+        history_page=hp,
+        interval_page=interval_page,
+        interval_start=obs.time[end_idx - 1],
+        interval_end=obs.time[end_idx],
+        interval_truth=crawled.true_changes[end_idx],
+        window_hours=window_end - split,
+        window_changes=window_changes,
+        notes=tuple(notes),
+    )
+
+
+# --------------------------------------------------------------------------- predictives
+@dataclass(frozen=True)
+class _Groups:
+    """Test intervals grouped per page by integrated rate: (page, count, key)."""
+
+    page: np.ndarray
+    count: np.ndarray
+    key: np.ndarray  # interval length (hours) or overlap-pattern index
+    patterns: np.ndarray | None = None  # (n_patterns, 168) hour-of-week overlaps
+
+
+def length_groups(d: _Design) -> _Groups:
+    """Test intervals grouped by (page, exact length)."""
+    tau = d.interval_end - d.interval_start
+    values, code = np.unique(tau, return_inverse=True)
+    key = d.interval_page * len(values) + code
+    uniq, count = np.unique(key, return_counts=True)
+    page, tau_code = np.divmod(uniq, len(values))
+    return _Groups(page, count, values[tau_code])
+
+
+def pattern_groups(d: _Design, timezone: str) -> _Groups:
+    """Test intervals grouped by (page, hour-of-week overlap pattern), exact."""
+    from bayesrate.clock import hour_of_week_overlap
+    from bayesrate.sufficient import _unique_rows
+
+    chunk_patterns, chunk_codes = [], []
+    for lo in range(0, len(d.interval_start), OVERLAP_CHUNK):
+        sl = slice(lo, lo + OVERLAP_CHUNK)
+        rows = hour_of_week_overlap(d.interval_start[sl], d.interval_end[sl], timezone)
+        patterns, codes = _unique_rows(rows)
+        chunk_codes.append(codes + sum(len(p) for p in chunk_patterns))
+        chunk_patterns.append(patterns)
+    patterns, remap = _unique_rows(np.concatenate(chunk_patterns))
+    code = remap[np.concatenate(chunk_codes)]
+    key = d.interval_page * len(patterns) + code
+    uniq, count = np.unique(key, return_counts=True)
+    page, pattern = np.divmod(uniq, len(patterns))
+    return _Groups(page, count, pattern, patterns)
+
+
+def count_predictive(
+    prob: np.ndarray, group_page: np.ndarray, group_n: np.ndarray, k: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``P(K = k)`` and ``P(K < k)`` per page for a sum of Binomials, mixed over draws.
+
+    Parameters
+    ----------
+    prob
+        ``(draws, groups)`` change probability of one interval of each group.
+    group_page, group_n
+        Page position and number of intervals of each group (sorted by page).
+    k
+        Observed count per page.
+
+    Notes
+    -----
+    Exact: per draw the count of a page is the convolution of its groups' Binomial
+    distributions, truncated at ``k`` (pages are bucketed by ``k`` rounded up to a power of
+    two, so the work is ``O(draws · groups · k²)``, no per-page loop).
+    """
+    from scipy.stats import binom
+
+    prob = np.atleast_2d(prob)
+    n_draws = prob.shape[0]
+    n_pages = len(k)
+    rank = np.arange(len(group_page)) - np.searchsorted(group_page, group_page, side="left")
+    prob_k = np.zeros(n_pages)
+    cdf_below = np.zeros(n_pages)
+    width = np.where(k > 0, 2 ** np.ceil(np.log2(np.maximum(k, 1) + 1)).astype(np.int64), 1)
+    for size in np.unique(width):
+        pages = np.flatnonzero(width == size)
+        local = np.full(n_pages, -1)
+        local[pages] = np.arange(len(pages))
+        m = np.arange(size)
+        dist = np.zeros((n_draws, len(pages), size))
+        dist[:, :, 0] = 1.0
+        sel_groups = np.flatnonzero(local[group_page] >= 0)
+        for r in range(int(rank[sel_groups].max()) + 1 if len(sel_groups) else 0):
+            g = sel_groups[rank[sel_groups] == r]
+            rows = local[group_page[g]]
+            pmf = binom.pmf(m[None, None, :], group_n[g][None, :, None], prob[:, g][:, :, None])
+            current = dist[:, rows, :]
+            new = np.zeros_like(current)
+            for j in range(size):
+                new[:, :, j:] += current[:, :, : size - j] * pmf[:, :, j : j + 1]
+            dist[:, rows, :] = new
+        kk = k[pages]
+        prob_k[pages] = dist[:, np.arange(len(pages)), kk].mean(axis=0)
+        below = np.cumsum(dist, axis=2) - dist
+        cdf_below[pages] = below[:, np.arange(len(pages)), kk].mean(axis=0)
+    return prob_k, cdf_below
+
+
+@dataclass(frozen=True)
+class _Prediction:
+    """Per draw: integrated rate of each test group and of each page's window; mean rate."""
+
+    group_lambda: np.ndarray  # (draws, groups)
+    window_lambda: np.ndarray  # (draws, pages)
+    rate_per_hour: np.ndarray  # (pages,) point prediction of the rate
+
+
+def point_prediction(name: str, d: _Design, groups: _Groups) -> _Prediction:
+    """Plug-in prediction of a batch estimator, floored at RATE_FLOOR_CHANGES / exposure."""
+    from bayesrate.estimators import batch
+
+    stats = d.train.interval_stats
+    estimate = batch.mle(stats, interval=None) if name == "mle" else batch.BATCH[name](stats)
+    rate = np.maximum(estimate.rate, RATE_FLOOR_CHANGES / stats.exposure)
+    return _Prediction(
+        group_lambda=(rate[groups.page] * groups.key)[None, :],
+        window_lambda=(rate * d.window_hours)[None, :],
+        rate_per_hour=rate,
+    )
+
+
+def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
+    """The realised rate of each page over its test intervals: a reference that knows the
+    future (no floor: a page without a change in its test intervals has no detection)."""
+    span = np.bincount(
+        d.interval_page, weights=d.interval_end - d.interval_start, minlength=d.n_pages
+    )
+    rate = np.bincount(d.interval_page, weights=d.interval_truth, minlength=d.n_pages) / span
+    return _Prediction(
+        group_lambda=(rate[groups.page] * groups.key)[None, :],
+        window_lambda=(rate * d.window_hours)[None, :],
+        rate_per_hour=rate,
+    )
+
+
+def model_prediction(
+    model, d: _Design, groups: _Groups, n_draws: int, seed: int | str
+) -> _Prediction:
+    """Posterior predictive integrated rates of a fitted model, on ``n_draws`` draws."""
+    from bayesrate.draws import stack_draws
+
+    post = model.idata_["posterior"]
+    log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+    keep = np.sort(rng_from(f"{seed}-draws").permutation(len(log_rate))[:n_draws])
+    base = np.exp(log_rate[keep])
+    mean_rate = stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
+    if "log_multiplier" not in post:
+        return _Prediction(
+            group_lambda=base[:, groups.page] * groups.key[None, :],
+            window_lambda=base * d.window_hours[None, :],
+            rate_per_hour=mean_rate,
+        )
+    from bayesrate.clock import hour_of_week_overlap
+
+    multiplier = np.exp(stack_draws(post["log_multiplier"], DIM_HOUR_OF_WEEK)[keep])
+    timezone = model.model_config["timezone"]
+    pattern_weight = multiplier @ groups.patterns.T  # (draws, patterns): ∫ m over the pattern
+    window = hour_of_week_overlap(np.full(d.n_pages, d.split), d.split + d.window_hours, timezone)
+    return _Prediction(
+        group_lambda=base[:, groups.page] * pattern_weight[:, groups.key],
+        window_lambda=base * (multiplier @ window.T),
+        rate_per_hour=mean_rate,
+    )
+
+
+def score(
+    name: str,
+    pred: _Prediction,
+    groups: _Groups,
+    d: _Design,
+    pit_noise: np.ndarray,
+    seconds: float,
+    diagnostics: dict[str, Any] | None = None,
+) -> MethodForecast:
+    """Scores of one method's prediction (see the module docstring)."""
+    k = d.detected
+    prob = -np.expm1(-pred.group_lambda)
+    prob_k, cdf_below = count_predictive(prob, groups.page, groups.count, k)
+    floored = int((prob_k < MIN_PROBABILITY).sum())
+    log_score = float(np.mean(np.log(np.maximum(prob_k, MIN_PROBABILITY))))
+    pit = cdf_below + pit_noise * prob_k
+    coverage = float(np.mean((pit >= PIT_BAND[0]) & (pit <= PIT_BAND[1])))
+    prob_change = (-np.expm1(-pred.window_lambda)).mean(axis=0)
+    changed = d.window_changes > 0
+    brier = float(np.mean((prob_change - changed) ** 2))
+    true_rate = d.window_changes / d.window_hours
+    ok = changed & (pred.rate_per_hour > 0)
+    rmse = float(np.sqrt(np.mean((np.log(pred.rate_per_hour[ok]) - np.log(true_rate[ok])) ** 2)))
+    expected = np.bincount(
+        groups.page, weights=groups.count * prob.mean(axis=0), minlength=d.n_pages
+    )
+    return MethodForecast(
+        name=name,
+        log_score=log_score,
+        brier=brier,
+        coverage90=coverage,
+        rate_log_rmse=rmse,
+        prob_at_k=prob_k,
+        cdf_below_k=cdf_below,
+        pit=pit,
+        prob_change=prob_change,
+        expected_count=expected,
+        rate_per_hour=pred.rate_per_hour,
+        seconds=seconds,
+        diagnostics=diagnostics,
+        floored_probabilities=floored,
+    )
+
+
+# --------------------------------------------------------------------------- entry point
+def run(
+    *,
+    seed: int | str = "bayesrate-forecast",
+    fast: bool = False,
+    progress: Progress = silent,
+    history: ChangeHistory | str | Path | None = None,
+    dataset: str | None = None,
+    crawl_every: float = 24.0,
+    split: str | pd.Timestamp | float | None = None,
+    horizon_days: float = DEFAULT_HORIZON_DAYS,
+    methods: Sequence[str] | str = METHODS,
+    max_pages: int | None = None,
+    draws: int | None = None,
+    tune: int | None = None,
+    chains: int | None = None,
+    predictive_draws: int = 500,
+) -> ForecastResult:
+    """Run the forecast study on a change history.
+
+    Parameters
+    ----------
+    seed
+        Seeds the crawl phases, the page subset, the draw subset and the PIT noise.
+    fast
+        Small run for smoke tests: :data:`FAST` (300 pages, short chains) unless given.
+    progress
+        Callback for one-line progress messages.
+    history, dataset
+        The exact (or approximate) change history: a :class:`ChangeHistory` or a file
+        (``history``), or an embedded dataset name (``dataset``); exactly one.
+    crawl_every
+        The crawl interval in hours (training and test).
+    split
+        Training/test split (tz-aware timestamp or hours since the epoch); default the end
+        of the history minus the horizon.
+    horizon_days
+        Length of the test window.
+    methods
+        Any of :data:`METHODS` (a sequence, or comma-separated text).
+    max_pages
+        Score a random subset of this many eligible pages.
+    draws, tune, chains
+        NUTS settings of the model fits (default :data:`STUDY_SAMPLER`).
+    predictive_draws
+        Posterior draws used for the predictive (a random subset of the fit's draws).
+    """
+    if not isinstance(history, ChangeHistory):
+        from bayesrate.io.history import load_history
+
+        history = load_history(dataset=dataset, path=history)
+    elif dataset is not None:
+        raise ObservationError("give a history or a dataset, not both", field="dataset")
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    crawl_every_hours = float(crawl_every)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ObservationError(
+            f"unknown method(s) {unknown}; choose from {list(METHODS)}", field="methods"
+        )
+    if not (np.isfinite(horizon_days) and horizon_days > 0):
+        raise ObservationError("horizon must be > 0 days", field="horizon_days")
+    if fast:
+        max_pages = FAST["max_pages"] if max_pages is None else max_pages
+        draws, tune, chains = (
+            draws or FAST["draws"],
+            tune or FAST["tune"],
+            chains or FAST["chains"],
+        )
+        predictive_draws = min(predictive_draws, FAST["predictive_draws"])
+    horizon = horizon_days * HOURS_PER_DAY
+    split_hours = history.end - horizon if split is None else hours_of(split, "split")
+    t_start = time.perf_counter()
+    seconds: dict[str, float] = {}
+    d = design(
+        history,
+        crawl_every_hours=crawl_every_hours,
+        split=split_hours,
+        horizon_hours=horizon,
+        seed=seed,
+        max_pages=max_pages,
+    )
+    seconds["crawl_and_split"] = time.perf_counter() - t_start
+    progress(
+        f"forecast: {d.n_pages:,} pages, {d.train.n_visits:,} training visits, "
+        f"{len(d.interval_start):,} test intervals ({seconds['crawl_and_split']:.1f} s)"
+    )
+    pit_noise = rng_from(f"{seed}-pit").random(d.n_pages)
+    by_length = length_groups(d)
+    given = {"draws": draws, "tune": tune, "chains": chains}
+    sampler = {k: v if v else STUDY_SAMPLER[k] for k, v in given.items()}
+    sampler["seed"] = str(seed)
+    results: dict[str, MethodForecast] = {}
+    for name in methods:
+        t0 = time.perf_counter()
+        if name in POINT_METHODS:
+            pred = point_prediction(name, d, by_length)
+            groups, diag = by_length, None
+        else:
+            from bayesrate.quick_fit import describe_fit, fit_model
+
+            model = fit_model(name, d.train, sampler)
+            diag = model.diagnostics_.to_dict()
+            progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
+            groups = (
+                pattern_groups(d, model.model_config["timezone"])
+                if name == "modulated"
+                else by_length
+            )
+            pred = model_prediction(model, d, groups, predictive_draws, f"{seed}-{name}")
+        results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag)
+        seconds[name] = results[name].seconds = time.perf_counter() - t0
+        m = results[name]
+        progress(
+            f"  {name}: log score {m.log_score:.4f}, Brier {m.brier:.4f}, coverage90 "
+            f"{m.coverage90:.3f}, rate log-RMSE {m.rate_log_rmse:.3f} ({seconds[name]:.1f} s)"
+        )
+    reference = score("hindsight", hindsight_prediction(d, by_length), by_length, d, pit_noise, 0.0)
+    seconds["total"] = time.perf_counter() - t_start
+    stats = d.train.interval_stats
+    return ForecastResult(
+        source=history.source,
+        split=_iso(split_hours),
+        horizon_days=float(horizon_days),
+        crawl_every_hours=float(crawl_every_hours),
+        pages=d.train.pages.index,
+        domain=d.train.pages["domain"].to_numpy(),
+        detected=d.detected,
+        test_intervals=np.bincount(d.interval_page, minlength=d.n_pages),
+        changed=d.window_changes > 0,
+        true_rate=d.window_changes / d.window_hours,
+        methods=results,
+        training={
+            "visits": d.train.n_visits,
+            "intervals": d.train.n_intervals,
+            "detected_changes": d.train.n_changes,
+            "pages_never_changed": int((stats.n_changes == 0).sum()),
+            "rate_floor": f"{RATE_FLOOR_CHANGES} change over each page's training exposure",
+        },
+        notes=(*d.notes, *history.notes),
+        seconds=seconds,
+        reference=reference,
+    )
+
+
+def _iso(hours: float) -> str:
+    return to_timestamp(hours).isoformat()
+
+
+__all__ = [
+    "DESCRIPTION",
+    "METHODS",
+    "ForecastResult",
+    "MethodForecast",
+    "count_predictive",
+    "run",
+]

@@ -1,0 +1,114 @@
+"""``bayesrate data from-git`` on a repository made in the test: create, edit, rename, delete."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from bayesrate import gitlog
+from bayesrate.cli import main
+from bayesrate.io.history import read_history
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
+
+
+def git(repo, *args, when=None):
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    if when is not None:
+        stamp = f"@{T0 + when} +0000"
+        env |= {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=repo, env=env, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def iso(offset: int) -> str:
+    return pd.Timestamp(T0 + offset, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "docs"
+    (r / "pages" / "linux").mkdir(parents=True)
+    git(r, "init", "-q", "-b", "main")
+    (r / "pages" / "linux" / "ls.md").write_text("ls\n")
+    (r / "pages" / "linux" / "old name.md").write_text("cp\n")
+    (r / "README.md").write_text("not a page\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "create", when=0)
+    (r / "pages" / "linux" / "ls.md").write_text("ls -la\n")
+    git(r, "commit", "-qam", "edit", when=3600)
+    git(r, "mv", "pages/linux/old name.md", "pages/linux/cp.md")
+    git(r, "commit", "-qm", "rename", when=7200)
+    git(r, "rm", "-q", "pages/linux/ls.md")
+    git(r, "commit", "-qm", "delete", when=10800)
+    # a side branch merged into main: its file lands at the merge commit's time
+    git(r, "checkout", "-qb", "side")
+    (r / "pages" / "osx").mkdir()
+    (r / "pages" / "osx" / "open.md").write_text("open\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "side work", when=12000)
+    git(r, "checkout", "-q", "main")
+    git(r, "merge", "-q", "--no-ff", "side", "-m", "merge", when=14400)
+    return r
+
+
+def test_history_frame_matches_the_commits(repo):
+    got = gitlog.history_frame(repo, "pages/**/*.md", domain_depth=1)
+    want = pd.DataFrame(
+        [
+            ["linux/ls", "linux", iso(0), "created"],
+            ["linux/old name", "linux", iso(0), "created"],
+            ["linux/ls", "linux", iso(3600), "changed"],
+            ["linux/old name", "linux", iso(7200), "deleted"],
+            ["linux/cp", "linux", iso(7200), "created"],
+            ["linux/ls", "linux", iso(10800), "deleted"],
+            ["osx/open", "osx", iso(14400), "created"],  # first parent: the merge time
+        ],
+        columns=["page", "domain", "time", "event"],
+    )
+    sort = ["time", "page", "event"]
+    pd.testing.assert_frame_equal(
+        got.sort_values(sort).reset_index(drop=True), want.sort_values(sort).reset_index(drop=True)
+    )
+    no_domain = gitlog.history_frame(repo, "pages/**/*.md")
+    assert list(no_domain.columns) == ["page", "time", "event"]
+
+
+def test_cli_writes_a_valid_history(repo, tmp_path, capsys):
+    out = tmp_path / "hist.csv.gz"
+    args = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--domain-depth", "1"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert "wrote 7 events of 4 pages" in capsys.readouterr().out
+    h = read_history(out)
+    by = dict(zip(h.pages.index, range(h.n_pages), strict=True))
+    assert h.changes_per_page[by["linux/ls"]] == 1
+    ls = by["linux/ls"]
+    assert h.life_end[h.life_offsets[ls]] - h.life_start[h.life_offsets[ls]] == pytest.approx(3.0)
+    assert h.alive_at(h.end - 1e-6)[by["linux/cp"]]
+    # the record ends with its last event (the merge), which creates osx/open
+    assert h.life_start[h.life_offsets[by["osx/open"]]] == h.end
+
+
+def test_clear_errors(repo, tmp_path, monkeypatch, capsys):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(gitlog.GitError, match="not a git repository"):
+        gitlog.history_frame(plain, "*.md")
+    with pytest.raises(gitlog.GitError, match="no such directory"):
+        gitlog.history_frame(tmp_path / "missing", "*.md")
+    with pytest.raises(gitlog.GitError, match="no commit of HEAD touches"):
+        gitlog.history_frame(repo, "specs/**/*.txt")
+    out = str(tmp_path / "x.csv")
+    assert main(["data", "from-git", str(plain), "--pathspec", "*.md", "--out", out]) == 1
+    assert "not a git repository" in capsys.readouterr().err
+    monkeypatch.setattr(gitlog.shutil, "which", lambda name: None)
+    with pytest.raises(gitlog.GitError, match="git is not installed"):
+        gitlog.history_frame(repo, "pages/**/*.md")

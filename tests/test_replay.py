@@ -1,0 +1,178 @@
+"""Scheduler replay on exact histories: exact freshness, equal budgets, the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrate.cli import main
+from bayesrate.history import ChangeHistory
+from bayesrate.priors import PriorSet
+from bayesrate.scheduler import replay
+from bayesrate.scheduler.optimal import azar_rates
+
+T0 = pd.Timestamp("2024-01-01", tz="UTC")
+H0 = T0.value / 3.6e12
+
+
+def ts(hours: float) -> str:
+    return (T0 + pd.Timedelta(hours=hours)).isoformat()
+
+
+def test_staleness_integrals_by_hand():
+    rows = [
+        ["a", ts(2), "changed"],
+        ["a", ts(3), "changed"],
+        ["a", ts(7), "changed"],
+        ["b", ts(4), "created"],
+        ["b", ts(6), "changed"],
+        ["b", ts(9), "deleted"],
+        ["c", ts(-1), "changed"],
+    ]
+    h = ChangeHistory.from_frame(pd.DataFrame(rows, columns=["page", "time", "event"]), end=ts(10))
+    assert list(h.pages.index) == ["a", "b", "c"]
+    fetch_page = np.array([0, 0, 1, 2])
+    fetch_time = np.array([5.0, 8.0, 5.0, 1.0]) + H0
+    copy = np.array([0.0, np.nan, -2.0]) + H0
+    fresh, harmonic, live = replay.staleness_integrals(
+        h, fetch_page, fetch_time, (H0, H0 + 10), copy
+    )
+    # a: stale [2,5) with n = 1 then 2, and [7,8) with n = 1
+    # b: exists [4,9); stale from its creation to the fetch at 5, and from 6 to its deletion
+    # c: the change at -1 (after its copy at -2) keeps it stale until the fetch at 1
+    assert live.tolist() == pytest.approx([10.0, 5.0, 10.0])
+    assert fresh.tolist() == pytest.approx([6.0, 1.0, 9.0])
+    assert harmonic.tolist() == pytest.approx([1 + 1.5 * 2 + 1, 1 + 3, 1.0])
+
+
+def synthetic_history(seed: str, n_pages: int = 40, days: float = 120.0) -> ChangeHistory:
+    rng = np.random.default_rng(int.from_bytes(seed.encode(), "little") % 2**32)
+    rows = []
+    for i in range(n_pages):
+        rate = np.exp(rng.normal(np.log(0.3), 1.2)) / 24  # per hour
+        born = 0.0 if i < 30 else rng.uniform(20, 110) * 24
+        died = rng.uniform(100, 119) * 24 if i % 9 == 0 else None
+        if born > 0:
+            rows.append([f"p{i:02d}", ts(born), "created"])
+        end = died if died is not None else days * 24
+        t = born + rng.exponential(1 / rate)
+        while t < end:
+            rows.append([f"p{i:02d}", ts(t), "changed"])
+            t += rng.exponential(1 / rate)
+        if died is not None:
+            rows.append([f"p{i:02d}", ts(died), "deleted"])
+    frame = pd.DataFrame(rows, columns=["page", "time", "event"])
+    frame["domain"] = np.where(frame["page"] < "p20", "x", "y")
+    return ChangeHistory.from_frame(frame, end=ts(days * 24))
+
+
+def brute_force_freshness(setup, pages, times, step=0.01):
+    """Freshness and harmonic staleness by evaluating the state on a fine time grid."""
+    h = setup.history
+    grid = np.arange(setup.start, setup.end, step) + step / 2
+    fresh = harm = live_total = 0.0
+    for i in range(h.n_pages):
+        lives = [
+            (h.life_start[j], h.life_end[j])
+            for j in range(h.life_offsets[i], h.life_offsets[i + 1])
+        ]
+        alive = np.zeros(len(grid), dtype=bool)
+        for a, b in lives:
+            alive |= (grid >= a) & (grid < b)
+        f = np.sort(np.concatenate([times[pages == i], [setup.copy_time[i]]]))
+        f = f[~np.isnan(f)]
+        events = h.times[h.offsets[i] : h.offsets[i + 1]]
+        if np.isnan(setup.copy_time[i]) and h.life_start[h.life_offsets[i]] > h.start:
+            events = np.sort(np.append(events, h.life_start[h.life_offsets[i]]))
+        last = np.searchsorted(f, grid, side="right") - 1
+        since = np.where(last >= 0, f[np.maximum(last, 0)], -np.inf)
+        n = np.searchsorted(events, grid, side="right") - np.searchsorted(events, since, "right")
+        hn = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n.max(initial=0) + 1))])[n]
+        fresh += step * np.sum(alive & (n == 0))
+        harm += step * np.sum(hn * alive)
+        live_total += step * alive.sum()
+    return fresh / live_total, harm / live_total
+
+
+def test_replay_budgets_and_exact_scores():
+    h = synthetic_history("replay")
+    start = H0 + 90 * 24
+    warm = replay.warmup_crawl(h, start, 24.0, seed="t")
+    setup = replay.prepare(h, warm, start=start, days=20, tick_hours=1.0)
+    assert setup.n == h.n_pages - 0  # every page exists at some time in the window
+    budget = 1 / 3
+    result = replay.replay_policies(setup, budget=budget, priors=PriorSet.default(), seed="t")
+    shape = result.to_json()
+    assert set(shape["policies"]) == set(replay.POLICIES)
+    for name, r in result.policies.items():
+        assert 0.98 <= r["fetches_vs_budget"] <= 1.0 + 1e-9, name
+        assert set(shape["policies"][name]) == {"freshness", "harmonic_staleness", "fetches"}
+    # the exact integrals agree with a brute-force time grid for two policies' real fetches
+    policies = [
+        replay.IntervalReplay("uniform", setup, 1.0, np.random.default_rng(1)),
+        replay.PlannedReplay(
+            "bayesrate", setup, PriorSet.default(), budget, np.random.default_rng(2)
+        ),
+    ]
+    fetches, _ = replay.run_policies(setup, policies, budget)
+    for name in ("uniform", "bayesrate"):
+        exact = replay.score_fetches(setup, *fetches[name])
+        approx_f, approx_h = brute_force_freshness(setup, *fetches[name])
+        assert exact["freshness"] == pytest.approx(approx_f, abs=2e-3)
+        assert exact["harmonic_staleness"] == pytest.approx(approx_h, abs=2e-3)
+
+
+def test_hindsight_rates_are_azar_on_window_counts():
+    h = synthetic_history("hindsight")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
+    p = replay.hindsight_rates(setup, 0.2)
+    live = replay._live_overlap(
+        setup.history, np.arange(setup.n), np.full(setup.n, -np.inf), np.full(setup.n, np.inf),
+        setup.start, setup.end,
+    )  # fmt: skip
+    # fetches planned over the window equal the budget, and they solve Azar's problem
+    assert (p * live).sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
+    counts = h.count_changes(
+        np.arange(setup.n), np.full(setup.n, start), np.full(setup.n, start + 480)
+    )
+    new = np.isnan(setup.copy_time)
+    q = azar_rates(live, (counts + new).astype(float), setup.budget_fetches(0.2))
+    assert np.allclose(p * live, q)
+
+
+def test_replay_module_never_imports_pymc():
+    code = (
+        "import sys, bayesrate.scheduler.replay, bayesrate.commands.schedule_replay\n"
+        "print([m for m in ('pymc', 'pytensor', 'arviz') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_cli_replay_json(tmp_path, capsys):
+    h_path = tmp_path / "h.csv"
+    rows = []
+    rng = np.random.default_rng(7)
+    for i in range(12):
+        for t in np.sort(rng.uniform(0, 60 * 24, rng.integers(2, 30))):
+            rows.append([f"p{i}", ts(t)])
+    pd.DataFrame(rows, columns=["page", "time"]).to_csv(h_path, index=False)
+    priors = PriorSet.default().save(tmp_path / "priors")
+    args = ["schedule", "replay", "--history", str(h_path), "--start", ts(40 * 24)]
+    args += ["--days", "10", "--budget", "0.5", "--priors", str(priors), "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"policies"}
+    assert set(out["policies"]) == set(replay.POLICIES)
+    # a missing required option is a usage error (exit 2)
+    assert (
+        main(["schedule", "replay", "--history", str(h_path), "--days", "1", "--budget", "1"]) == 2
+    )
+    assert main([*args[:5], "2024-01-01T00:00", *args[6:]]) == 1
+    assert "no time zone" in capsys.readouterr().err
