@@ -208,6 +208,23 @@ def scale_out(root: Path, shape: dict, workers: int, memory_limit: str) -> dict:
     return out
 
 
+def ratios(dask: dict, memory: dict, rows: int, total: float) -> dict[str, float]:
+    """Throughput of each Dask stage over the in-memory path's on its (smaller) log.
+
+    ``aggregate`` is compared with the in-memory read + statistics, ``whole`` with the sum
+    of the in-memory stages.
+    """
+    mem_rows = memory["rows"]
+    mem = {
+        "aggregate": memory["read_seconds"] + memory["statistics_seconds"],
+        "posteriors": memory["posteriors_seconds"],
+        "rates": memory["rates_seconds"],
+    }
+    out = {k: dask[k]["rows_per_second"] / (mem_rows / mem[k]) for k in mem}
+    out["whole"] = (rows / total) / (mem_rows / sum(mem.values()))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=50_000_000)
@@ -257,6 +274,11 @@ def main() -> None:
     results["dask"] = scale_out(root, shape, args.workers, args.memory_limit)
     total = sum(v["seconds"] for v in results["dask"].values())
     print(f"[dask] whole path: {total:.0f} s, {shape['rows'] / total:,.0f} log rows/s")
+    results["ratio_to_in_memory"] = ratios(results["dask"], m, shape["rows"], total)
+    print(
+        "[ratio] Dask rows/s / in-memory rows/s: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in results["ratio_to_in_memory"].items())
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     if not args.keep:
