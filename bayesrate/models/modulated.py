@@ -82,6 +82,11 @@ class ModulatedModel(HierarchicalModel):
 
         return visit_patterns(data, self.timezone).groups("hour_of_week")
 
+    def _quiet_span(self, data: Observations, busy: IntervalGroups):
+        from bayesrate.models.likelihood import QuietSpan
+
+        return QuietSpan.of(data, self.timezone, busy)
+
     def _log_multiplier(self):
         import pymc as pm
 
