@@ -164,63 +164,34 @@ def _log_mix(values, shift, offs, inv2s2):  # log Σ_i exp(values_i − (offs_i)
 
 
 @numba.njit(parallel=True, **_JIT)
-def _marginals_kernel(theta, log_weight, mu_nodes, sigma):
-    n, t = theta.shape
-    m = mu_nodes.shape[1]
+def _log_gaussian_mixture(centers, log_weight, points, sigma):
+    # per page p and point k: log Σ_i exp(log_weight[p, i]) N(points[p, k]; centers[p, i], σ)
+    # (the pages' marginals at the μ nodes, and the pages' mixture priors at the θ nodes)
+    n, c = centers.shape
+    m = points.shape[1]
     out = np.empty((n, m))
     inv2s2 = 0.5 / (sigma * sigma)
     norm = -math.log(sigma) - _LOG_SQRT_2PI
     for p in numba.prange(n):
         top = -np.inf
-        for i in range(t):
+        for i in range(c):
             top = max(top, log_weight[p, i])
-        w = np.empty(t)
-        for i in range(t):
+        w = np.empty(c)
+        for i in range(c):
             w[i] = math.exp(log_weight[p, i] - top)
-        offs = np.empty(t)
-        active = np.flatnonzero(w >= _NEGLIGIBLE)  # nodes within e^-40 of the largest
-        for j in range(m):
+        offs = np.empty(c)
+        active = np.flatnonzero(w >= _NEGLIGIBLE)  # centres within e^-40 of the largest
+        for k in range(m):
             acc = 0.0
             for i in active:
-                d = theta[p, i] - mu_nodes[p, j]
+                d = centers[p, i] - points[p, k]
                 acc += w[i] * math.exp(-d * d * inv2s2)
             if acc > _TINY_SUM:
-                out[p, j] = math.log(acc) + top + norm
+                out[p, k] = math.log(acc) + top + norm
             else:
-                for i in range(t):
-                    offs[i] = theta[p, i] - mu_nodes[p, j]
-                out[p, j] = _log_mix(log_weight[p], 0.0, offs, inv2s2) + norm
-    return out
-
-
-@numba.njit(parallel=True, **_JIT)
-def _mixture_prior_kernel(theta, mu_nodes, log_mix_weight, sigma):
-    # log Σ_j exp(log_mix_weight_j) N(θ_i; μ_j, σ) for each page's θ nodes
-    n, t = theta.shape
-    m = mu_nodes.shape[1]
-    out = np.empty((n, t))
-    inv2s2 = 0.5 / (sigma * sigma)
-    norm = -math.log(sigma) - _LOG_SQRT_2PI
-    for p in numba.prange(n):
-        top = -np.inf
-        for j in range(m):
-            top = max(top, log_mix_weight[p, j])
-        w = np.empty(m)
-        for j in range(m):
-            w[j] = math.exp(log_mix_weight[p, j] - top)
-        offs = np.empty(m)
-        active = np.flatnonzero(w >= _NEGLIGIBLE)  # μ nodes the posterior reaches
-        for i in range(t):
-            acc = 0.0
-            for j in active:
-                d = theta[p, i] - mu_nodes[p, j]
-                acc += w[j] * math.exp(-d * d * inv2s2)
-            if acc > _TINY_SUM:
-                out[p, i] = math.log(acc) + top + norm
-            else:
-                for j in range(m):
-                    offs[j] = theta[p, i] - mu_nodes[p, j]
-                out[p, i] = _log_mix(log_mix_weight[p], 0.0, offs, inv2s2) + norm
+                for i in range(c):
+                    offs[i] = centers[p, i] - points[p, k]
+                out[p, k] = _log_mix(log_weight[p], 0.0, offs, inv2s2) + norm
     return out
 
 
@@ -454,7 +425,7 @@ def _domain_modes(
 def _page_marginals(grids: _PageGrids, sl: slice, mu_nodes: np.ndarray, sigma: float) -> np.ndarray:
     """``log m_p(μ)`` at the domain nodes ``mu_nodes`` of the pages in ``sl``."""
     theta, log_weight = grids.theta(sl), grids.log_weight(sl)
-    return _marginals_kernel(theta, log_weight, np.ascontiguousarray(mu_nodes), sigma)
+    return _log_gaussian_mixture(theta, log_weight, np.ascontiguousarray(mu_nodes), sigma)
 
 
 def grid_domain_and_pages(
@@ -518,8 +489,8 @@ def grid_domain_and_pages(
         loo = log_w[domain[sl]] - m_rel[sl].astype(np.float64)
         loo -= logsumexp(loo, axis=1, keepdims=True)
         theta, log_weight, jacobian = grids.chunk(sl)
-        log_prior = _mixture_prior_kernel(
-            theta, np.ascontiguousarray(mu_nodes[domain[sl]]), loo, sigma_page
+        log_prior = _log_gaussian_mixture(
+            np.ascontiguousarray(mu_nodes[domain[sl]]), loo, theta, sigma_page
         )
         log_post = log_weight - np.log(_trapezoid_weights(jacobian)) + log_prior
         dens = np.exp(log_post - log_post.max(axis=1, keepdims=True))

@@ -38,7 +38,7 @@ from bayesrate.constants import CHANGED, DOMAIN, N_HOUR_OF_WEEK, PAGE, TIME
 from bayesrate.observations import Observations
 from bayesrate.scaleout import logs
 from bayesrate.scaleout import problems as P
-from bayesrate.scaleout.staging import Staging, write_part
+from bayesrate.scaleout.staging import Staging, load_manifest, write_part
 from bayesrate.sufficient import IntervalStats
 
 #: rows per partition after the shuffle, when the number of partitions is not given
@@ -125,10 +125,8 @@ def aggregate(
     }
     staging = Staging(out, arguments)
     if staging.is_committed():
-        return staging_manifest(out)
-    staging.open()
-    done = staging.done()
-    todo = [k for k in range(n_parts) if k not in done]
+        return load_manifest(out)
+    done, todo = staging.pending(n_parts)
     if todo:
         frame = logs.read_log(spec)
         kwargs = {"npartitions": n_parts}
@@ -174,12 +172,6 @@ def aggregate(
     }
     staging.commit(manifest)
     return manifest
-
-
-def staging_manifest(out: str | Path) -> dict[str, Any]:
-    from bayesrate.scaleout.staging import load_manifest
-
-    return load_manifest(out)
 
 
 # ---------------------------------------------------------------------- one partition

@@ -146,9 +146,7 @@ def posteriors(
     staging = Staging(out, arguments)
     if staging.is_committed():
         return load_manifest(out)
-    staging.open()
-    done = staging.done()
-    todo = [k for k in range(n_parts) if k not in done]
+    done, todo = staging.pending(n_parts)
     task = dask.delayed(posterior_part, pure=False)
     tasks = [task(str(Path(stats_dir).absolute()), k, doc, n_grid, str(staging.path)) for k in todo]
     for k, summary in zip(todo, compute(tasks, progress=progress), strict=True):

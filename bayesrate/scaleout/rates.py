@@ -198,8 +198,7 @@ def rates(
 
     log_mu = budget_multiplier(total, budget)
     final = np.maximum(log_mu, host_mu)
-    done = staging.done()
-    todo = [k for k in range(n_parts) if k not in done]
+    done, todo = staging.pending(n_parts)
     task = delayed(write_rates_part, pure=False)
     tasks = [task(parts[k], k, objective, final, lo, hi, str(staging.path)) for k in todo]
     for k, summary in zip(todo, compute(tasks, progress=progress), strict=True):

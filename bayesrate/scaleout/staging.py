@@ -68,6 +68,12 @@ class Staging:
         (self.path / MARKERS).mkdir(parents=True, exist_ok=True)
         return self
 
+    def pending(self, n_parts: int) -> tuple[dict[int, dict[str, Any]], list[int]]:
+        """Open the staging directory; the parts already done and those still to do."""
+        self.open()
+        done = self.done()
+        return done, [k for k in range(n_parts) if k not in done]
+
     def is_committed(self) -> bool:
         """Whether ``out`` already holds this very run's output."""
         manifest = self.out / MANIFEST
