@@ -22,8 +22,12 @@ Three stages (``docs/models.md``, "Scale path"):
    would count the page's data twice). Mean, 5% and 95% quantiles and the mean of
    ``log λ`` come from that 1-D posterior.
 
-Everything after stage 1 is vectorized numpy in page chunks; no Bernoulli per visit, no
-per-page Python loop. Tested against 2-D quadrature over ``(θ, μ)`` (``tests/``).
+Everything after stage 1 runs in chunks of :data:`CHUNK_PAGES` pages (bounded memory):
+the pages' grids are found by Newton steps on their concave log-likelihood
+(:func:`bayesrate.likelihood.loglik_derivatives`), kept compactly, and the page × node
+sums (``m_p`` at the μ nodes, the mixture priors at the θ nodes) are one parallel numba
+kernel; no Bernoulli per visit, no per-page Python loop. Tested against 2-D quadrature
+over ``(θ, μ)`` (``tests/models/test_models_scale.py``).
 """
 
 from __future__ import annotations
