@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "calibrate",
     "study",
     "schedule",
+    "scale",
 )
 
 

@@ -21,6 +21,8 @@ Rates and budgets must be in the same unit (the package uses per hour).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from bayesrate.errors import ObservationError
@@ -208,41 +210,79 @@ def optimal_rates(
     def fetches(mu_page: np.ndarray) -> np.ndarray:
         return np.clip(_rate_at(objective, w, lam, mu_page), lo, hi)
 
-    def host_sum(mu_page: np.ndarray) -> np.ndarray:
-        return np.bincount(codes, weights=fetches(mu_page), minlength=n_hosts)
+    def host_sum(log_mu_host: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=fetches(np.exp(log_mu_host[codes])), minlength=n_hosts)
 
-    # per-host multipliers μ*_h solving Σ_h p = C_h (−inf if the cap never binds)
-    host_mu = np.full(n_hosts, -np.inf)
-    finite = np.isfinite(caps)
-    if finite.any():
-        binding = finite & (host_sum(np.full(n, np.exp(-_LOG_SPAN))) > caps)
-        if binding.any():
-            a = np.full(n_hosts, -_LOG_SPAN)
-            b = np.full(n_hosts, _LOG_SPAN)
-            for _ in range(_BISECT_STEPS):
-                mid = 0.5 * (a + b)
-                too_many = host_sum(np.exp(mid[codes])) > caps
-                a = np.where(too_many, mid, a)
-                b = np.where(too_many, b, mid)
-            host_mu = np.where(binding, b, -np.inf)  # upper end: never above the cap
+    host_mu = host_multipliers(host_sum, caps)
 
     def total(log_mu: float) -> float:
         return float(fetches(np.exp(np.maximum(log_mu, host_mu)[codes])).sum())
 
-    if total(-_LOG_SPAN) <= budget:
-        log_mu = -_LOG_SPAN  # budget exceeds what the bounds and caps let pages use
-    else:
-        a, b = -_LOG_SPAN, _LOG_SPAN
-        for _ in range(_BISECT_STEPS):
-            mid = 0.5 * (a + b)
-            if total(mid) > budget:
-                a = mid
-            else:
-                b = mid
-        log_mu = b
+    log_mu = budget_multiplier(total, budget)
     p = fetches(np.exp(np.maximum(log_mu, host_mu)[codes]))
     # clip rounding: never over the budget or a host cap, never below a floor
     return _never_exceed(p, budget) if p.sum() > budget else p
+
+
+def page_fetch_rates(
+    objective: str,
+    weights: np.ndarray,
+    rates: np.ndarray,
+    log_mu: np.ndarray,
+    lower: np.ndarray | float = 0.0,
+    upper: np.ndarray | float = np.inf,
+) -> np.ndarray:
+    """Each page's optimal rate at its multiplier ``exp(log_mu)``, within its bounds."""
+    return np.clip(_rate_at(objective, weights, rates, np.exp(log_mu)), lower, upper)
+
+
+def host_multipliers(host_sum: Callable[[np.ndarray], np.ndarray], caps: np.ndarray) -> np.ndarray:
+    """``log μ*_h`` making each host's fetches exactly its cap; ``−inf`` where it never binds.
+
+    ``host_sum(log_mu)`` returns the hosts' total fetch rates with every page of host ``h``
+    at multiplier ``exp(log_mu[h])`` (decreasing in it). Bisection on ``log μ``, vectorized
+    over hosts; the upper end is kept, so that a host never exceeds its cap. ``host_sum``
+    may sum over data held anywhere (:mod:`bayesrate.scaleout.rates` sums partitions).
+    """
+    n_hosts = len(caps)
+    host_mu = np.full(n_hosts, -np.inf)
+    finite = np.isfinite(caps)
+    if not finite.any():
+        return host_mu
+    binding = finite & (host_sum(np.full(n_hosts, -_LOG_SPAN)) > caps)
+    if binding.any():
+        a = np.full(n_hosts, -_LOG_SPAN)
+        b = np.full(n_hosts, _LOG_SPAN)
+        for _ in range(_BISECT_STEPS):
+            mid = 0.5 * (a + b)
+            too_many = host_sum(mid) > caps
+            a = np.where(too_many, mid, a)
+            b = np.where(too_many, b, mid)
+        host_mu = np.where(binding, b, -np.inf)  # upper end: never above the cap
+    return host_mu
+
+
+def budget_multiplier(total: Callable[[float], float], budget: float) -> float:
+    """``log μ`` of the budget constraint: bisection on the decreasing ``total(log μ)``.
+
+    Returns the upper end (fetches never exceed the budget), or ``−LOG_SPAN`` when even
+    the smallest multiplier leaves budget unused (bounds and caps bind everywhere).
+    """
+    if total(-_LOG_SPAN) <= budget:
+        return -_LOG_SPAN
+    a, b = -_LOG_SPAN, _LOG_SPAN
+    for _ in range(_BISECT_STEPS):
+        mid = 0.5 * (a + b)
+        if total(mid) > budget:
+            a = mid
+        else:
+            b = mid
+    return b
+
+
+def never_exceed(p: np.ndarray, cap: float) -> np.ndarray:
+    """Scale ``p`` down by rounding's worth when its sum exceeds ``cap``."""
+    return _never_exceed(p, cap)
 
 
 def expected_freshness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray) -> float:
