@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from bayesrate import __version__
-from bayesrate.errors import ArtifactError, ConvergenceError, ObservationError
+from bayesrate.errors import ArtifactError, ObservationError
 
 #: command modules, in help order
 COMMAND_MODULES = (
@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "calibrate",
     "study",
     "schedule",
+    "scale",
 )
 
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: failures the user can act on: a message and exit status 1, no traceback
-EXPECTED_ERRORS = (ObservationError, ArtifactError, ConvergenceError, OSError)
+EXPECTED_ERRORS = (ObservationError, ArtifactError, OSError)
 #: exit status of unexpected failures (``EX_SOFTWARE``)
 INTERNAL_ERROR = 70
 BUG_REPORT = (

@@ -14,6 +14,7 @@ saving transition are split there first.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -182,6 +183,95 @@ def _fixed_offset_overlap(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class CumulativeTerms:
+    """``F(t)``, the integrated hour-of-week multiplier from a fixed origin, as terms linear
+    in the multipliers ``m`` (:func:`cumulative_terms`; evaluated by
+    :func:`evaluate_cumulative`).
+
+    On a stretch of constant UTC offset the local clock is a shift of UTC, and the integral
+    of a function constant on each local hour is ``weeks · Σm + prefix[bucket] +
+    fraction · m[bucket]`` at the local time (``prefix`` the exclusive cumulative sum of
+    ``m``). At each change of UTC offset (daylight saving) ``F`` is kept continuous by a
+    jump: the same expression at the transition's local time before minus after. A time
+    adds the jumps of the transitions at or before it (``passed`` of them).
+    """
+
+    weeks: np.ndarray
+    bucket: np.ndarray
+    fraction: np.ndarray
+    passed: np.ndarray
+    #: (weeks, bucket, fraction) at each transition, local time before and after it
+    jump_before: tuple[np.ndarray, np.ndarray, np.ndarray]
+    jump_after: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+    def select(self, mask: np.ndarray) -> CumulativeTerms:
+        """The terms of the times where ``mask`` holds (the transitions are shared)."""
+        return replace(
+            self,
+            weeks=self.weeks[mask],
+            bucket=self.bucket[mask],
+            fraction=self.fraction[mask],
+            passed=self.passed[mask],
+        )
+
+
+def _local_terms(local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(whole weeks, bucket, fraction of the bucket) of local-clock hours since the epoch."""
+    shifted = local + EPOCH_HOUR_OF_WEEK  # bucket = floor(shifted) mod 168
+    weeks = np.floor(shifted / N_HOUR_OF_WEEK)
+    within = shifted - weeks * N_HOUR_OF_WEEK
+    bucket = np.minimum(within.astype(np.int64), N_HOUR_OF_WEEK - 1)
+    return weeks, bucket, within - bucket
+
+
+def cumulative_terms(times: np.ndarray, timezone: str = "UTC") -> CumulativeTerms:
+    """The terms of ``F`` at each time (hours since the Unix epoch) on ``timezone``'s clock."""
+    times = np.asarray(times, dtype=np.float64)
+    empty = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+    if timezone in UTC_NAMES or len(times) == 0:
+        weeks, bucket, fraction = _local_terms(times)
+        passed = np.zeros(len(times), dtype=np.int64)
+        return CumulativeTerms(weeks, bucket, fraction, passed, empty, empty)
+    check_timezone(timezone)
+    lo = np.floor(times.min()) - 1.0
+    hi = np.ceil(times.max()) + 1.0
+    probe = np.arange(lo, hi + _TRANSITION_STEP_HOURS, _TRANSITION_STEP_HOURS)
+    offsets = utc_offset_hours(probe, timezone)
+    weeks, bucket, fraction = _local_terms(times + utc_offset_hours(times, timezone))
+    cut = np.flatnonzero(np.diff(offsets) != 0) + 1  # probe[cut] is the first instant after
+    t_cut = probe[cut]
+    return CumulativeTerms(
+        weeks,
+        bucket,
+        fraction,
+        np.searchsorted(t_cut, times, side="right"),  # transitions at or before t
+        _local_terms(t_cut + offsets[cut - 1]),
+        _local_terms(t_cut + offsets[cut]),
+    )
+
+
+def evaluate_cumulative(terms: CumulativeTerms, multipliers, xp=np):
+    """``F`` at the times of ``terms`` for one vector of 168 multipliers.
+
+    ``xp`` is the array namespace: ``numpy`` (default), or ``pytensor.tensor`` for a
+    symbolic ``multipliers`` (the modulated model's quiet exposure): O(times + 168), no
+    times × 168 product.
+    """
+    m = multipliers
+    prefix = xp.concatenate([xp.zeros(1), xp.cumsum(m)])
+    total = prefix[-1]
+
+    def at(weeks, bucket, fraction):
+        return weeks * total + prefix[bucket] + fraction * m[bucket]
+
+    out = at(terms.weeks, terms.bucket, terms.fraction)
+    if len(terms.jump_before[0]):
+        jumps = at(*terms.jump_before) - at(*terms.jump_after)
+        out = out + xp.concatenate([xp.zeros(1), xp.cumsum(jumps)])[terms.passed]
+    return out
+
+
 def cumulative_multiplier(
     times: np.ndarray,
     multipliers: np.ndarray,
@@ -191,10 +281,7 @@ def cumulative_multiplier(
     """``F(t) = integral of m[hour_of_week(u)] du`` from a fixed origin to each time.
 
     ``F(t_k) - F(t_{k-1})`` is the integrated multiplier over the interval
-    ``(t_{k-1}, t_k]`` (in hour-units), exact: on a stretch of constant UTC offset the
-    local clock is a shift of UTC and the integral of a function that is constant on
-    each local hour is a week count times ``sum(m)`` plus a prefix sum plus a fraction;
-    at each change of UTC offset (daylight saving) ``F`` is kept continuous.
+    ``(t_{k-1}, t_k]`` (in hour-units), exact in any time zone (:class:`CumulativeTerms`).
 
     Parameters
     ----------
@@ -212,46 +299,13 @@ def cumulative_multiplier(
     numpy.ndarray
         ``F`` at each time (only differences between times are meaningful).
     """
-    times = np.asarray(times, dtype=np.float64)
+    terms = cumulative_terms(times, timezone)
     m = np.asarray(multipliers, dtype=np.float64).reshape(-1, N_HOUR_OF_WEEK)
-    rows = np.zeros(len(times), dtype=np.int64) if which is None else np.asarray(which)
-    prefix = np.concatenate([np.zeros((len(m), 1)), np.cumsum(m, axis=1)], axis=1)
-    week_total = prefix[:, -1]
-
-    def at_local(local: np.ndarray, row: np.ndarray) -> np.ndarray:
-        shifted = local + EPOCH_HOUR_OF_WEEK  # bucket = floor(shifted) mod 168
-        weeks = np.floor(shifted / N_HOUR_OF_WEEK)
-        within = shifted - weeks * N_HOUR_OF_WEEK
-        bucket = np.minimum(within.astype(np.int64), N_HOUR_OF_WEEK - 1)
-        if len(m) == 1:  # one multiplier vector: 1-D lookups are much cheaper
-            return weeks * week_total[0] + prefix[0, bucket] + (within - bucket) * m[0, bucket]
-        flat = row * N_HOUR_OF_WEEK + bucket
-        return (
-            weeks * week_total[row]
-            + prefix[:, :-1].ravel()[flat]
-            + (within - bucket) * m.ravel()[flat]
-        )
-
-    if timezone in UTC_NAMES or len(times) == 0:
-        return at_local(times, rows)
-    check_timezone(timezone)
-    lo = np.floor(times.min()) - 1.0
-    hi = np.ceil(times.max()) + 1.0
-    probe = np.arange(lo, hi + _TRANSITION_STEP_HOURS, _TRANSITION_STEP_HOURS)
-    offsets = utc_offset_hours(probe, timezone)
-    out = at_local(times + utc_offset_hours(times, timezone), rows)
-    cut = np.flatnonzero(np.diff(offsets) != 0) + 1  # probe[cut] is the first instant after
-    if len(cut):
-        # jump that keeps F continuous at transition j, for every row of multipliers
-        t_cut = probe[cut]
-        before = offsets[cut - 1]
-        after = offsets[cut]
-        n_rows = len(m)
-        jumps = np.empty((len(cut), n_rows))
-        for r in range(n_rows):
-            rr = np.full(len(cut), r)
-            jumps[:, r] = at_local(t_cut + before, rr) - at_local(t_cut + after, rr)
-        passed = np.searchsorted(t_cut, times, side="right")  # transitions at or before t
-        total = np.vstack([np.zeros((1, n_rows)), np.cumsum(jumps, axis=0)])
-        out += total[passed, rows]
+    if which is None or len(m) == 1:
+        return evaluate_cumulative(terms, m[0])
+    rows = np.asarray(which)
+    out = np.empty(len(rows))
+    for row in np.unique(rows):
+        mask = rows == row
+        out[mask] = evaluate_cumulative(terms.select(mask), m[row])
     return out

@@ -55,9 +55,5 @@ class ObservationError(ValueError):
         super().__init__("; ".join(parts))
 
 
-class ConvergenceError(RuntimeError):
-    """A fit did not meet the convergence gates and the caller asked for a passing one."""
-
-
 class ArtifactError(RuntimeError):
     """A saved model or prior artifact does not match what it is being loaded into."""

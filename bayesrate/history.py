@@ -292,40 +292,10 @@ def _build(
     source: str,
     notes: tuple[str, ...],
 ) -> ChangeHistory:
-    if not isinstance(frame, pd.DataFrame):
-        raise ObservationError(f"expected a pandas DataFrame, got {type(frame).__name__}")
-    if len(frame) == 0:
-        raise ObservationError("no events: the change history is empty")
-    missing_cols = [c for c in (PAGE, TIME) if c not in frame.columns]
-    if missing_cols:
-        raise ObservationError(
-            f"missing required column(s) {missing_cols}; have {list(frame.columns)}",
-            field=missing_cols[0],
-        )
-    frame = frame.reset_index(drop=True)
-    for col in (PAGE, TIME, *(c for c in (DOMAIN, EVENT) if c in frame.columns)):
-        null = _missing(frame[col])
-        if null.any():
-            raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
-    frame = ids_as_strings(frame, (PAGE, DOMAIN, EVENT))
+    frame, hours = _checked_frame(frame, time_unit)
     pages_text = frame[PAGE].to_numpy(dtype=object)
-    hours = _event_times(frame[TIME], time_unit)
-    if not np.isfinite(hours).all():
-        raise ObservationError(
-            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
-        )
-    notes_out = list(notes)
-    if EVENT in frame.columns:
-        events = frame[EVENT].astype(str).str.strip().str.lower().to_numpy()
-        unknown = ~np.isin(events, EVENTS)
-        if unknown.any():
-            raise ObservationError(
-                f"unknown event kinds (expected one of {EVENTS})", field=EVENT, rows=_rows(unknown)
-            )
-    else:
-        events = np.full(len(frame), CHANGED)
-        notes_out.append("no 'event' column: every row is a change")
-    kind = np.select([events == CREATED, events == DELETED], [0, 2], 1).astype(np.int8)
+    kind, kind_notes = _event_kinds(frame)
+    notes_out = [*notes, *kind_notes]
 
     page_codes, page_labels = pd.factorize(pages_text, sort=True)
     order = np.lexsort((np.arange(len(frame)), hours, page_codes))
@@ -376,6 +346,47 @@ def _build(
         notes=tuple(notes_out),
         source=source,
     )
+
+
+def _checked_frame(frame: pd.DataFrame, time_unit: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The event table with its required columns present, complete and ids as text; hours."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ObservationError(f"expected a pandas DataFrame, got {type(frame).__name__}")
+    if len(frame) == 0:
+        raise ObservationError("no events: the change history is empty")
+    missing_cols = [c for c in (PAGE, TIME) if c not in frame.columns]
+    if missing_cols:
+        raise ObservationError(
+            f"missing required column(s) {missing_cols}; have {list(frame.columns)}",
+            field=missing_cols[0],
+        )
+    frame = frame.reset_index(drop=True)
+    for col in (PAGE, TIME, *(c for c in (DOMAIN, EVENT) if c in frame.columns)):
+        null = _missing(frame[col])
+        if null.any():
+            raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
+    frame = ids_as_strings(frame, (PAGE, DOMAIN, EVENT))
+    hours = _event_times(frame[TIME], time_unit)
+    if not np.isfinite(hours).all():
+        raise ObservationError(
+            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
+        )
+    return frame, hours
+
+
+def _event_kinds(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Per row 0 (created), 1 (changed) or 2 (deleted), and a note when there is no event
+    column (every row is a change)."""
+    if EVENT not in frame.columns:
+        return np.ones(len(frame), dtype=np.int8), ["no 'event' column: every row is a change"]
+    events = frame[EVENT].astype(str).str.strip().str.lower().to_numpy()
+    unknown = ~np.isin(events, EVENTS)
+    if unknown.any():
+        raise ObservationError(
+            f"unknown event kinds (expected one of {EVENTS})", field=EVENT, rows=_rows(unknown)
+        )
+    kind = np.select([events == CREATED, events == DELETED], [0, 2], 1).astype(np.int8)
+    return kind, []
 
 
 def _page_domains(
@@ -463,6 +474,29 @@ def _resolve_instants(
     recreated = np.r_[False, life_page[1:] == life_page[:-1]]
     change_group = np.sort(np.concatenate([np.flatnonzero(change), starts[recreated]]))
 
+    notes = _resolution_notes(
+        n_created, n_changed, change, instant, recreated, open_start, labels[g_code]
+    )
+    return _Resolved(
+        change_page=g_code[change_group].astype(np.int64),
+        change_time=g_time[change_group],
+        life_page=life_page.astype(np.int64),
+        life_start=life_start,
+        life_end=life_end,
+        notes=notes,
+    )
+
+
+def _resolution_notes(
+    n_created: np.ndarray,
+    n_changed: np.ndarray,
+    change: np.ndarray,
+    instant: np.ndarray,
+    recreated: np.ndarray,
+    open_start: np.ndarray,
+    group_labels: np.ndarray,
+) -> list[str]:
+    """What resolving the events merged or assumed, one sentence each (per-instant arrays)."""
     notes = []
     extra = n_changed[change] - (n_created[change] == 0)
     merged_into_change = int(extra.clip(min=0).sum())
@@ -492,7 +526,7 @@ def _resolve_instants(
     if instant.any():
         notes.append(
             f"ignored {int(instant.sum())} zero-length lifetime(s) (created and deleted at one "
-            f"instant) of page(s) {format_items(list(pd.unique(labels[g_code[instant]])))}"
+            f"instant) of page(s) {format_items(list(pd.unique(group_labels[instant])))}"
         )
     n_open = int(open_start.sum())
     if n_open:
@@ -500,14 +534,7 @@ def _resolve_instants(
             f"{n_open} page(s) have no 'created' event before their first event: alive "
             f"from the history's start"
         )
-    return _Resolved(
-        change_page=g_code[change_group].astype(np.int64),
-        change_time=g_time[change_group],
-        life_page=life_page.astype(np.int64),
-        life_start=life_start,
-        life_end=life_end,
-        notes=notes,
-    )
+    return notes
 
 
 def from_observations(obs: Observations, *, end: float | None = None) -> ChangeHistory:

@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/bench_models_revision.py --rev 05e8ace [--only gradient,fits]
-        [--rounds 4]
+        [--rounds 4] [--modulated-pages 300,7000]
 
 The revision's ``bayesrate`` package is exported with ``git archive`` into a temporary
 directory and imported as ``bayesrate_baseline`` (its imports renamed), so both versions
@@ -11,7 +11,8 @@ run side by side on the same data under the same machine load:
 
 1. **gradient** — one log-density + gradient (PyMC's ``logp_dlogp_function``) of the
    hierarchical model on ``pages_like(1000)`` and of the modulated model on
-   ``pages_like(300)``, at the same point, 300 rounds of 10 calls alternating between the
+   ``pages_like(n)`` for each ``--modulated-pages`` (default 300), at the same point, with
+   BLAS single-threaded (as in fits), 300 rounds of 10 calls alternating between the
    versions; median and minimum per call, and their ratio (current / baseline).
 2. **fits** — full NUTS fits (4 chains × 1,000 draws + 1,000 tune) of both models on
    ``pages_like(300)``, alternating the order of the versions by round (after a warm-up fit
@@ -53,9 +54,18 @@ def _data(package, n: int):
     return package.simulate.pages_like(n, seed="bench-models", history="case-study").observations
 
 
-def bench_gradient(versions: dict) -> dict:
+def bench_gradient(versions: dict, modulated_pages: list[int]) -> dict:
+    """Run with BLAS single-threaded, as during NUTS fits."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _bench_gradient(versions, modulated_pages)
+
+
+def _bench_gradient(versions: dict, modulated_pages: list[int]) -> dict:
     out = {}
-    for name, n in (("hierarchical", 1000), ("modulated", 300)):
+    cases = [("hierarchical", 1000)] + [("modulated", n) for n in modulated_pages]
+    for name, n in cases:
         funcs = {}
         for label, package in versions.items():
             model = package.models.MODELS[name]().build_model(_data(package, n))
@@ -80,9 +90,10 @@ def bench_gradient(versions: dict) -> dict:
         }
         row["ratio_median"] = row["current_median_ms"] / row["baseline_median_ms"]
         row["ratio_min"] = row["current_min_ms"] / row["baseline_min_ms"]
-        out[name] = row
+        out[f"{name}_{n}"] = row
         print(
-            f"[gradient] {name}: logp+grad median baseline {row['baseline_median_ms']:.3f} ms, "
+            f"[gradient] {name} ({n} pages): logp+grad median baseline "
+            f"{row['baseline_median_ms']:.3f} ms, "
             f"current {row['current_median_ms']:.3f} ms (x{row['ratio_median']:.3f}); min "
             f"{row['baseline_min_ms']:.3f} / {row['current_min_ms']:.3f} ms "
             f"(x{row['ratio_min']:.3f})",
@@ -134,6 +145,9 @@ def main() -> None:
     parser.add_argument("--rev", required=True, help="the baseline revision (git)")
     parser.add_argument("--only", default="gradient,fits")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--modulated-pages", default="300", help="page counts of the modulated gradient"
+    )
     parser.add_argument("--json", help="write results here")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # convergence gates are not what is measured here
@@ -152,7 +166,8 @@ def main() -> None:
         only = set(args.only.split(","))
         results = {"baseline_revision": args.rev}
         if "gradient" in only:
-            results["gradient"] = bench_gradient(versions)
+            pages = [int(n) for n in args.modulated_pages.split(",")]
+            results["gradient"] = bench_gradient(versions, pages)
         if "fits" in only:
             results["fits"] = bench_fits(versions, args.rounds)
     if args.json:

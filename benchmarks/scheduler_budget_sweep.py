@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bayesrate.priors import PriorSet, find_artifact
-    from bayesrate.scheduler.simulate import compare
+    from bayesrate.scheduler.harness import compare
 
     found = None if args.default_prior else find_artifact()
     priors = PriorSet.load(found) if found is not None else PriorSet.default()

@@ -183,7 +183,7 @@ SCHEDULER = [
 import numpy as np
 from bayesrate.priors import PriorSet, find_artifact
 from bayesrate.scheduler import SchedulerState
-from bayesrate.scheduler.simulate import compare as simulate_policies
+from bayesrate.scheduler.harness import compare as simulate_policies
 
 path = find_artifact("../models")
 priors = PriorSet.load(path) if path else PriorSet.default()

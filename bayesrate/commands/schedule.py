@@ -427,7 +427,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from bayesrate.scheduler.simulate import compare
+    from bayesrate.scheduler.harness import compare
 
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")

@@ -165,7 +165,14 @@ class GridPosterior:
         within each cell (exact where the density is exponential, as in a Gamma prior's
         left side), scaled to the cell's mass, and the cell's CDF is inverted exactly.
         """
+        return self.quantiles((q,))[0]
+
+    def quantiles(self, qs: tuple[float, ...]) -> list[np.ndarray]:
+        """:meth:`quantile` for several ``q`` (the CDF computed once)."""
         cdf = self.cdf()
+        return [self._quantile_from_cdf(q, cdf) for q in qs]
+
+    def _quantile_from_cdf(self, q: float, cdf: np.ndarray) -> np.ndarray:
         rows = np.arange(len(cdf))
         i = np.clip((cdf < q).sum(axis=1) - 1, 0, cdf.shape[1] - 2)
         h = self.theta[rows, i + 1] - self.theta[rows, i]
@@ -266,6 +273,13 @@ def sinh_grid(
     both resolved, and the trapezoid rule in ``u`` keeps its geometric convergence (the
     integrand stays smooth in ``u``).
     """
+    return sinh_nodes(sinh_params(left, centre, right, scale), n_grid)
+
+
+def sinh_params(
+    left: np.ndarray, centre: np.ndarray, right: np.ndarray, scale: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
+    """The four numbers ``(c, s, u_lo, u_hi)`` per row that define :func:`sinh_grid`."""
     centre = np.clip(centre, left, right)
     width = right - left
     if scale is None:
@@ -274,6 +288,12 @@ def sinh_grid(
     scale = np.maximum(scale, 1e-6 * width)
     u_lo = np.arcsinh((left - centre) / scale)
     u_hi = np.arcsinh((right - centre) / scale)
+    return centre, scale, u_lo, u_hi
+
+
+def sinh_nodes(params: tuple[np.ndarray, ...], n_grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and ``dθ/dj`` of sinh grids from :func:`sinh_params`."""
+    centre, scale, u_lo, u_hi = params
     t = np.linspace(0.0, 1.0, n_grid)
     u = u_lo[:, None] + (u_hi - u_lo)[:, None] * t[None, :]
     theta = centre[:, None] + scale[:, None] * np.sinh(u)

@@ -77,7 +77,19 @@ def from_fetch_log(
     codes, _ = pd.factorize(canonical[PAGE], sort=False)
     order = np.lexsort((np.arange(len(canonical)), codes))
     digests = frame[digest].to_numpy()[order]
-    prev = np.roll(digests, 1)
-    changed = (digests != prev).astype(np.int8)
-    changed[obs_probe.offsets[:-1]] = 0
-    return obs_probe.replace(changed=changed)
+    return obs_probe.replace(changed=changed_from_digests(digests, obs_probe.offsets))
+
+
+def changed_from_digests(digests: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``int8`` change flags: a visit changed when its digest differs from the page's
+    previous one; each page's first visit (``offsets[:-1]``) is its baseline (0).
+
+    ``digests`` are sorted by page, then time; page ``i`` is ``offsets[i]:offsets[i + 1]``.
+    """
+    digests = np.asarray(digests, dtype=object)
+    changed = np.zeros(len(digests), dtype=np.int8)
+    if len(digests) > 1:
+        changed[1:] = digests[1:] != digests[:-1]
+    starts = offsets[:-1][offsets[:-1] < len(digests)]
+    changed[starts] = 0
+    return changed

@@ -279,7 +279,12 @@ class RateModel:
         groups = self.fitted_groups(data)
         changed = groups.select(groups.detected > 0)
         lik.detections(changed, log_rate, lik.log_exposure(changed, log_multiplier))
-        lik.quiet(groups.select(groups.detected == 0), log_rate, log_multiplier)
+        quiet = groups.select(groups.detected == 0)
+        lik.quiet(quiet, log_rate, log_multiplier, self._quiet_span(data, changed))
+
+    def _quiet_span(self, data: Observations, busy: IntervalGroups):
+        """The quiet exposure as span minus ``busy`` groups (models with multipliers)."""
+        return None
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -348,22 +353,30 @@ class RateModel:
         return self
 
     def _fit_nuts(self, model, cfg, progressbar, timing) -> xr.DataTree:
+        """NUTS by nutpie, with BLAS single-threaded while the chains run.
+
+        nutpie runs chains in threads; a multi-threaded BLAS inside each gradient (the
+        modulated model's pages × 168 exposure product) contends with them
+        (``benchmarks/RESULTS.md``, "Single-threaded BLAS during fits").
+        """
         import nutpie
+        from threadpoolctl import threadpool_limits
 
         t0 = time.perf_counter()
         compiled = nutpie.compile_pymc_model(model)
         t1 = time.perf_counter()
-        idata = nutpie.sample(
-            compiled,
-            draws=int(cfg["draws"]),
-            tune=int(cfg["tune"]),
-            chains=int(cfg["chains"]),
-            cores=max(1, min(int(cfg["cores"]), int(cfg["chains"]))),
-            seed=seed_int(cfg["seed"]),
-            progress_bar=progressbar,
-            save_warmup=False,
-            target_accept=float(cfg["target_accept"]),
-        )
+        with threadpool_limits(limits=1, user_api="blas"):
+            idata = nutpie.sample(
+                compiled,
+                draws=int(cfg["draws"]),
+                tune=int(cfg["tune"]),
+                chains=int(cfg["chains"]),
+                cores=max(1, min(int(cfg["cores"]), int(cfg["chains"]))),
+                seed=seed_int(cfg["seed"]),
+                progress_bar=progressbar,
+                save_warmup=False,
+                target_accept=float(cfg["target_accept"]),
+            )
         timing["compile"] = t1 - t0
         timing["sampling"] = time.perf_counter() - t1
         return idata

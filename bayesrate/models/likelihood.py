@@ -16,8 +16,11 @@ written stably from ``log Λ``::
 ``quiet`` (dim ``page``)
     The groups without a detection, one term per page: their probability of no detection is
     ``e^{−λ·U}`` with ``U = Σ n·E`` the page's quiet exposure (exact, and one number per
-    page however irregular the visits). Its value is the number of detections among those
-    intervals, always 0 in the data; draws of it are the sum of the groups' Binomials.
+    page however irregular the visits). With hour-of-week multipliers ``U`` is computed as
+    the page's whole span (first to last visit) minus its groups with a detection
+    (:class:`QuietSpan`): O(pages + groups) per gradient instead of a pages × 168
+    product. Its value is the number of detections among those intervals, always 0 in the
+    data; draws of it are the sum of the groups' Binomials.
 
 Both are ``pm.CustomDist`` with a ``dist`` of PyMC Binomials, so that
 ``pm.sample_posterior_predictive`` draws them and ``pm.compute_log_likelihood`` evaluates
@@ -27,14 +30,17 @@ them per group (per page for ``quiet``). Their logp returns one term per element
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bayesrate.clock import CumulativeTerms, cumulative_terms, evaluate_cumulative
 from bayesrate.likelihood import SERIES_BELOW
 
 if TYPE_CHECKING:
     from bayesrate.models.groups import IntervalGroups
+    from bayesrate.observations import Observations
 
 #: names of the observed variables
 DETECTIONS = "detections"
@@ -150,7 +156,38 @@ def detections(groups: IntervalGroups, log_rate, log_pattern):
     )
 
 
-def quiet(groups: IntervalGroups, log_rate, log_multiplier=None):
+@dataclass(frozen=True)
+class QuietSpan:
+    """Each page's quiet exposure under hour-of-week multipliers, without a pages × 168
+    product: the integrated multiplier over the page's span (first to last visit; a
+    difference of :func:`bayesrate.clock.evaluate_cumulative`, exact across daylight
+    saving) minus its groups with a detection (``busy``: trials × pattern exposure)."""
+
+    #: terms of every page's first visit, then every page's last (one set, so that the
+    #: daylight-saving jumps between any two of them are counted)
+    ends: CumulativeTerms
+    busy: IntervalGroups
+
+    @classmethod
+    def of(cls, data: Observations, timezone: str, busy: IntervalGroups) -> QuietSpan:
+        """The span terms of ``data``'s pages on ``timezone``'s clock."""
+        first = data.time[data.offsets[:-1]]
+        last = data.time[data.offsets[1:] - 1]
+        return cls(cumulative_terms(np.concatenate([first, last]), timezone), busy)
+
+    def exposure(self, multiplier):
+        """``(n_pages,)`` quiet exposure for ``multiplier`` (168, PyTensor)."""
+        import pytensor.tensor as pt
+
+        busy = self.busy
+        at_ends = evaluate_cumulative(self.ends, multiplier, pt)
+        span = at_ends[busy.n_pages :] - at_ends[: busy.n_pages]
+        pattern_exposure = pt.dot(busy.basis, multiplier)
+        busy_exposure = busy.trials * pattern_exposure[busy.pattern]
+        return pt.inc_subtensor(pt.zeros(busy.n_pages)[busy.page], -busy_exposure) + span
+
+
+def quiet(groups: IntervalGroups, log_rate, log_multiplier=None, span: QuietSpan | None = None):
     """The observed ``quiet``: per page, the groups without a detection (current model).
 
     Parameters
@@ -161,6 +198,9 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None):
         ``(n_pages,)`` log page rates per hour.
     log_multiplier
         The modulated model's log hour-of-week multipliers (168), or ``None``.
+    span
+        With ``log_multiplier``: the quiet exposure as span minus busy groups (the same
+        value, in O(pages + groups)); ``None``: ``groups``' own exposure.
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -172,7 +212,12 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None):
     page, pattern, trials = groups.page, groups.pattern, groups.trials
     n_pages = groups.n_pages
     # Σ n·basis per page: the page's quiet exposure is this times m
-    exposure_basis = sum_by_page((trials[:, None] * groups.basis[pattern]).T, page, n_pages).T
+    by_span = span is not None and log_multiplier is not None
+    exposure_basis = (
+        None
+        if by_span
+        else sum_by_page((trials[:, None] * groups.basis[pattern]).T, page, n_pages).T
+    )
     params = [log_rate] if log_multiplier is None else [log_rate, log_multiplier]
     signature = "(p)->(p)" if log_multiplier is None else "(p),(h)->(p)"
 
@@ -187,7 +232,10 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None):
         return pt.zeros((n_pages,), dtype="int64")[pt.as_tensor_variable(page)].inc(draws)
 
     def logp(value, log_rate, *extra):
-        exposure = pt.dot(exposure_basis, multiplier(extra))
+        if by_span:
+            exposure = span.exposure(multiplier(extra))
+        else:
+            exposure = pt.dot(exposure_basis, multiplier(extra))
         return check_parameters(
             -pt.exp(log_rate) * exposure,
             pt.all(pt.eq(value, 0)),
@@ -217,6 +265,7 @@ def _is_constant(value, expected: np.ndarray) -> bool:
 __all__ = [
     "DETECTIONS",
     "QUIET",
+    "QuietSpan",
     "binomial_detection_logp",
     "detections",
     "log1mexp_of_log",

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from bayesrate.observations import Observations
 
 BUCKETS = np.arange(N_HOUR_OF_WEEK)
+#: the quiet exposure is computed as a span when pages × 168 exceeds this many times the
+#: busy groups plus pages (slower on pages_like(300): 24,700 busy groups of 300 pages;
+#: 2.2x faster on 6,907 daily-crawled tldr pages)
+SPAN_COST_PER_GROUP = 4
 HOUR_OF_BUCKET = BUCKETS % N_HOURS_OF_DAY
 DAY_OF_BUCKET = BUCKETS // N_HOURS_OF_DAY
 
@@ -81,6 +85,18 @@ class ModulatedModel(HierarchicalModel):
         from bayesrate.models.groups import visit_patterns
 
         return visit_patterns(data, self.timezone).groups("hour_of_week")
+
+    def _quiet_span(self, data: Observations, busy: IntervalGroups):
+        """Span minus busy groups where that is cheaper than the pages × 168 product: a
+        gather and a scatter per busy group cost about :data:`SPAN_COST_PER_GROUP` multiply-
+        adds of the product (``benchmarks/RESULTS.md``, "Modulated quiet exposure as a
+        span")."""
+        from bayesrate.models.likelihood import QuietSpan
+
+        dense_cost = data.n_pages * N_HOUR_OF_WEEK
+        if dense_cost <= SPAN_COST_PER_GROUP * (busy.n_groups + data.n_pages):
+            return None
+        return QuietSpan.of(data, self.timezone, busy)
 
     def _log_multiplier(self):
         import pymc as pm

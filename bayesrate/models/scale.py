@@ -22,8 +22,12 @@ Three stages (``docs/models.md``, "Scale path"):
    would count the page's data twice). Mean, 5% and 95% quantiles and the mean of
    ``log λ`` come from that 1-D posterior.
 
-Everything after stage 1 is vectorized numpy in page chunks; no Bernoulli per visit, no
-per-page Python loop. Tested against 2-D quadrature over ``(θ, μ)`` (``tests/``).
+Everything after stage 1 runs in chunks of :data:`CHUNK_PAGES` pages (bounded memory):
+the pages' grids are found by Newton steps on their concave log-likelihood
+(:func:`bayesrate.likelihood.loglik_derivatives`), kept compactly, and the page × node
+sums (``m_p`` at the μ nodes, the mixture priors at the θ nodes) are one parallel numba
+kernel; no Bernoulli per visit, no per-page Python loop. Tested against 2-D quadrature
+over ``(θ, μ)`` (``tests/models/test_models_scale.py``).
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 import pandas as pd
 
 from bayesrate.constants import HOURS_PER_DAY
-from bayesrate.estimators.grid import SPAN, GridPosterior, locate, sinh_grid
-from bayesrate.likelihood import CensoredGroups, loglik_grid
+from bayesrate.estimators.grid import SPAN, GridPosterior, sinh_grid, sinh_nodes, sinh_params
+from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
 
 if TYPE_CHECKING:
     from bayesrate.models.hierarchical import HierarchicalModel
@@ -46,16 +51,28 @@ if TYPE_CHECKING:
     from bayesrate.sufficient import IntervalStats
 
 #: nodes of each page's grid of log λ
-N_THETA = 96
+N_THETA = 48
 #: nodes of each domain's grid of μ
-N_MU = 64
+N_MU = 32
 #: the pages' grids cover their likelihood times a normal of this many prior SDs' width
 GRID_WIDTH_FACTOR = 1.5
 #: pages per chunk (pages x N_THETA x N_MU cells per chunk)
-CHUNK_PAGES = 2048
+CHUNK_PAGES = 16384
 NEWTON_STEPS = 30
 #: scan range of the pages' grids, log rate per hour
 THETA_RANGE = (math.log(1e-12), math.log(1e6))
+
+
+def stratified_allocation(sizes: np.ndarray, n_sample: int, min_per_domain: int = 2) -> np.ndarray:
+    """Pages to sample per domain: ``min(n_d, min_per_domain)`` each, the rest of
+    ``n_sample`` in proportion to domain size (``sizes``: pages per domain)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if len(sizes) == 0 or n_sample >= sizes.sum():
+        return sizes.copy()
+    base = np.minimum(sizes, min_per_domain)
+    extra = max(n_sample - base.sum(), 0)
+    alloc = base + np.floor(extra * sizes / sizes.sum()).astype(np.int64)
+    return np.minimum(alloc, sizes)
 
 
 def stratified_sample(
@@ -68,10 +85,7 @@ def stratified_sample(
     sizes = np.bincount(domain, minlength=n_domains)
     if n_sample >= len(domain):
         return np.arange(len(domain))
-    base = np.minimum(sizes, min_per_domain)
-    extra = max(n_sample - base.sum(), 0)
-    alloc = base + np.floor(extra * sizes / sizes.sum()).astype(np.int64)
-    alloc = np.minimum(alloc, sizes)
+    alloc = stratified_allocation(sizes, n_sample, min_per_domain)
     chosen = []
     for d in range(n_domains):
         members = np.flatnonzero(domain == d)
@@ -125,6 +139,100 @@ def logsumexp(values: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarr
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
+# ---------------------------------------------------------------------- numba kernels
+# The per-page products (page grid × domain μ grid) fused into one pass per page, pages in
+# parallel. Sums run in linear space against each page's own maximum; a sum that
+# underflows (a μ node e^-700 away from everything the page allows) is redone in log space,
+# so that no node ever gets a spurious −inf.
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_TINY_SUM = 1e-280
+#: relative weights below e^-40 (SPAN) are left out of the sums
+_NEGLIGIBLE = math.exp(-SPAN)
+
+
+_JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+@numba.njit(**_JIT)
+def _log_mix(values, shift, offs, inv2s2):  # log Σ_i exp(values_i − (offs_i)² inv2s2)
+    top = -np.inf
+    for i in range(values.shape[0]):
+        v = values[i] - offs[i] * offs[i] * inv2s2
+        top = max(top, v)
+    if top == -np.inf:
+        return -np.inf
+    acc = 0.0
+    for i in range(values.shape[0]):
+        acc += math.exp(values[i] - offs[i] * offs[i] * inv2s2 - top)
+    return math.log(acc) + top
+
+
+@numba.njit(parallel=True, **_JIT)
+def _log_gaussian_mixture(centers, log_weight, points, sigma):
+    # per page p and point k: log Σ_i exp(log_weight[p, i]) N(points[p, k]; centers[p, i], σ)
+    # (the pages' marginals at the μ nodes, and the pages' mixture priors at the θ nodes)
+    n, c = centers.shape
+    m = points.shape[1]
+    out = np.empty((n, m))
+    inv2s2 = 0.5 / (sigma * sigma)
+    norm = -math.log(sigma) - _LOG_SQRT_2PI
+    for p in numba.prange(n):
+        top = -np.inf
+        for i in range(c):
+            top = max(top, log_weight[p, i])
+        w = np.empty(c)
+        for i in range(c):
+            w[i] = math.exp(log_weight[p, i] - top)
+        offs = np.empty(c)
+        active = np.flatnonzero(w >= _NEGLIGIBLE)  # centres within e^-40 of the largest
+        for k in range(m):
+            acc = 0.0
+            for i in active:
+                d = centers[p, i] - points[p, k]
+                acc += w[i] * math.exp(-d * d * inv2s2)
+            if acc > _TINY_SUM:
+                out[p, k] = math.log(acc) + top + norm
+            else:
+                for i in range(c):
+                    offs[i] = centers[p, i] - points[p, k]
+                out[p, k] = _log_mix(log_weight[p], 0.0, offs, inv2s2) + norm
+    return out
+
+
+@numba.njit(parallel=True, **_JIT)
+def _moments_kernel(theta, log_weight, mu, sigma):
+    # log m_p(μ_p), and mean and variance of θ under prior N(μ_p, σ)
+    n, t = theta.shape
+    log_m = np.empty(n)
+    mean = np.empty(n)
+    var = np.empty(n)
+    inv2s2 = 0.5 / (sigma * sigma)
+    norm = -math.log(sigma) - _LOG_SQRT_2PI
+    for p in numba.prange(n):
+        lp = np.empty(t)
+        top = -np.inf
+        for i in range(t):
+            d = theta[p, i] - mu[p]
+            lp[i] = log_weight[p, i] - d * d * inv2s2
+            top = max(top, lp[i])
+        s0 = 0.0
+        s1 = 0.0
+        for i in range(t):
+            e = math.exp(lp[i] - top)
+            lp[i] = e
+            s0 += e
+            s1 += e * theta[p, i]
+        mu1 = s1 / s0
+        s2 = 0.0
+        for i in range(t):
+            d = theta[p, i] - mu1
+            s2 += lp[i] * d * d
+        log_m[p] = math.log(s0) + top + norm
+        mean[p] = mu1
+        var[p] = max(s2 / s0, 0.0)
+    return log_m, mean, var
+
+
 def _normal_logpdf(x: np.ndarray, mu: np.ndarray, sigma: float) -> np.ndarray:
     z = (x - mu) / sigma
     return -0.5 * z * z - np.log(sigma) - 0.5 * math.log(2 * math.pi)
@@ -139,45 +247,160 @@ def _trapezoid_weights(jacobian: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _PageGrids:
-    """Each page's grid of θ, its log weights ``ℓ_p(θ_g) + log dθ_g``, and the jacobian."""
+    """Each page's sinh grid of θ (its four parameters) and log weights
+    ``ℓ_p(θ_g) + log dθ_g``, kept as float32 offsets from the page's maximum ``top``
+    (~4e-6 absolute in log: far below the quadrature's error) — 48 nodes cost ~230 bytes
+    a page, so 10 M pages' grids fit in ~2.3 GB; :meth:`chunk` rebuilds float64 arrays."""
 
-    theta: np.ndarray
-    log_weight: np.ndarray
-    jacobian: np.ndarray
+    params: tuple[np.ndarray, ...]
+    top: np.ndarray
+    rel_weight: np.ndarray
+    #: ``−g''`` at the mode (likelihood information plus the grid prior's ``1/width²``)
+    curvature: np.ndarray
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.top)
+
+    def chunk(self, sl: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(theta, log_weight, jacobian)`` of the pages in ``sl``, float64."""
+        theta, jacobian = sinh_nodes(tuple(p[sl] for p in self.params), self.rel_weight.shape[1])
+        return theta, self.log_weight(sl), jacobian
+
+    def replace(self, pages: np.ndarray, other: _PageGrids) -> None:
+        """Put ``other``'s grids (one per position in ``pages``) in place of these pages'."""
+        for mine, theirs in zip(self.params, other.params, strict=True):
+            mine[pages] = theirs
+        self.top[pages] = other.top
+        self.rel_weight[pages] = other.rel_weight
+        self.curvature[pages] = other.curvature
+
+    def theta(self, sl: slice) -> np.ndarray:
+        c, scale, u_lo, u_hi = (p[sl] for p in self.params)
+        u = u_lo[:, None] + (u_hi - u_lo)[:, None] * np.linspace(0, 1, self.rel_weight.shape[1])
+        return c[:, None] + scale[:, None] * np.sinh(u)
+
+    def log_weight(self, sl: slice) -> np.ndarray:
+        return self.rel_weight[sl].astype(np.float64) + self.top[sl, None]
 
 
 def _page_grids(
     groups: CensoredGroups, centre: np.ndarray, width: np.ndarray, n_theta: int
 ) -> _PageGrids:
     """Grids covering where ``L_p(θ)·N(θ; centre_p, width_p)`` is not negligible."""
-    theta_parts, lw_parts, jac_parts = [], [], []
-    for a in range(0, groups.n_pages, CHUNK_PAGES):
-        pages = np.arange(a, min(a + CHUNK_PAGES, groups.n_pages))
+    n = groups.n_pages
+    params = tuple(np.empty(n) for _ in range(4))
+    top = np.empty(n)
+    curvature = np.empty(n)
+    rel = np.empty((n, n_theta), dtype=np.float32)
+    for a in range(0, n, CHUNK_PAGES):
+        pages = np.arange(a, min(a + CHUNK_PAGES, n))
         sub = groups.select(pages)
+        left, mode, right, curvature[pages] = _concave_region(sub, centre[pages], width[pages])
+        chunk_params = sinh_params(left, mode, right)
+        theta, jacobian = sinh_nodes(chunk_params, n_theta)
+        lw = loglik_grid(sub, theta) + np.log(_trapezoid_weights(jacobian))
+        for whole, part in zip(params, chunk_params, strict=True):
+            whole[pages] = part
+        top[pages] = lw.max(axis=1)
+        rel[pages] = lw - top[pages, None]
+    return _PageGrids(params, top, rel, curvature)
 
-        def log_density(theta, rows, sub=sub, pages=pages):
-            ll = loglik_grid(sub.select(rows), theta)
-            return ll + _normal_logpdf(theta, centre[pages[rows], None], width[pages[rows], None])
 
-        left, mode, right = locate(log_density, len(pages), *THETA_RANGE)
-        theta, jacobian = sinh_grid(left, mode, right, n_theta)
-        ll = loglik_grid(sub, theta)
-        theta_parts.append(theta)
-        lw_parts.append(ll + np.log(_trapezoid_weights(jacobian)))
-        jac_parts.append(jacobian)
-    return _PageGrids(
-        np.concatenate(theta_parts), np.concatenate(lw_parts), np.concatenate(jac_parts)
-    )
+#: a page's grid is rebuilt around its domain's mode unless its likelihood is this much
+#: narrower than the grid prior (information × width² above it) and the mode moved less
+#: than :data:`REGRID_SHIFT` widths
+REGRID_INFORMATION = 100.0
+REGRID_SHIFT = 2.0
+
+
+def _needs_regrid(grids: _PageGrids, shift: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Pages whose pass-1 grid (around the global mean) may not serve their domain.
+
+    Moving the grid prior's centre by ``δ`` tilts ``g`` by ``δ/width²`` per unit of θ.
+    Where the likelihood's SD is at most ``width/10`` (information × width² ≥ 100) the
+    SPAN region is at most ``2·√(2·SPAN)·width/10 ≈ 1.8·width`` wide, so a move of at most
+    2 widths tilts it by at most 3.6 of its 40 log units: the pass-1 grid still covers
+    the page's posterior to within e^-36 and resolves it as well (tested against 2-D
+    quadrature). Every other page gets a new grid.
+    """
+    info = (grids.curvature - 1.0 / width**2) * width**2
+    return (info < REGRID_INFORMATION) | (np.abs(shift) > REGRID_SHIFT * width)
+
+
+def _concave_region(
+    groups: CensoredGroups, centre: np.ndarray, width: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Where ``g = ℓ_p(θ) + log N(θ; centre, width)`` is within SPAN of its maximum:
+    ``(left, mode, right, −g''(mode))``.
+
+    ``g`` is concave with ``g'' ≤ −1/width²`` (``ℓ`` is concave), so: its mode by damped
+    Newton; then each side's level ``g(mode) − SPAN`` by Newton started at
+    ``mode ∓ √(2·SPAN)·width``, which lies beyond it (the bound on ``g''``) — on a concave
+    function, Newton from outside the level stays outside and converges monotonically.
+    Replaces a scan of the whole range (:func:`~bayesrate.estimators.grid.locate`) with
+    a few derivative evaluations per page.
+    """
+    inv_w2 = 1.0 / width**2
+
+    def derivs(theta):
+        value, score, info = loglik_derivatives(groups, theta)
+        z = theta - centre
+        return value - 0.5 * z * z * inv_w2, score - z * inv_w2, info + inv_w2
+
+    lo, hi = THETA_RANGE
+    # the mode: Newton safeguarded by the bracket [a, b] (g' > 0 at a, < 0 at b)
+    a = np.full(len(centre), lo)
+    b = np.full(len(centre), hi)
+    # start at the naive rate (changes over exposure): near the likelihood's mode, where
+    # Newton converges fast; from the prior's centre it crawls along e^θ for many steps
+    changes = np.bincount(groups.group_page, weights=groups.group_count, minlength=len(centre))
+    changed_exposure = np.bincount(groups.group_page, minlength=len(centre),
+                                   weights=groups.group_count * groups.group_exposure)  # fmt: skip
+    naive = np.log((changes + 0.5) / (groups.unchanged + changed_exposure + 1e-9))
+    mode = np.clip(naive, lo, hi)
+    curv = inv_w2
+    for _ in range(NEWTON_STEPS):
+        _, grad, curv = derivs(mode)
+        a = np.where(grad > 0, mode, a)
+        b = np.where(grad > 0, b, mode)
+        new = mode + grad / curv
+        new = np.where((new >= a) & (new <= b), new, 0.5 * (a + b))
+        moved = np.abs(new - mode)
+        mode = new
+        if np.all(moved < 1e-6 * width):
+            break
+    target = derivs(mode)[0] - SPAN
+    # each side's level: Newton from the Laplace approximation's edge; on a concave
+    # function a step from inside lands outside, and from outside it converges monotonically
+    laplace = math.sqrt(2 * SPAN) / np.sqrt(curv)
+    reach = math.sqrt(2 * SPAN) * width
+    ends = []
+    for sign in (-1.0, 1.0):
+        theta = mode + sign * np.minimum(laplace, reach)
+        for _ in range(NEWTON_STEPS):
+            value, grad, _ = derivs(theta)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = -(value - target) / grad
+            step = np.clip(np.where(np.isfinite(step) & (grad * sign < 0), step, 0.0),
+                           -reach, reach)  # fmt: skip
+            theta = np.clip(theta + step, mode - reach, mode + reach)
+            if np.all(np.abs(step) < 1e-3 * width):  # an edge needs no more
+                break
+        ends.append(np.clip(theta, lo, hi))
+    return ends[0], mode, ends[1], curv
 
 
 def _page_moments(grids: _PageGrids, mu: np.ndarray, sigma: float) -> tuple[np.ndarray, ...]:
     """Per page: ``log m_p(μ_p)``, and the mean and variance of θ under prior N(μ_p, σ)."""
-    lp = grids.log_weight + _normal_logpdf(grids.theta, mu[:, None], sigma)
-    log_m = logsumexp(lp, axis=1)
-    w = np.exp(lp - log_m[:, None])
-    mean = np.sum(w * grids.theta, axis=1)
-    var = np.maximum(np.sum(w * (grids.theta - mean[:, None]) ** 2, axis=1), 0.0)
-    return log_m, mean, var
+    out = tuple(np.empty(grids.n_pages) for _ in range(3))
+    for a in range(0, grids.n_pages, CHUNK_PAGES):
+        sl = slice(a, a + CHUNK_PAGES)
+        theta, log_weight = grids.theta(sl), grids.log_weight(sl)
+        for whole, part in zip(out, _moments_kernel(theta, log_weight, mu[sl], sigma),
+                               strict=True):  # fmt: skip
+            whole[sl] = part
+    return out
 
 
 def _domain_modes(
@@ -197,19 +420,16 @@ def _domain_modes(
         curv = np.minimum(curv, -1.0 / sd_d**2)  # the bound that concavity guarantees
         step = -grad / curv
         mu = mu + np.clip(step, -3 * sd_d, 3 * sd_d)
-        if np.all(np.abs(step) < 1e-10 * np.maximum(1.0, np.abs(mu))):
+        # the mode only centres the μ grid: a thousandth of its Laplace width is plenty
+        if np.all(np.abs(step) < 1e-3 / np.sqrt(-curv)):
             break
     return mu, 1.0 / np.sqrt(-curv)
 
 
-def _page_marginals(grids: _PageGrids, mu_nodes: np.ndarray, sigma: float) -> np.ndarray:
-    """``log m_p(μ)`` at each page's domain nodes: ``(n_pages, N_MU)``."""
-    out = np.empty(mu_nodes.shape)
-    for a in range(0, len(mu_nodes), CHUNK_PAGES):
-        sl = slice(a, a + CHUNK_PAGES)
-        lk = _normal_logpdf(grids.theta[sl, :, None], mu_nodes[sl, None, :], sigma)
-        out[sl] = logsumexp(grids.log_weight[sl, :, None] + lk, axis=1)
-    return out
+def _page_marginals(grids: _PageGrids, sl: slice, mu_nodes: np.ndarray, sigma: float) -> np.ndarray:
+    """``log m_p(μ)`` at the domain nodes ``mu_nodes`` of the pages in ``sl``."""
+    theta, log_weight = grids.theta(sl), grids.log_weight(sl)
+    return _log_gaussian_mixture(theta, log_weight, np.ascontiguousarray(mu_nodes), sigma)
 
 
 def grid_domain_and_pages(
@@ -239,13 +459,24 @@ def grid_domain_and_pages(
     # pass 1: grids around the global prior; the domains' modes from them
     grids = _page_grids(groups, np.full(stats.n_pages, mu_global), width, n_theta)
     mode, laplace_sd = _domain_modes(grids, domain, n_domains, hyper)
-    # pass 2: grids around each page's domain; the domain posteriors on their μ grids
-    grids = _page_grids(groups, mode[domain], width, n_theta)
+    # pass 2: grids around each page's domain, where the move matters (_needs_regrid)
+    redo = np.flatnonzero(_needs_regrid(grids, mode[domain] - mu_global, width))
+    if len(redo):
+        grids.replace(redo, _page_grids(groups.select(redo), mode[domain[redo]], width[redo],
+                                        n_theta))  # fmt: skip
     reach = math.sqrt(2 * SPAN) * sigma_domain
     mu_nodes, mu_jac = sinh_grid(mode - reach, mode, mode + reach, n_mu, laplace_sd)
-    log_m = _page_marginals(grids, mu_nodes[domain], sigma_page)
     log_w = _normal_logpdf(mu_nodes, mu_global, sigma_domain) + np.log(_trapezoid_weights(mu_jac))
-    np.add.at(log_w, domain, log_m)
+    # each page's log m_p(μ) at its domain's nodes, as float32 offsets from its maximum
+    m_top = np.empty(stats.n_pages)
+    m_rel = np.empty((stats.n_pages, n_mu), dtype=np.float32)
+    for a in range(0, stats.n_pages, CHUNK_PAGES):
+        sl = slice(a, a + CHUNK_PAGES)
+        log_m = _page_marginals(grids, sl, mu_nodes[domain[sl]], sigma_page)
+        for j in range(n_mu):  # Σ over each domain's pages, node by node
+            log_w[:, j] += np.bincount(domain[sl], weights=log_m[:, j], minlength=n_domains)
+        m_top[sl] = log_m.max(axis=1)
+        m_rel[sl] = log_m - m_top[sl, None]
     log_w -= logsumexp(log_w, axis=1, keepdims=True)
     weight = np.exp(log_w)
     mu_mean = np.sum(weight * mu_nodes, axis=1)
@@ -253,24 +484,24 @@ def grid_domain_and_pages(
     mean_rate = np.sum(weight * np.exp(mu_nodes + sigma_page**2 / 2), axis=1)
 
     # stage 3: each page's prior mixes N(θ; μ, σ_p) over p(μ | y without the page)
-    loo = log_w[domain] - log_m
-    loo -= logsumexp(loo, axis=1, keepdims=True)
     mean = np.empty(stats.n_pages)
     lower = np.empty(stats.n_pages)
     upper = np.empty(stats.n_pages)
     log_mean = np.empty(stats.n_pages)
     for a in range(0, stats.n_pages, CHUNK_PAGES):
         sl = slice(a, a + CHUNK_PAGES)
-        lk = _normal_logpdf(grids.theta[sl, :, None], mu_nodes[domain[sl], None, :], sigma_page)
-        log_prior = logsumexp(lk + loo[sl, None, :], axis=2)
-        log_post = grids.log_weight[sl] - np.log(_trapezoid_weights(grids.jacobian[sl]))
-        log_post = log_post + log_prior
+        loo = log_w[domain[sl]] - m_rel[sl].astype(np.float64)
+        loo -= logsumexp(loo, axis=1, keepdims=True)
+        theta, log_weight, jacobian = grids.chunk(sl)
+        log_prior = _log_gaussian_mixture(
+            np.ascontiguousarray(mu_nodes[domain[sl]]), loo, theta, sigma_page
+        )
+        log_post = log_weight - np.log(_trapezoid_weights(jacobian)) + log_prior
         dens = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        post = _normalised(grids.theta[sl], dens, grids.jacobian[sl])
+        post = _normalised(theta, dens, jacobian)
         mean[sl] = post.mean()
         log_mean[sl] = post.log_mean()
-        lower[sl] = post.quantile(0.05)
-        upper[sl] = post.quantile(0.95)
+        lower[sl], upper[sl] = post.quantiles((0.05, 0.95))
     domains = pd.DataFrame(
         {
             "mu_mean": mu_mean,

@@ -6,7 +6,7 @@ Never imports PyMC, PyTensor or ArviZ (it consumes fitted priors through
 Modules: :mod:`~bayesrate.scheduler.state` (columnar state, priors, updates),
 :mod:`~bayesrate.scheduler.decide` (priorities, ``due``, politeness, plans),
 :mod:`~bayesrate.scheduler.optimal` (Azar / Kolobov rates), :mod:`~bayesrate.scheduler.store`
-(SQLite persistence), :mod:`~bayesrate.scheduler.simulate` (policy comparison harness),
+(SQLite persistence), :mod:`~bayesrate.scheduler.harness` (policy comparison harness),
 :mod:`~bayesrate.scheduler.baselines` (production crawler policies).
 """
 

@@ -175,9 +175,11 @@ def optimal_rates(
     unbounded = not lo.any() and np.isinf(hi).all() and host_caps is None
     if unbounded and objective == "freshness":
         return azar_rates(w, lam, budget)
-    return _solve_multipliers(
-        lambda mu: np.clip(_rate_at(objective, w, lam, mu), lo, hi), budget, codes, caps
-    )
+
+    def fetches(mu_page: np.ndarray) -> np.ndarray:
+        return np.clip(_rate_at(objective, w, lam, mu_page), lo, hi)
+
+    return _solve_multipliers(fetches, budget, codes, caps)
 
 
 def _bounds_and_hosts(
@@ -229,50 +231,85 @@ def _solve_multipliers(
     """Fetch rates at the budget's multiplier, with a multiplier per host for its cap.
 
     ``fetches(mu_page)`` gives every page's bounded optimum at its multiplier (decreasing
-    in it). Host multipliers ``μ*_h`` solve ``Σ_h p = C_h`` (−inf where the cap never
-    binds); then the global ``μ`` by bisection on ``log μ`` with ``ν_h = max(μ, μ*_h)``.
+    in it): :func:`host_multipliers` for the caps, then :func:`budget_multiplier`.
     """
-    n = len(codes)
     n_hosts = len(caps)
 
-    def host_sum(mu_page: np.ndarray) -> np.ndarray:
-        return np.bincount(codes, weights=fetches(mu_page), minlength=n_hosts)
+    def host_sum(log_mu_host: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=fetches(np.exp(log_mu_host[codes])), minlength=n_hosts)
 
-    host_mu = np.full(n_hosts, -np.inf)
-    finite = np.isfinite(caps)
-    if finite.any():
-        binding = finite & (host_sum(np.full(n, np.exp(-_LOG_SPAN))) > caps)
-        if binding.any():
-            a = np.full(n_hosts, -_LOG_SPAN)
-            b = np.full(n_hosts, _LOG_SPAN)
-            for _ in range(_BISECT_STEPS):
-                mid = 0.5 * (a + b)
-                too_many = host_sum(np.exp(mid[codes])) > caps
-                a = np.where(too_many, mid, a)
-                b = np.where(too_many, b, mid)
-            host_mu = np.where(binding, b, -np.inf)  # upper end: never above the cap
+    host_mu = host_multipliers(host_sum, caps)
 
     def total(log_mu: float) -> float:
         return float(fetches(np.exp(np.maximum(log_mu, host_mu)[codes])).sum())
 
-    if total(-_LOG_SPAN) <= budget:
-        log_mu = -_LOG_SPAN  # budget exceeds what the bounds and caps let pages use
-    else:
-        a, b = -_LOG_SPAN, _LOG_SPAN
-        for _ in range(_BISECT_STEPS):
-            mid = 0.5 * (a + b)
-            if total(mid) > budget:
-                a = mid
-            else:
-                b = mid
-        log_mu = b
+    log_mu = budget_multiplier(total, budget)
     p = fetches(np.exp(np.maximum(log_mu, host_mu)[codes]))
     # clip rounding: never over the budget or a host cap, never below a floor
     return _never_exceed(p, budget) if p.sum() > budget else p
 
 
-# ---------------------------------------------------------------------- full posteriors
-#: fetch rates tabulated per page for the posterior solver (log-spaced, plus 0)
+def page_fetch_rates(
+    objective: str,
+    weights: np.ndarray,
+    rates: np.ndarray,
+    log_mu: np.ndarray,
+    lower: np.ndarray | float = 0.0,
+    upper: np.ndarray | float = np.inf,
+) -> np.ndarray:
+    """Each page's optimal rate at its multiplier ``exp(log_mu)``, within its bounds."""
+    return np.clip(_rate_at(objective, weights, rates, np.exp(log_mu)), lower, upper)
+
+
+def host_multipliers(host_sum: Callable[[np.ndarray], np.ndarray], caps: np.ndarray) -> np.ndarray:
+    """``log μ*_h`` making each host's fetches exactly its cap; ``−inf`` where it never binds.
+
+    ``host_sum(log_mu)`` returns the hosts' total fetch rates with every page of host ``h``
+    at multiplier ``exp(log_mu[h])`` (decreasing in it). Bisection on ``log μ``, vectorized
+    over hosts; the upper end is kept, so that a host never exceeds its cap. ``host_sum``
+    may sum over data held anywhere (:mod:`bayesrate.scaleout.rates` sums partitions).
+    """
+    n_hosts = len(caps)
+    host_mu = np.full(n_hosts, -np.inf)
+    finite = np.isfinite(caps)
+    if not finite.any():
+        return host_mu
+    binding = finite & (host_sum(np.full(n_hosts, -_LOG_SPAN)) > caps)
+    if binding.any():
+        a = np.full(n_hosts, -_LOG_SPAN)
+        b = np.full(n_hosts, _LOG_SPAN)
+        for _ in range(_BISECT_STEPS):
+            mid = 0.5 * (a + b)
+            too_many = host_sum(mid) > caps
+            a = np.where(too_many, mid, a)
+            b = np.where(too_many, b, mid)
+        host_mu = np.where(binding, b, -np.inf)  # upper end: never above the cap
+    return host_mu
+
+
+def budget_multiplier(total: Callable[[float], float], budget: float) -> float:
+    """``log μ`` of the budget constraint: bisection on the decreasing ``total(log μ)``.
+
+    Returns the upper end (fetches never exceed the budget), or ``−LOG_SPAN`` when even
+    the smallest multiplier leaves budget unused (bounds and caps bind everywhere).
+    """
+    if total(-_LOG_SPAN) <= budget:
+        return -_LOG_SPAN
+    a, b = -_LOG_SPAN, _LOG_SPAN
+    for _ in range(_BISECT_STEPS):
+        mid = 0.5 * (a + b)
+        if total(mid) > budget:
+            a = mid
+        else:
+            b = mid
+    return b
+
+
+def never_exceed(p: np.ndarray, cap: float) -> np.ndarray:
+    """Scale ``p`` down by rounding's worth when its sum exceeds ``cap``."""
+    return _never_exceed(p, cap)
+
+
 N_TABLE = 64
 
 

@@ -624,24 +624,12 @@ def run(
         history = load_history(dataset=dataset, path=history)
     elif dataset is not None:
         raise ObservationError("give a history or a dataset, not both", field="dataset")
-    if isinstance(methods, str):
-        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    methods = _checked_methods(methods, horizon_days)
     crawl_every_hours = float(crawl_every)
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise ObservationError(
-            f"unknown method(s) {unknown}; choose from {list(METHODS)}", field="methods"
-        )
-    if not (np.isfinite(horizon_days) and horizon_days > 0):
-        raise ObservationError("horizon must be > 0 days", field="horizon_days")
     if fast:
         max_pages = FAST["max_pages"] if max_pages is None else max_pages
-        draws, tune, chains = (
-            draws or FAST["draws"],
-            tune or FAST["tune"],
-            chains or FAST["chains"],
-        )
         predictive_draws = min(predictive_draws, FAST["predictive_draws"])
+    sampler = _study_sampler(draws, tune, chains, seed, fast)
     horizon = horizon_days * HOURS_PER_DAY
     split_hours = history.end - horizon if split is None else hours_of(split, "split")
     t_start = time.perf_counter()
@@ -661,27 +649,12 @@ def run(
     )
     pit_noise = rng_from(f"{seed}-pit").random(d.n_pages)
     by_length = length_groups(d)
-    given = {"draws": draws, "tune": tune, "chains": chains}
-    sampler = {k: v if v else STUDY_SAMPLER[k] for k, v in given.items()}
-    sampler["seed"] = str(seed)
     results: dict[str, MethodForecast] = {}
     for name in methods:
         t0 = time.perf_counter()
-        if name in POINT_METHODS:
-            pred = point_prediction(name, d, by_length)
-            groups, diag = by_length, None
-        else:
-            from bayesrate.quick_fit import describe_fit, fit_model
-
-            model = fit_model(name, d.train, sampler)
-            diag = model.diagnostics_.to_dict()
-            progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
-            groups = (
-                pattern_groups(d, model.model_config["timezone"])
-                if name == "modulated"
-                else by_length
-            )
-            pred = model_prediction(model, d, groups, predictive_draws, f"{seed}-{name}")
+        pred, groups, diag = _forecast_of(
+            name, d, by_length, sampler, predictive_draws, f"{seed}-{name}", progress
+        )
         results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
         m = results[name]
@@ -715,6 +688,53 @@ def run(
         seconds=seconds,
         reference=reference,
     )
+
+
+def _checked_methods(methods: Sequence[str] | str, horizon_days: float) -> list[str]:
+    """The methods as a list (from a sequence or comma-separated text), all known."""
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ObservationError(
+            f"unknown method(s) {unknown}; choose from {list(METHODS)}", field="methods"
+        )
+    if not (np.isfinite(horizon_days) and horizon_days > 0):
+        raise ObservationError("horizon must be > 0 days", field="horizon_days")
+    return list(methods)
+
+
+def _study_sampler(
+    draws: int | None, tune: int | None, chains: int | None, seed: int | str, fast: bool
+) -> dict[str, int | str]:
+    """NUTS settings: the given ones, else :data:`FAST` (fast runs) or :data:`STUDY_SAMPLER`."""
+    defaults = FAST if fast else STUDY_SAMPLER
+    given = {"draws": draws, "tune": tune, "chains": chains}
+    sampler: dict[str, int | str] = {k: v if v else defaults[k] for k, v in given.items()}
+    sampler["seed"] = str(seed)
+    return sampler
+
+
+def _forecast_of(
+    name: str,
+    d: _Design,
+    by_length: _Groups,
+    sampler: dict[str, int | str],
+    predictive_draws: int,
+    seed: str,
+    progress: Progress,
+) -> tuple[_Prediction, _Groups, dict | None]:
+    """One method's predictive for the test intervals, its groups and its fit diagnostics."""
+    if name in POINT_METHODS:
+        return point_prediction(name, d, by_length), by_length, None
+    from bayesrate.quick_fit import describe_fit, fit_model
+
+    t0 = time.perf_counter()
+    model = fit_model(name, d.train, sampler)
+    diag = model.diagnostics_.to_dict()
+    progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
+    groups = pattern_groups(d, model.model_config["timezone"]) if name == "modulated" else by_length
+    return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
 
 
 def _iso(hours: float) -> str:

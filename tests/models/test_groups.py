@@ -11,7 +11,7 @@ from bayesrate.observations import Observations
 from tests.helpers import interval_exposures, seed_of
 
 #: 2024-03-29T00:00Z in hours since the epoch; Paris moves to summer time on 2024-03-31 01:00Z
-FRIDAY = 473_208.0
+FRIDAY = 475_464.0
 
 
 def _paris_obs() -> Observations:

@@ -162,3 +162,33 @@ def test_stratified_sample_covers_every_domain(rng):
     # proportional allocation: the biggest domain gets the most
     counts = np.bincount(domain[sample], minlength=5)
     assert counts[4] > counts[3] > counts[2]
+
+
+def test_informative_pages_keep_their_first_grid_and_match_quadrature(monkeypatch):
+    """Pages whose likelihood is much narrower than the grid prior keep the grid built
+    around the global mean even though their domain's mode is ~2 units away (no second
+    grid): the posteriors still match 2-D quadrature."""
+    types = [
+        (*hourly(200, list(range(3, 200, 5))), 40),
+        (*hourly(200, list(range(2, 200, 4))), 40),
+    ]
+    mu_g, sd_d, sd_p = math.log(0.03), 1.0, 0.8
+    obs = observations({"shifted": types})
+    seen = {}
+    real = scale._needs_regrid
+
+    def spy(grids, shift, width):
+        out = real(grids, shift, width)
+        seen["regrid"], seen["shift"] = out, shift
+        return out
+
+    monkeypatch.setattr(scale, "_needs_regrid", spy)
+    domains, pages = scale.grid_domain_and_pages(obs.interval_stats, mu_g, sd_d, sd_p)
+    assert not seen["regrid"].any() and np.abs(seen["shift"]).min() > 1.5
+    mu_mean, mu_sd, per_type = oracle(types, mu_g, sd_d, sd_p)
+    assert domains.loc["shifted", "mu_mean"] == pytest.approx(mu_mean, abs=2e-3)
+    assert domains.loc["shifted", "mu_sd"] == pytest.approx(mu_sd, rel=2e-2)
+    for k, (mean, lo, hi) in enumerate(per_type):
+        assert pages["mean"][k * 40] == pytest.approx(mean, rel=2e-3)
+        assert pages["lower"][k * 40] == pytest.approx(lo, rel=5e-3)
+        assert pages["upper"][k * 40] == pytest.approx(hi, rel=5e-3)

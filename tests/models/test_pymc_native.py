@@ -34,7 +34,7 @@ with warnings.catch_warnings():
 
 FAST = {"draws": 500, "tune": 500, "chains": 2, "seed": "pymc-native"}
 #: 2024-03-29T00:00Z in hours; Paris moves to summer time on 2024-03-31 01:00Z
-FRIDAY = 473_208.0
+FRIDAY = 475_464.0
 
 
 def _world(rng, domains, n_pages, n_visits, start=FRIDAY) -> pd.DataFrame:
@@ -299,3 +299,42 @@ def test_saved_fit_carries_its_data_and_refuses_edited_data(hier, obs, tmp_path)
     tree.to_netcdf(tmp_path / "edited.nc", engine="h5netcdf")
     with pytest.raises(ArtifactError, match="fit_data do not match"):
         RateModel.load(tmp_path / "edited.nc")
+
+
+@pytest.mark.parametrize("timezone", ["Europe/Paris", "America/New_York", "UTC"])
+def test_quiet_span_is_each_pages_quiet_exposure(obs, timezone):
+    """The modulated model's quiet exposure as span minus busy groups equals, per page, the
+    sum over its intervals without a detection of the multiplier integrated on pandas'
+    clock (independent of ``bayesrate.clock``); the obs cross the spring DST change of
+    Paris (2024-03-31) and New York (2024-03-10 is before them: none there)."""
+    import pytensor.tensor as pt
+
+    from bayesrate.models.groups import visit_patterns
+    from bayesrate.models.likelihood import QuietSpan
+
+    rng = np.random.default_rng(seed_of(f"quiet-span-{timezone}"))
+    m = np.exp(rng.normal(0.0, 0.7, 168))
+    groups = visit_patterns(obs, timezone).groups("hour_of_week")
+    busy = groups.select(groups.detected > 0)
+    span = QuietSpan.of(obs, timezone, busy)
+    got = span.exposure(pt.as_tensor_variable(m)).eval()
+    want = np.zeros(obs.n_pages)
+    for p in range(obs.n_pages):
+        sl = slice(obs.offsets[p], obs.offsets[p + 1])
+        exposures = interval_exposures(obs.time[sl], m, timezone)
+        want[p] = sum(e for e, c in zip(exposures, obs.changed[sl][1:], strict=True) if not c)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_modulated_uses_the_span_where_it_is_cheaper(obs):
+    """Regular crawls (few busy groups per page) take the span; irregular visits (the
+    case study's shape: most intervals their own busy group) keep the pages × 168 product."""
+    from bayesrate.models.groups import visit_patterns
+    from bayesrate.simulate import pages_like
+
+    model = ModulatedModel()
+    irregular = pages_like(20, seed="span-choice", history="case-study").observations
+    for data, expect_span in ((obs, True), (irregular, False)):
+        groups = visit_patterns(data, "UTC").groups("hour_of_week")
+        busy = groups.select(groups.detected > 0)
+        assert (model._quiet_span(data, busy) is not None) == expect_span

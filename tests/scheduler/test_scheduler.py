@@ -33,7 +33,7 @@ def _same(a, b):
 def test_import_is_light():
     code = (
         "import sys, bayesrate.scheduler, bayesrate.scheduler.store, "
-        "bayesrate.scheduler.simulate, bayesrate.scheduler.baselines, "
+        "bayesrate.scheduler.harness, bayesrate.scheduler.baselines, "
         "bayesrate.commands.schedule\n"
         "bad = [m for m in ('pymc', 'pytensor', 'arviz') if m in sys.modules]\n"
         "print(bad)"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -43,15 +43,6 @@ from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 
 #: Monday 2025-01-06 00:00 UTC, hours since the epoch
 T0 = 20094 * 24.0
-POLICY_NAMES = (
-    "uniform",
-    "nutch-adaptive",
-    "stormcrawler-adaptive",
-    "heritrix-wait",
-    "pagestate",
-    "bayesrate",
-    "oracle",
-)
 
 
 def business_hours() -> np.ndarray:
@@ -136,29 +127,14 @@ def make_world(
     only sets the default politeness limit: about 5× a uniform host's share per tick for
     the largest host, so politeness binds for skewed schedules only.
     """
-    from bayesrate.simulate import Bursty, Homogeneous, HourOfWeekModulated, rng_from
+    from bayesrate.simulate import rng_from
 
     if n_pages < 1 or days <= 0 or dt <= 0:
         raise ObservationError("need n_pages >= 1, days > 0, dt > 0", field="n_pages/days")
     rng = rng_from(seed)
     priors = priors if priors is not None else PriorSet.default()
-    names = sorted(priors.domains) or []
-    if n_hosts is None:
-        n_hosts = len(names) if names else max(1, n_pages // 50)
-    host_names = (
-        (names * (n_hosts // max(len(names), 1) + 1))[:n_hosts]
-        if names
-        else [f"host{j:04d}.example" for j in range(n_hosts)]
-    )
-    if names and n_hosts > len(names):
-        host_names = [f"{h}#{j}" if j >= len(names) else h for j, h in enumerate(host_names)]
-    size = 1.0 / (np.arange(n_hosts) + 1.0) ** 1.1
-    hosts = rng.choice(n_hosts, size=n_pages, p=size / size.sum()).astype(np.int32)
-    # true rates per hour from the host's prior (per day in the artifact)
-    alpha, beta_day = priors.arrays(
-        np.array([host_names[h].split("#")[0] for h in hosts], dtype=object)
-    )
-    rate = rng.gamma(alpha, 1.0 / beta_day) / HOURS_PER_DAY
+    hosts, host_names, rate = _hosts_and_rates(priors, n_pages, n_hosts, rng)
+    n_hosts = len(host_names)
     if pareto_shape:
         weights = rng.pareto(pareto_shape, n_pages) + 1.0
         weights /= weights.mean()
@@ -172,31 +148,8 @@ def make_world(
     )
     mult = priors.hour_of_week if priors.hour_of_week is not None else business_hours()
     mult = np.asarray(mult) / np.mean(mult)
-    tz = priors.timezone
-    t_end = T0 + days * HOURS_PER_DAY
-    times, pages = [], []
-    d_hi, d_lo, contrast = 12.0, 72.0, 20.0
-    for i in range(n_pages):
-        if kind[i] == "modulated":
-            proc: Any = HourOfWeekModulated(rate[i], mult, tz)
-        elif kind[i] == "bursty":
-            low = rate[i] * (d_hi + d_lo) / (contrast * d_hi + d_lo)
-            proc = Bursty(rates=(contrast * low, low), mean_durations=(d_hi, d_lo))
-        else:
-            proc = Homogeneous(rate[i])
-        t = proc.sample(T0, t_end, rng)
-        times.append(t)
-        pages.append(np.full(len(t), i, dtype=np.int32))
-    t = np.concatenate(times) if times else np.zeros(0)
-    p = np.concatenate(pages) if pages else np.zeros(0, dtype=np.int32)
-    n_ticks = int(np.ceil(days * HOURS_PER_DAY / dt))
-    tick = np.minimum(((t - T0) // dt).astype(np.int64), n_ticks - 1)
-    order = np.lexsort((t, p, tick))
-    t, p, tick = t[order], p[order], tick[order]
-    first = np.r_[True, (p[1:] != p[:-1]) | (tick[1:] != tick[:-1])]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(p)), 0))
-    rank = np.arange(len(p)) - start
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(tick, minlength=n_ticks))])
+    t, p = _change_times(rate, kind, mult, priors.timezone, T0 + days * HOURS_PER_DAY, rng)
+    ptr, p, offset, rank = _by_tick(t, p, days, dt)
     if host_limit is None:
         share = budget / HOURS_PER_DAY * dt * np.bincount(hosts, minlength=n_hosts).max()
         host_limit = max(2, int(np.ceil(5 * share)))
@@ -213,22 +166,81 @@ def make_world(
         priors,
         ptr,
         p,
-        t - (T0 + tick * dt),
+        offset,
         rank,
     )
 
 
+def _hosts_and_rates(
+    priors: PriorSet, n_pages: int, n_hosts: int | None, rng: np.random.Generator
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Each page's host (Zipf-like sizes), the host names and the true rates per hour drawn
+    from the host's prior (per day in the artifact)."""
+    names = sorted(priors.domains) or []
+    if n_hosts is None:
+        n_hosts = len(names) if names else max(1, n_pages // 50)
+    host_names = (
+        (names * (n_hosts // max(len(names), 1) + 1))[:n_hosts]
+        if names
+        else [f"host{j:04d}.example" for j in range(n_hosts)]
+    )
+    if names and n_hosts > len(names):
+        host_names = [f"{h}#{j}" if j >= len(names) else h for j, h in enumerate(host_names)]
+    size = 1.0 / (np.arange(n_hosts) + 1.0) ** 1.1
+    hosts = rng.choice(n_hosts, size=n_pages, p=size / size.sum()).astype(np.int32)
+    alpha, beta_day = priors.arrays(
+        np.array([host_names[h].split("#")[0] for h in hosts], dtype=object)
+    )
+    rate = rng.gamma(alpha, 1.0 / beta_day) / HOURS_PER_DAY
+    return hosts, host_names, rate
+
+
+def _change_times(
+    rate: np.ndarray,
+    kind: np.ndarray,
+    mult: np.ndarray,
+    timezone: str,
+    t_end: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Change times of every page from ``T0`` to ``t_end`` and their pages (page order)."""
+    from bayesrate.simulate import Bursty, Homogeneous, HourOfWeekModulated
+
+    times, pages = [], []
+    d_hi, d_lo, contrast = 12.0, 72.0, 20.0
+    for i in range(len(rate)):
+        if kind[i] == "modulated":
+            proc: Any = HourOfWeekModulated(rate[i], mult, timezone)
+        elif kind[i] == "bursty":
+            low = rate[i] * (d_hi + d_lo) / (contrast * d_hi + d_lo)
+            proc = Bursty(rates=(contrast * low, low), mean_durations=(d_hi, d_lo))
+        else:
+            proc = Homogeneous(rate[i])
+        t = proc.sample(T0, t_end, rng)
+        times.append(t)
+        pages.append(np.full(len(t), i, dtype=np.int32))
+    t = np.concatenate(times) if times else np.zeros(0)
+    p = np.concatenate(pages) if pages else np.zeros(0, dtype=np.int32)
+    return t, p
+
+
+def _by_tick(
+    t: np.ndarray, p: np.ndarray, days: float, dt: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Changes ordered by tick: tick pointers, pages, offset within the tick, and the rank of
+    each change among its page's changes in the same tick."""
+    n_ticks = int(np.ceil(days * HOURS_PER_DAY / dt))
+    tick = np.minimum(((t - T0) // dt).astype(np.int64), n_ticks - 1)
+    order = np.lexsort((t, p, tick))
+    t, p, tick = t[order], p[order], tick[order]
+    first = np.r_[True, (p[1:] != p[:-1]) | (tick[1:] != tick[:-1])]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(p)), 0))
+    rank = np.arange(len(p)) - start
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(tick, minlength=n_ticks))])
+    return ptr, p, t - (T0 + tick * dt), rank
+
+
 # ---------------------------------------------------------------------- policies
-class Policy(Protocol):
-    """What the harness needs from a policy."""
-
-    name: str
-
-    def reset(self, t0: float, rng: np.random.Generator) -> None: ...
-    def priority(self, now: float) -> np.ndarray: ...
-    def observe(self, rows: np.ndarray, now: float, changed: np.ndarray) -> None: ...
-
-
 class PlannedPolicy:
     """Ours: per-URL Gamma posteriors, Azar-optimal rates re-solved every ``replan`` hours.
 
@@ -332,6 +344,47 @@ def _harmonic_table(n: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n + 1))])
 
 
+def _fetch(pol, s: dict, now: float, per_tick, token_cap, hosts: np.ndarray, quota) -> None:
+    """One policy's fetches at ``now``: its top priorities within its tokens and the hosts'
+    politeness (every URL when unconstrained); the fetched URLs become fresh."""
+    stale = s["stale"]
+    score = pol.priority(now)
+    if per_tick is None:
+        rows = np.flatnonzero(score > -np.inf)
+    else:
+        s["tokens"] = min(s["tokens"] + per_tick, token_cap)
+        m = int(s["tokens"])
+        rows = select_polite(score, m, hosts, quota) if m else np.zeros(0, int)
+        s["tokens"] -= len(rows)
+    if len(rows):
+        changed = (stale[rows] > 0).astype(np.int8)
+        stale[rows] = 0
+        pol.observe(rows, now, changed)
+        s["fetches"] += len(rows)
+
+
+def _tick_integrals(
+    stale: np.ndarray,
+    w: np.ndarray,
+    dt: float,
+    events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    htab: np.ndarray,
+) -> tuple[float, float]:
+    """Exact weighted freshness and harmonic-staleness integrals over ``(now, now + dt]``;
+    the tick's changes (page, offset, rank, first of its page) are then counted in
+    ``stale``."""
+    ep, eo, er, first = events
+    fresh0 = stale == 0
+    f = dt * float(w @ fresh0)
+    h = dt * float(w @ htab[stale])
+    if len(ep):
+        fe = first & fresh0[ep]
+        f -= float(w[ep[fe]] @ (dt - eo[fe]))
+        h += float((w[ep] * (dt - eo)) @ (1.0 / (stale[ep] + er + 1.0)))
+        np.add.at(stale, ep, 1)
+    return f, h
+
+
 def run(
     world: World,
     policies: list[Any],
@@ -390,30 +443,8 @@ def run(
         ep, eo, er = world.ev_page[e0:e1], world.ev_offset[e0:e1], world.ev_rank[e0:e1]
         first = er == 0
         for pol, s in zip(policies, state, strict=True):
-            stale = s["stale"]
-            score = pol.priority(now)
-            if per_tick is None:
-                rows = np.flatnonzero(score > -np.inf)
-            else:
-                s["tokens"] = min(s["tokens"] + per_tick, token_cap)
-                m = int(s["tokens"])
-                rows = select_polite(score, m, world.hosts, quota) if m else np.zeros(0, int)
-                s["tokens"] -= len(rows)
-            if len(rows):
-                changed = (stale[rows] > 0).astype(np.int8)
-                stale[rows] = 0
-                pol.observe(rows, now, changed)
-                s["fetches"] += len(rows)
-            # exact integrals over (now, now + dt]
-            fresh0 = stale == 0
-            f = dt * float(w @ fresh0)
-            if len(ep):
-                fe = first & fresh0[ep]
-                f -= float(w[ep[fe]] @ (dt - eo[fe]))
-            h = dt * float(w @ htab[stale])
-            if len(ep):
-                h += float((w[ep] * (dt - eo)) @ (1.0 / (stale[ep] + er + 1.0)))
-                np.add.at(stale, ep, 1)
+            _fetch(pol, s, now, per_tick, token_cap, world.hosts, quota)
+            f, h = _tick_integrals(s["stale"], w, dt, (ep, eo, er, first), htab)
             s["F"] += f
             s["H"] += h
             s["acc"] += f
@@ -493,6 +524,39 @@ def _shrink_to_budget(
     return scale
 
 
+def _use_whole_budget(world: World, results: dict, scales: dict, budget: float, seed: str, say):
+    """Re-run every baseline that used less than 98% of the budget on the whole world with
+    a smaller interval scale (policies are independent given the world: own random
+    streams)."""
+    budget_fetches = budget * world.n * world.days
+    for name in BASELINES:
+        if results[name]["fetches"] < 0.98 * budget_fetches:
+            t = _time.perf_counter()
+            scales[name] = _shrink_to_budget(world, name, budget, scales[name], 0.985, seed)
+            results[name] = run(
+                world, [_make_baseline(name, world.n, scales[name])], budget, seed=seed
+            )[name]
+            say(f"re-calibrated {name} on the whole world ({_time.perf_counter() - t:.1f} s)")
+
+
+def _summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Ours against the oracle and the best production baseline (freshness; harmonic
+    staleness, where lower is better, as "how many times lower")."""
+    prod = ["uniform", "nutch-adaptive", "stormcrawler-adaptive", "heritrix-wait"]
+    best = max(prod, key=lambda n: results[n]["freshness"])
+    best_h = min(prod, key=lambda n: results[n]["harmonic_staleness"])
+    ours, oracle = results["bayesrate"], results["oracle"]
+    return {
+        "ours_vs_oracle_freshness": ours["freshness"] / oracle["freshness"],
+        "best_production_baseline": best,
+        "ours_vs_best_production_freshness": ours["freshness"] / results[best]["freshness"],
+        "oracle_over_ours_harmonic": oracle["harmonic_staleness"] / ours["harmonic_staleness"],
+        "best_production_harmonic": best_h,
+        "best_production_over_ours_harmonic": results[best_h]["harmonic_staleness"]
+        / ours["harmonic_staleness"],
+    }
+
+
 def compare(
     n_pages: int = 10_000,
     days: float = 60.0,
@@ -552,25 +616,11 @@ def compare(
     results = run(world, policies, budget, seed=f"{seed}-run")
     say(f"ran {len(policies)} policies in {_time.perf_counter() - t:.1f} s")
     budget_fetches = budget * world.n * world.days
-    # policies are independent given the world (own random streams): re-run any baseline
-    # that, on the whole world, used less than 98% of the budget with a smaller scale
-    for name in BASELINES:
-        if results[name]["fetches"] < 0.98 * budget_fetches:
-            t = _time.perf_counter()
-            scales[name] = _shrink_to_budget(
-                world, name, budget, scales[name], 0.985, f"{seed}-run"
-            )
-            results[name] = run(
-                world, [_make_baseline(name, world.n, scales[name])], budget, seed=f"{seed}-run"
-            )[name]
-            say(f"re-calibrated {name} on the whole world ({_time.perf_counter() - t:.1f} s)")
+    _use_whole_budget(world, results, scales, budget, f"{seed}-run", say)
     for name, r in results.items():
         r["fetches_vs_budget"] = r["fetches"] / budget_fetches
         if name in scales:
             r["interval_scale"] = scales[name]
-    prod = [n for n in ("uniform", "nutch-adaptive", "stormcrawler-adaptive", "heritrix-wait")]
-    best = max(prod, key=lambda n: results[n]["freshness"])
-    ours, oracle = results["bayesrate"], results["oracle"]
     return {
         "policies": results,
         "setup": {
@@ -595,16 +645,5 @@ def compare(
             "seed": seed,
             "seconds": round(_time.perf_counter() - t_start, 1),
         },
-        "summary": {
-            "ours_vs_oracle_freshness": ours["freshness"] / oracle["freshness"],
-            "best_production_baseline": best,
-            "ours_vs_best_production_freshness": ours["freshness"] / results[best]["freshness"],
-            # harmonic staleness: lower is better, so these are "how many times lower"
-            "oracle_over_ours_harmonic": oracle["harmonic_staleness"] / ours["harmonic_staleness"],
-            "best_production_harmonic": (
-                best_h := min(prod, key=lambda n: results[n]["harmonic_staleness"])
-            ),
-            "best_production_over_ours_harmonic": results[best_h]["harmonic_staleness"]
-            / ours["harmonic_staleness"],
-        },
+        "summary": _summary(results),
     }

@@ -16,7 +16,7 @@ from bayesrate.scheduler.baselines import (
     StormCrawlerAdaptive,
     Uniform,
 )
-from bayesrate.scheduler.simulate import PlannedPolicy, compare, make_world, run
+from bayesrate.scheduler.harness import PlannedPolicy, compare, make_world, run
 
 
 # ---------------------------------------------------------------------- baselines

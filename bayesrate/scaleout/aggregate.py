@@ -1,0 +1,389 @@
+"""Stage 1: a crawl or fetch log → per-URL interval statistics, co-partitioned by URL hash.
+
+The log is read lazily (:mod:`~bayesrate.scaleout.logs`) and shuffled once so that every
+URL's rows are in one partition: ``hash(page) mod partitions`` (Dask's hash partitioning,
+the same for a page whatever file or time slice it came from). **This shuffle is the
+expensive step**: every row crosses the network (or, on one machine, is serialised and
+spilled) once; everything after it is local to a partition (``docs/scale.md``).
+
+Each partition is then sorted by (page, time) and reduced where it lives:
+
+- page-level checks (duplicate visits, flags against the page's time order, a domain that
+  varies within the page); ``changed`` from digests for fetch logs;
+- the page's visits as :class:`~bayesrate.observations.Observations` arrays, whose
+  :attr:`~bayesrate.observations.Observations.interval_stats` are the in-memory path's
+  own (one home for the grouping);
+- per (domain, hour of week): hours of unchanged and of changed intervals
+  (:func:`bayesrate.clock.hour_of_week_overlap`, summed per domain).
+
+Output (``OUT``, :mod:`~bayesrate.scaleout.staging`): ``pages/part-K.parquet`` (``page,
+domain, n_visits, n_changes, exposure_hours, first_visit, last_visit, last_change``; times
+in hours since the Unix epoch), ``groups/part-K.parquet`` (``page, tau_hours, n,
+changed``), ``hour_of_week.parquet`` (``domain, hour_of_week, unchanged_hours,
+changed_hours``) and ``_manifest.json`` (counts, malformed-row report, timings). Part ``K``
+holds the URLs whose hash falls in bucket ``K``; later stages keep that numbering.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesrate.constants import CHANGED, DOMAIN, N_HOUR_OF_WEEK, PAGE, TIME
+from bayesrate.observations import Observations
+from bayesrate.scaleout import logs
+from bayesrate.scaleout import problems as P
+from bayesrate.scaleout.staging import Staging, load_manifest, write_part
+from bayesrate.sufficient import IntervalStats
+
+#: rows per partition after the shuffle, when the number of partitions is not given
+ROWS_PER_PARTITION = 2_000_000
+#: changed intervals per block of the hour-of-week overlap (bounds its (n, 168) array)
+OVERLAP_BLOCK = 50_000
+PAGE_COLUMNS = (
+    "page",
+    "domain",
+    "n_visits",
+    "n_changes",
+    "exposure_hours",
+    "first_visit",
+    "last_visit",
+    "last_change",
+)
+GROUP_COLUMNS = ("page", "tau_hours", "n", "changed")
+HOW_COLUMNS = ("domain", "hour_of_week", "unchanged_hours", "changed_hours")
+
+
+def default_partitions(spec: logs.LogSpec) -> int:
+    """Partitions after the shuffle: about :data:`ROWS_PER_PARTITION` rows each."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for i, name in enumerate(spec.sources):
+        if name.lower().endswith((".parquet", ".pq")):
+            rows += pq.ParquetFile(name).metadata.num_rows
+        else:  # CSV: estimate from the size (~40 bytes per row)
+            rows += os.path.getsize(spec.sources[i]) // 40
+    return max(1, -(-rows // ROWS_PER_PARTITION))
+
+
+def input_identity(spec: logs.LogSpec) -> list[list[Any]]:
+    """Each input file with its size and modification time (part of the run key)."""
+    out = []
+    for name in spec.sources:
+        st = os.stat(name)
+        out.append([name, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def aggregate(
+    input_path: str | Path,
+    out: str | Path,
+    *,
+    kind: str = "crawl",
+    time_unit: str = "h",
+    timezone: str = "UTC",
+    partitions: int | None = None,
+    bad_rows: str = "error",
+    shuffle_method: str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Run stage 1 (see the module docstring); returns the manifest.
+
+    Raises
+    ------
+    ObservationError
+        Unreadable or malformed input (with ``bad_rows="error"``: counts per reason and a
+        sample of rows); nothing is committed then.
+    """
+    import dask
+
+    from bayesrate.clock import check_timezone
+    from bayesrate.errors import ObservationError
+    from bayesrate.scaleout.cluster import compute
+
+    if bad_rows not in P.BAD_ROWS:
+        raise ObservationError(f"bad_rows must be one of {P.BAD_ROWS}, got {bad_rows!r}")
+    check_timezone(timezone)
+    t0 = time.perf_counter()
+    spec = logs.scan(input_path, kind=kind, time_unit=time_unit)
+    n_parts = int(partitions or default_partitions(spec))
+    arguments = {
+        "stage": "aggregate",
+        "input": str(Path(input_path).absolute()),
+        "files": input_identity(spec),
+        "kind": kind,
+        "time_unit": time_unit,
+        "timezone": timezone,
+        "partitions": n_parts,
+        "bad_rows": bad_rows,
+    }
+    staging = Staging(out, arguments)
+    if staging.is_committed():
+        return load_manifest(out)
+    done, todo = staging.pending(n_parts)
+    if todo:
+        frame = logs.read_log(spec)
+        kwargs = {"npartitions": n_parts}
+        if shuffle_method:
+            kwargs["shuffle_method"] = shuffle_method
+        shuffled = frame.shuffle(PAGE, **kwargs)
+        parts = shuffled.to_delayed()
+        task = dask.delayed(aggregate_part, pure=False)
+        tasks = [task(parts[k], k, spec, timezone, str(staging.path)) for k in todo]
+        for k, summary in zip(todo, compute(tasks, progress=progress), strict=True):
+            done[k] = summary
+    summaries = [done[k] for k in range(n_parts)]
+    problems = P.report(s["problems"] for s in summaries)
+    try:
+        P.raise_if_any(problems, bad_rows)
+    except ObservationError:
+        staging.discard()
+        raise
+    how = sum_hour_of_week(staging.path, n_parts)
+    how_tmp = staging.path / ".hour_of_week.parquet.tmp"
+    how.to_parquet(how_tmp, index=False)
+    os.replace(how_tmp, staging.path / "hour_of_week.parquet")
+    totals = {
+        k: int(sum(s[k] for s in summaries))
+        for k in ("rows", "rows_used", "pages", "visits", "changes", "groups")
+    }
+    manifest = {
+        "stage": "aggregate",
+        "kind": kind,
+        "partitions": n_parts,
+        "input_partitions": len(spec.pieces),
+        "files": len(spec.sources),
+        **totals,
+        "malformed_rows": problems,
+        "timezone": timezone,
+        "seconds": time.perf_counter() - t0,
+        "tables": {
+            "pages": list(PAGE_COLUMNS),
+            "groups": list(GROUP_COLUMNS),
+            "hour_of_week": list(HOW_COLUMNS),
+        },
+        "times": "hours since the Unix epoch (UTC)",
+    }
+    staging.commit(manifest)
+    return manifest
+
+
+# ---------------------------------------------------------------------- one partition
+def aggregate_part(
+    frame: pd.DataFrame, k: int, spec: logs.LogSpec, timezone: str, staging_path: str
+) -> dict[str, Any]:
+    """Reduce one co-partitioned partition and commit it as part ``k`` (on a worker)."""
+    tables, summary = reduce_partition(frame, spec, timezone)
+    return write_part(staging_path, k, tables, summary)
+
+
+def reduce_partition(
+    frame: pd.DataFrame, spec: logs.LogSpec, timezone: str
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Page-level checks, then statistics of one partition's pages (all their rows)."""
+    n_rows = len(frame)
+    problem = frame["problem"].to_numpy(dtype=np.uint8).copy()
+    good = problem == 0
+    # integer codes of the ids (hashing the column, no Python string per row); labels sorted
+    codes, labels = pd.factorize(frame[PAGE].where(good), sort=True)
+    codes = codes.astype(np.int64)
+    labels = np.asarray(labels, dtype=object)
+    domain_codes, domain_labels = pd.factorize(frame[DOMAIN])
+    rows = np.flatnonzero(good)
+    hours = frame[TIME].to_numpy(dtype=np.float64)
+    # (page, time) order; ties are duplicate visits, whose pages are excluded whatever
+    # their order, so the result does not depend on how the shuffle ordered the rows
+    order = rows[np.lexsort((hours[rows], codes[rows]))]
+    c = codes[order]
+    t = hours[order]
+    n_pages = len(labels)
+    counts = np.bincount(c, minlength=n_pages)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    first = np.zeros(len(order), dtype=bool)
+    first[offsets[:-1][counts > 0]] = True
+    domain_sorted = domain_codes[order]
+    page_code = np.zeros(n_pages, dtype=np.uint8)
+
+    def flag(mask: np.ndarray, code: int) -> None:
+        hit = np.unique(c[mask])
+        page_code[hit] = np.where(page_code[hit] == 0, code, page_code[hit])
+
+    same_page = np.r_[False, c[1:] == c[:-1]]
+    flag(same_page & np.r_[False, t[1:] == t[:-1]], P.DUPLICATE)
+    flag(domain_sorted != np.repeat(domain_sorted[offsets[:-1]], counts), P.DOMAIN_VARIES)
+    if spec.kind == "crawl":
+        flags = frame[CHANGED].to_numpy(dtype=np.float64)[order]
+        flag(np.isnan(flags) & ~first, P.MISSING_FLAG)
+        flag((flags == 1) & first, P.BASELINE_FLAG)
+        changed = np.nan_to_num(flags, nan=0.0).astype(np.int8)
+    else:
+        from bayesrate.io.fetch_log import changed_from_digests
+
+        digests = frame[logs.DIGEST].to_numpy(dtype=object)[order]
+        changed = changed_from_digests(digests, offsets)
+    # pages with a page-level problem: every row of theirs carries the page's reason
+    bad_page = page_code > 0
+    problem[order] = np.where(bad_page[c], page_code[c], problem[order])
+    keep = ~bad_page[c]
+    kept_pages = np.flatnonzero(~bad_page)
+    obs = Observations(
+        pages=pd.DataFrame(
+            {
+                DOMAIN: np.asarray(domain_labels, dtype=object)[
+                    domain_sorted[offsets[:-1][kept_pages]]
+                ].astype(str)
+            },
+            index=pd.Index(labels[kept_pages], name=PAGE),
+        ),
+        offsets=np.concatenate([[0], np.cumsum(counts[kept_pages])]).astype(np.int64),
+        time=np.ascontiguousarray(t[keep]),
+        changed=changed[keep],
+        time_kind="numeric",
+    )
+    bad = frame.loc[problem > 0, ["source", "row", PAGE]].assign(problem=problem[problem > 0])
+    tables = {
+        "pages": page_table(obs),
+        "groups": group_table(obs.interval_stats),
+        "how": domain_hour_of_week(obs, timezone),
+    }
+    summary = {
+        "rows": n_rows,
+        "rows_used": int(obs.n_visits),
+        "pages": int(obs.n_pages),
+        "visits": int(obs.n_visits),
+        "changes": int(obs.n_changes),
+        "groups": int(obs.interval_stats.n_groups),
+        "problems": P.partition_problems(bad, list(spec.sources)),
+    }
+    return tables, summary
+
+
+def page_table(obs: Observations) -> pd.DataFrame:
+    """Per page: counts, exposure, first/last visit and last detected change (hours)."""
+    stats = obs.interval_stats
+    n = obs.n_pages
+    has = obs.visits_per_page > 0
+    first = np.where(has, obs.time[obs.offsets[:-1].clip(max=max(obs.n_visits - 1, 0))], np.nan)
+    last = np.where(has, obs.time[(obs.offsets[1:] - 1).clip(min=0)], np.nan)
+    last_change = np.full(n, np.nan)
+    changed_at = np.flatnonzero(obs.changed)
+    if len(changed_at):
+        owner = obs.page_of_visit[changed_at]
+        np.fmax.at(last_change, owner, obs.time[changed_at])
+    return pd.DataFrame(
+        {
+            "page": obs.pages.index.to_numpy(dtype=object),
+            "domain": obs.pages[DOMAIN].to_numpy(dtype=object),
+            "n_visits": stats.n_visits,
+            "n_changes": stats.n_changes,
+            "exposure_hours": stats.exposure,
+            "first_visit": first,
+            "last_visit": last,
+            "last_change": last_change,
+        }
+    )
+
+
+def group_table(stats: IntervalStats) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "page": stats.pages.to_numpy(dtype=object)[stats.group_page],
+            "tau_hours": stats.group_tau,
+            "n": stats.group_n,
+            "changed": stats.group_changed,
+        }
+    )
+
+
+def domain_hour_of_week(obs: Observations, timezone: str) -> pd.DataFrame:
+    """Per (domain, hour of week): hours of unchanged and of changed intervals.
+
+    The sums over the domain's pages of :class:`~bayesrate.sufficient.HourOfWeekStats`'
+    unchanged exposure and of its changed intervals' overlaps, in blocks of
+    :data:`OVERLAP_BLOCK` intervals (a page's intervals tile its span, so unchanged hours
+    are the span's overlap minus the changed intervals').
+    """
+    from bayesrate.clock import hour_of_week_overlap
+
+    domains = obs.domains
+    n_dom = len(domains)
+    dom = obs.domain_codes
+    changed_total = np.zeros((n_dom, N_HOUR_OF_WEEK))
+    span_total = np.zeros((n_dom, N_HOUR_OF_WEEK))
+
+    def add(total: np.ndarray, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        for a in range(0, len(owner), OVERLAP_BLOCK):
+            sl = slice(a, a + OVERLAP_BLOCK)
+            o = owner[sl]
+            order = np.argsort(o, kind="stable")
+            overlap = hour_of_week_overlap(start[sl][order], end[sl][order], timezone)
+            starts = np.flatnonzero(np.r_[True, o[order][1:] != o[order][:-1]])
+            total[o[order][starts]] += np.add.reduceat(overlap, starts, axis=0)
+
+    has = obs.visits_per_page > 0
+    pages = np.flatnonzero(has)
+    first = obs.time[obs.offsets[:-1][pages]]
+    last = obs.time[obs.offsets[1:][pages] - 1]
+    add(span_total, dom[pages], first, last)
+    changed_at = np.flatnonzero(obs.changed)
+    if len(changed_at):
+        owner = dom[obs.page_of_visit[changed_at]]
+        add(changed_total, owner, obs.time[changed_at - 1], obs.time[changed_at])
+    return pd.DataFrame(
+        {
+            "domain": np.repeat(domains.to_numpy(dtype=object), N_HOUR_OF_WEEK),
+            "hour_of_week": np.tile(np.arange(N_HOUR_OF_WEEK), n_dom),
+            "unchanged_hours": np.maximum(span_total - changed_total, 0.0).ravel(),
+            "changed_hours": changed_total.ravel(),
+        }
+    )
+
+
+def sum_hour_of_week(staging_path: str | Path, n_parts: int) -> pd.DataFrame:
+    """The per-(domain, hour-of-week) table: the parts' partial sums added up."""
+    from bayesrate.scaleout.staging import read_table
+
+    parts = read_table(staging_path, "how", list(range(n_parts)))
+    if len(parts) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in HOW_COLUMNS})
+    out = parts.groupby(["domain", "hour_of_week"], sort=True)[
+        ["unchanged_hours", "changed_hours"]
+    ].sum()
+    return out.reset_index()
+
+
+# ---------------------------------------------------------------------- reading back
+def stats_from_tables(pages: pd.DataFrame, groups: pd.DataFrame) -> IntervalStats:
+    """:class:`IntervalStats` of a part (or several) from its ``pages`` and ``groups``."""
+    pages = pages.sort_values("page", kind="stable").reset_index(drop=True)
+    index = pd.Index(pages["page"].to_numpy(dtype=object), name=PAGE)
+    gpage = index.get_indexer(groups["page"].to_numpy(dtype=object))
+    if len(gpage) and (gpage < 0).any():
+        from bayesrate.errors import ObservationError
+
+        raise ObservationError("interval groups of pages missing from the pages table")
+    tau = groups["tau_hours"].to_numpy(dtype=np.float64)
+    order = np.lexsort((tau, gpage))
+    gpage = gpage[order].astype(np.int64)
+    domain_codes, domains = pd.factorize(pages["domain"].astype(str), sort=True)
+    n_visits = pages["n_visits"].to_numpy(dtype=np.int64)
+    return IntervalStats(
+        pages=index,
+        domain=domain_codes.astype(np.int64),
+        domains=pd.Index(domains, name=DOMAIN),
+        group_page=gpage,
+        group_tau=tau[order],
+        group_n=groups["n"].to_numpy(dtype=np.int64)[order],
+        group_changed=groups["changed"].to_numpy(dtype=np.int64)[order],
+        group_offsets=np.searchsorted(gpage, np.arange(len(index) + 1)).astype(np.int64),
+        n_visits=n_visits,
+        n_intervals=np.maximum(n_visits - 1, 0),
+        n_changes=pages["n_changes"].to_numpy(dtype=np.int64),
+        exposure=pages["exposure_hours"].to_numpy(dtype=np.float64),
+    )

@@ -1,0 +1,170 @@
+"""Restartable Parquet output: parts committed one by one, the whole committed by rename.
+
+A stage writes ``OUT`` as tables of parts (``OUT/<table>/part-00017.parquet``, one file per
+partition, numbered like the stage's input partitions) plus ``OUT/_manifest.json``. While
+it runs everything goes to a staging directory beside ``OUT``,
+``.<name>.staging-<key>``, where ``<key>`` hashes the stage's arguments:
+
+- a part's files are written under temporary names and renamed; then its *marker*
+  (``_parts/part-00017.json``, the part's summary) is renamed into place. A part is done
+  exactly when its marker exists; files of a part without a marker are rewritten.
+- when every part is done the manifest is written and the staging directory replaces
+  ``OUT`` (:func:`bayesrate.atomic` style: the old ``OUT`` is moved aside, then removed).
+
+A run killed at any point and rerun with the same arguments finds the same staging
+directory, skips the parts that are done, and commits the same output as one clean run:
+nothing is duplicated (a part has one file name) and nothing is lost (the commit waits
+for every marker). Different arguments use a different staging directory. Workers write
+the parts, so ``OUT`` must be on a file system every worker sees (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+MANIFEST = "_manifest.json"
+MARKERS = "_parts"
+
+
+def part_name(k: int) -> str:
+    return f"part-{k:05d}"
+
+
+def run_key(arguments: Mapping[str, Any]) -> str:
+    """A short stable hash of a stage's arguments (what makes a rerun "the same run")."""
+    text = json.dumps(arguments, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Staging:
+    """The staging directory of one stage run.
+
+    Parameters
+    ----------
+    out
+        Final output directory.
+    arguments
+        The stage's arguments; their hash names the staging directory.
+    """
+
+    def __init__(self, out: str | Path, arguments: Mapping[str, Any]) -> None:
+        self.out = Path(out).absolute()
+        self.arguments = dict(arguments)
+        self.key = run_key(self.arguments)
+        self.path = self.out.parent / f".{self.out.name}.staging-{self.key}"
+
+    def open(self) -> Staging:
+        """Create the staging directory if needed (a rerun keeps what is there)."""
+        (self.path / MARKERS).mkdir(parents=True, exist_ok=True)
+        return self
+
+    def pending(self, n_parts: int) -> tuple[dict[int, dict[str, Any]], list[int]]:
+        """Open the staging directory; the parts already done and those still to do."""
+        self.open()
+        done = self.done()
+        return done, [k for k in range(n_parts) if k not in done]
+
+    def is_committed(self) -> bool:
+        """Whether ``out`` already holds this very run's output."""
+        manifest = self.out / MANIFEST
+        if not manifest.is_file():
+            return False
+        try:
+            return json.loads(manifest.read_text()).get("run_key") == self.key
+        except (OSError, json.JSONDecodeError):
+            return False
+
+    def done(self) -> dict[int, dict[str, Any]]:
+        """Summaries of the parts already committed to staging, by part number."""
+        out = {}
+        directory = self.path / MARKERS
+        if not directory.is_dir():
+            return out
+        for marker in sorted(directory.glob("part-*.json")):
+            out[int(marker.stem.split("-")[1])] = json.loads(marker.read_text())
+        return out
+
+    def commit(self, manifest: Mapping[str, Any]) -> Path:
+        """Write the manifest and make the staging directory the output, atomically."""
+        for leftover in self.path.rglob(".*.tmp"):  # half-written files of a killed run
+            leftover.unlink(missing_ok=True)
+        doc = {"run_key": self.key, "arguments": self.arguments, **manifest}
+        write_text(self.path / MANIFEST, json.dumps(doc, indent=2, default=str) + "\n")
+        old = None
+        if self.out.exists():
+            old = Path(
+                tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".old", dir=self.out.parent)
+            )
+            os.replace(self.out, old / self.out.name)
+        os.replace(self.path, self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.out
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` under a temporary name, then rename it into place."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_part(
+    staging_path: str | Path,
+    k: int,
+    tables: Mapping[str, pd.DataFrame],
+    summary: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Commit part ``k``: each table's file, then the part's marker (runs on a worker).
+
+    Returns ``summary`` (what the marker holds).
+    """
+    root = Path(staging_path)
+    name = part_name(k)
+    for table, frame in tables.items():
+        directory = root / table
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"{name}.parquet"
+        tmp = directory / f".{name}.{uuid.uuid4().hex}.tmp"
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    write_text(root / MARKERS / f"{name}.json", json.dumps(summary, default=str))
+    return dict(summary)
+
+
+def read_table(directory: str | Path, table: str, parts: list[int] | None = None) -> pd.DataFrame:
+    """A committed table (all parts, or the given ones) as one pandas DataFrame."""
+    root = Path(directory) / table
+    files = (
+        sorted(root.glob("part-*.parquet"))
+        if parts is None
+        else [root / f"{part_name(k)}.parquet" for k in parts]
+    )
+    frames = [pd.read_parquet(f) for f in files]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_manifest(directory: str | Path) -> dict[str, Any]:
+    """The manifest of a committed stage output."""
+    from bayesrate.errors import ObservationError
+
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise ObservationError(
+            f"{directory} is not a committed bayesrate scale output (no {MANIFEST}); "
+            "run the previous stage first"
+        )
+    return json.loads(path.read_text())

@@ -1,0 +1,488 @@
+"""The Dask scale-out path on a LocalCluster (2 workers) against the in-memory path.
+
+Oracles: :class:`Observations` + :func:`interval_stats` / :func:`hour_of_week_stats` on the
+whole log in memory; :func:`grid_posterior` on the in-memory statistics; and
+:func:`optimal_rates` on the gathered posterior means.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+
+from bayesrate import simulate as sim
+from bayesrate.constants import HOURS_PER_DAY
+from bayesrate.errors import ObservationError
+from bayesrate.estimators.grid import gamma_log_prior, grid_posterior
+from bayesrate.io.fetch_log import from_fetch_log
+from bayesrate.observations import Observations
+from bayesrate.priors import GammaPrior, PriorSet
+from bayesrate.scaleout import aggregate as agg
+from bayesrate.scaleout.posteriors import posteriors
+from bayesrate.scaleout.rates import rates
+from bayesrate.scaleout.staging import read_table
+from bayesrate.scheduler.optimal import optimal_rates
+
+START = 475_000.0  # hours since the epoch (2024-03)
+N_PAGES = 120
+
+
+@pytest.fixture(scope="module")
+def client():
+    from bayesrate.scaleout.cluster import connect
+
+    with connect(workers=2, processes=True, memory_limit="2GiB") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def log() -> pd.DataFrame:
+    """A crawl log: irregular visits, 5 domains, tz-aware timestamps, in time order."""
+    rng = sim.rng_from("scaleout-log")
+    visits = [
+        START + np.cumsum(rng.choice([1.0, 2.5, 6.0, 24.0], int(rng.integers(1, 50))))
+        for _ in range(N_PAGES)
+    ]
+    data = sim.simulate_pages(
+        rng.gamma(0.8, 0.08, N_PAGES),
+        visits,
+        rng=rng,
+        domains=[f"site{i % 5}.org" for i in range(N_PAGES)],
+    )
+    frame = data.observations.to_frame()
+    frame["time"] = pd.to_datetime(np.round(frame["time"] * 3.6e12), unit="ns", utc=True)
+    frame["changed"] = frame["changed"].astype("float64")
+    return frame.sort_values(["time", "page"], kind="stable").reset_index(drop=True)
+
+
+def in_memory(frame: pd.DataFrame) -> Observations:
+    return Observations.from_frame(frame.sort_values(["page", "time"], kind="stable"))
+
+
+def write_by_time(frame: pd.DataFrame, root: Path, n_files: int) -> Path:
+    """Hive directories ``day=K`` of consecutive time slices: pages split across files."""
+    for i, idx in enumerate(np.array_split(np.arange(len(frame)), n_files)):
+        d = root / f"day={i:03d}"
+        d.mkdir(parents=True)
+        frame.iloc[idx].to_parquet(d / "part-0.parquet", index=False, row_group_size=97)
+    return root
+
+
+def write_by_host(frame: pd.DataFrame, root: Path) -> Path:
+    """``host=X`` directories; the files hold ``url`` and no host column, rows shuffled."""
+    rng = np.random.default_rng(5)
+    for host, part in frame.groupby("domain"):
+        d = root / f"host={host}"
+        d.mkdir(parents=True)
+        part = part.drop(columns="domain").rename(columns={"page": "url"})
+        part.iloc[rng.permutation(len(part))].to_parquet(d / "log.parquet", index=False)
+    return root
+
+
+def write_csv(frame: pd.DataFrame, root: Path, n_files: int) -> Path:
+    root.mkdir(parents=True)
+    text = frame.assign(time=frame["time"].dt.strftime("%Y-%m-%dT%H:%M:%S+00:00"))
+    for i, idx in enumerate(np.array_split(np.arange(len(frame)), n_files)):
+        text.iloc[idx].to_csv(root / f"log-{i}.csv.gz", index=False)
+    return root
+
+
+def sorted_groups(stats) -> pd.DataFrame:
+    return stats.to_frame().sort_values(["page", "tau_hours"]).reset_index(drop=True)
+
+
+def check_same_statistics(out: Path, want: Observations, timezone: str = "UTC") -> None:
+    got = agg.stats_from_tables(read_table(out, "pages"), read_table(out, "groups"))
+    ws = want.interval_stats
+    order = ws.pages.get_indexer(got.pages)
+    assert (order >= 0).all() and got.n_pages == ws.n_pages
+    assert np.array_equal(got.n_visits, ws.n_visits[order])
+    assert np.array_equal(got.n_changes, ws.n_changes[order])
+    np.testing.assert_allclose(got.exposure, ws.exposure[order], rtol=1e-12)
+    assert list(ws.domains[ws.domain[order]]) == list(got.domains[got.domain])
+    pd.testing.assert_frame_equal(sorted_groups(got), sorted_groups(ws), check_dtype=False)
+    # per (domain, hour of week): the in-memory exact exposure summed over each domain
+    how = want.hour_of_week_stats(timezone)
+    unchanged = pd.DataFrame(how.unchanged_exposure).groupby(how.domain).sum()
+    changed = np.zeros((len(how.domains), 168))
+    per_group = how.pattern_overlap[how.changed_pattern] * how.changed_count[:, None]
+    np.add.at(changed, how.domain[how.changed_page], per_group)
+    table = pd.read_parquet(out / "hour_of_week.parquet")
+    got_u = table.pivot(index="domain", columns="hour_of_week", values="unchanged_hours")
+    got_c = table.pivot(index="domain", columns="hour_of_week", values="changed_hours")
+    np.testing.assert_allclose(got_u.loc[how.domains].to_numpy(), unchanged.to_numpy(), atol=1e-6)
+    np.testing.assert_allclose(got_c.loc[how.domains].to_numpy(), changed, atol=1e-6)
+    pages = read_table(out, "pages").set_index("page").loc[want.pages.index]
+    last = want.time[want.offsets[1:] - 1]
+    np.testing.assert_allclose(pages["last_visit"].to_numpy(), last, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("layout", "partitions"),
+    [("time", 1), ("time", 5), ("host", 3), ("csv", 4)],
+)
+def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions):
+    if layout == "time":
+        src = write_by_time(log, tmp_path / "log", n_files=6)
+    elif layout == "host":
+        src = write_by_host(log, tmp_path / "log")
+    else:
+        src = write_csv(log, tmp_path / "log", n_files=3)
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=partitions)
+    assert manifest["rows"] == len(log) and manifest["malformed_rows"]["rows"] == 0
+    assert manifest["partitions"] == partitions
+    check_same_statistics(tmp_path / "stats", in_memory(log))
+
+
+def test_fetch_log_changes_from_digests(client, log, tmp_path):
+    """Digests: the page's count of changes so far (a change makes a new digest)."""
+    fetch = log.sort_values(["page", "time"]).copy()
+    fetch["digest"] = (
+        fetch.groupby("page")["changed"].cumsum().fillna(0).astype(int).map("v{}".format)
+    )
+    fetch = fetch.drop(columns="changed").sort_values("time")
+    src = write_by_time(fetch, tmp_path / "log", n_files=4)
+    agg.aggregate(src, tmp_path / "stats", kind="fetch", partitions=3)
+    want = from_fetch_log(fetch.sort_values(["page", "time"]))
+    assert np.array_equal(want.interval_stats.n_changes, in_memory(log).interval_stats.n_changes)
+    check_same_statistics(tmp_path / "stats", want)
+
+
+def malformed_log(log: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The log as CSV text with bad rows planted, and the log without them."""
+    text = log.assign(time=log["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).astype(object)
+    text["changed"] = text["changed"].map(lambda v: "" if pd.isna(v) else str(int(v)))
+    bad = [
+        {"page": "p0003", "domain": "site3.org", "time": "next tuesday", "changed": "0"},
+        {"page": "p0004", "domain": "site4.org", "time": "2024-05-01T00:00:00", "changed": "0"},
+        {"page": None, "domain": "site1.org", "time": "2024-05-01T00:00:00Z", "changed": "1"},
+        {"page": "p0005", "domain": "site0.org", "time": "2024-05-02T00:00:00Z", "changed": "2"},
+    ]
+    # a duplicate visit of p0007 (same time): the page's rows are excluded
+    dup = text[text["page"] == "p0007"].iloc[[1]].copy()
+    mixed = pd.concat([text, pd.DataFrame(bad), dup], ignore_index=True)
+    clean = log[log["page"] != "p0007"]
+    return mixed, clean
+
+
+@pytest.mark.parametrize("bad_rows", ["error", "skip"])
+def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows):
+    mixed, clean = malformed_log(log)
+    src = tmp_path / "log"
+    src.mkdir()
+    mixed.iloc[: len(mixed) // 2].to_csv(src / "a.csv", index=False)
+    mixed.iloc[len(mixed) // 2 :].to_csv(src / "b.csv", index=False)
+    n_dup_page = int((mixed["page"] == "p0007").sum())
+    if bad_rows == "error":
+        with pytest.raises(ObservationError) as info:
+            agg.aggregate(src, tmp_path / "stats", partitions=2)
+        text = str(info.value)
+        assert f"{4 + n_dup_page:,} malformed row(s)" in text
+        for reason in (
+            "neither a number nor a timestamp",
+            "without a time zone offset",
+            "missing page/url",
+            "not 0 or 1",
+            "duplicate visit",
+        ):
+            assert reason in text
+        assert "b.csv row " in text and "--bad-rows skip" in text
+        assert not (tmp_path / "stats").exists()
+        return
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=2, bad_rows="skip")
+    report = manifest["malformed_rows"]
+    assert report["rows"] == 4 + n_dup_page
+    assert sum(report["counts"].values()) == report["rows"]
+    assert (
+        report["counts"]["duplicate visit (same page, same time): the page's rows are excluded"]
+        == n_dup_page
+    )
+    files = {(r["file"].rsplit("/", 1)[1], r["reason"]) for r in report["sample"]}
+    assert ("b.csv", "missing page/url") in files  # the planted rows are at the end
+    assert manifest["rows"] == len(mixed)
+    assert manifest["rows_used"] == len(clean)
+    saved = json.loads((tmp_path / "stats" / "_manifest.json").read_text())
+    assert saved["malformed_rows"] == report
+    check_same_statistics(tmp_path / "stats", in_memory(clean))
+
+
+PRIORS = PriorSet(
+    GammaPrior(0.7, 2.0),
+    {
+        "site0.org": GammaPrior(1.5, 4.0),
+        "site1.org": GammaPrior(0.4, 0.5),
+        "site2.org": GammaPrior(2.0, 20.0),
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def stats_dir(client, log, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("stages")
+    agg.aggregate(write_by_time(log, root / "log", 5), root / "stats", partitions=4)
+    PRIORS.save(root / "priors")
+    return root
+
+
+def test_posteriors_equal_in_memory_grid(client, log, stats_dir):
+    m = posteriors(stats_dir / "stats", stats_dir / "post", stats_dir / "priors", n_grid=201)
+    assert m["pages"] == N_PAGES
+    got = read_table(stats_dir / "post", "posteriors").set_index("page")
+    assert list(got.columns[:5]) == [
+        "n_visits",
+        "n_changes",
+        "rate_per_day",
+        "lower_per_day",
+        "upper_per_day",
+    ]
+    obs = in_memory(log)
+    stats = obs.interval_stats
+    alpha, beta_days = PRIORS.arrays(obs.pages["domain"].to_numpy())
+    post = grid_posterior(stats, gamma_log_prior(alpha, beta_days * 24), n_grid=201)
+    got = got.loc[stats.pages]
+    np.testing.assert_allclose(got["rate_per_day"], post.mean() * 24, rtol=1e-10)
+    np.testing.assert_allclose(got["lower_per_day"], post.quantile(0.05) * 24, rtol=1e-10)
+    np.testing.assert_allclose(got["upper_per_day"], post.quantile(0.95) * 24, rtol=1e-10)
+    # the scheduler state: the Gamma with the posterior's mean and variance (per day)
+    mean, var = post.mean() * 24, post.var() * 24**2
+    np.testing.assert_allclose(got["alpha"] / got["beta_days"], mean, rtol=1e-10)
+    np.testing.assert_allclose(got["alpha"] / got["beta_days"] ** 2, var, rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("objective", "host_cap", "min_interval", "max_interval"),
+    [("freshness", None, None, None), ("freshness", 3.0, 2.0, 400.0), ("harmonic", 5.0, 1.0, None)],
+)
+def test_rates_equal_in_memory_solver(
+    client, stats_dir, objective, host_cap, min_interval, max_interval, tmp_path
+):
+    post_dir = stats_dir / "post"
+    if not post_dir.exists():
+        posteriors(stats_dir / "stats", post_dir, stats_dir / "priors")
+    budget = 40.0
+    m = rates(
+        post_dir,
+        tmp_path / "rates",
+        budget_per_day=budget,
+        objective=objective,
+        min_interval_hours=min_interval or 0.0,
+        max_interval_hours=max_interval or np.inf,
+        host_cap_per_day=host_cap,
+    )
+    got = read_table(tmp_path / "rates", "rates").set_index("page")
+    post = read_table(post_dir, "posteriors").set_index("page").loc[got.index]
+    _, codes = np.unique(post["domain"].to_numpy(dtype=str), return_inverse=True)
+    want = (
+        optimal_rates(
+            np.ones(len(post)),
+            post["rate_per_day"].to_numpy() / HOURS_PER_DAY,
+            budget / 24,
+            objective=objective,
+            lower=0.0 if max_interval is None else 1 / max_interval,
+            upper=np.inf if min_interval is None else 1 / min_interval,
+            hosts=codes if host_cap else None,
+            host_caps=None if host_cap is None else host_cap / 24,
+        )
+        * 24
+    )
+    np.testing.assert_allclose(got["fetch_per_day"].to_numpy(), want, rtol=1e-9, atol=1e-12)
+    assert got["fetch_per_day"].sum() <= budget * (1 + 1e-12)
+    if host_cap:
+        per_host = got.groupby("domain")["fetch_per_day"].sum()
+        assert (per_host <= host_cap * (1 + 1e-12)).all()
+        assert m["hosts_at_cap"] >= 1
+    assert m["fetch_per_day"] == pytest.approx(got["fetch_per_day"].sum())
+
+
+def read_all(out: Path) -> dict[str, pd.DataFrame]:
+    tables = {}
+    for directory in sorted(p for p in out.iterdir() if p.is_dir() and p.name != "_parts"):
+        tables[directory.name] = read_table(out, directory.name)
+    tables["hour_of_week"] = pd.read_parquet(out / "hour_of_week.parquet")
+    return tables
+
+
+class SimulatedKill(RuntimeError):
+    """The process dies here (a worker's task fails; nothing after it runs)."""
+
+
+def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch):
+    """A run that dies after committing some parts (and leaves a half-written file), rerun
+    with the same arguments, commits exactly what one clean run commits."""
+    from bayesrate.scaleout import staging
+    from bayesrate.scaleout.cluster import connect
+
+    src = write_by_time(log, tmp_path / "log", 4)
+    with connect(workers=2, processes=False):
+        agg.aggregate(src, tmp_path / "clean", partitions=6)
+        real = staging.write_part
+        calls = []
+
+        def dying(path, k, tables, summary):
+            calls.append(k)
+            if len(calls) > 2:
+                # a half-written table file, then the process "dies"
+                Path(path, "pages", f".part-{k:05d}.deadbeef.tmp").write_bytes(b"PAR1 garbage")
+                raise SimulatedKill("killed midway")
+            return real(path, k, tables, summary)
+
+        monkeypatch.setattr(agg, "write_part", dying)
+        with pytest.raises(SimulatedKill):
+            agg.aggregate(src, tmp_path / "resumed", partitions=6)
+        assert not (tmp_path / "resumed").exists()
+        staged = list(tmp_path.glob(".resumed.staging-*"))
+        assert len(staged) == 1
+        done_before = {p.name for p in (staged[0] / "_parts").iterdir()}
+        assert 1 <= len(done_before) < 6
+        monkeypatch.setattr(agg, "write_part", real)
+        resumed = agg.aggregate(src, tmp_path / "resumed", partitions=6)
+    clean = json.loads((tmp_path / "clean" / "_manifest.json").read_text())
+    for key in ("rows", "pages", "visits", "changes", "groups", "run_key"):
+        assert resumed[key] == clean[key] if key != "run_key" else True
+    assert not list(tmp_path.glob(".resumed.staging-*"))
+    a, b = read_all(tmp_path / "clean"), read_all(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for name in a:
+        pd.testing.assert_frame_equal(a[name], b[name])
+    files = sorted(p.name for p in (tmp_path / "resumed" / "pages").iterdir())
+    assert files == [f"part-{k:05d}.parquet" for k in range(6)]
+
+
+def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
+    from bayesrate.cli import main
+
+    src = write_by_time(log, tmp_path / "log", 3)
+    address = client.scheduler.address
+    assert (
+        main(
+            [
+                "scale",
+                "aggregate",
+                "--input",
+                str(src),
+                "--out",
+                str(tmp_path / "s"),
+                "--partitions",
+                "2",
+                "--scheduler",
+                address,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    PRIORS.save(tmp_path / "priors")
+    assert (
+        main(
+            [
+                "scale",
+                "posteriors",
+                "--input",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "p"),
+                "--priors",
+                str(tmp_path / "priors"),
+                "--scheduler",
+                address,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "scale",
+                "rates",
+                "--input",
+                str(tmp_path / "p"),
+                "--out",
+                str(tmp_path / "r"),
+                "--budget",
+                "30",
+                "--scheduler",
+                address,
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest["pages"] == N_PAGES and manifest["fetch_per_day"] == pytest.approx(30)
+    # expected failures: a message naming the problem, exit status 1
+    code = main(
+        [
+            "scale",
+            "posteriors",
+            "--input",
+            str(tmp_path / "nothing"),
+            "--out",
+            str(tmp_path / "p2"),
+            "--priors",
+            str(tmp_path / "priors"),
+            "--scheduler",
+            address,
+        ]
+    )
+    assert code == 1
+    assert "not a committed bayesrate scale output" in capsys.readouterr().err
+
+
+def test_sample_pages_rebuild_the_same_statistics(client, log, stats_dir):
+    """The fit stage's sample: stratified like the scale path, independent of the
+    partitioning, and its pages' visits rebuilt from groups give the same statistics."""
+    from bayesrate.models.scale import stratified_allocation
+    from bayesrate.scaleout.fit import draw_sample, observations_from_groups
+
+    pages, groups = draw_sample(stats_dir / "stats", 30, "seed-a")
+    obs = in_memory(log)
+    sizes = obs.pages["domain"].value_counts().sort_index()
+    want = dict(zip(sizes.index, stratified_allocation(sizes.to_numpy(), 30), strict=True))
+    assert pages["domain"].value_counts().to_dict() == {k: v for k, v in want.items() if v}
+    other = tmp_dir = stats_dir / "stats-7"
+    if not other.exists():
+        agg.aggregate(stats_dir / "log", tmp_dir, partitions=7)
+    again, _ = draw_sample(other, 30, "seed-a")
+    assert set(again["page"]) == set(pages["page"])
+    assert set(draw_sample(stats_dir / "stats", 30, "seed-b")[0]["page"]) != set(pages["page"])
+    rebuilt = observations_from_groups(pages, groups).interval_stats
+    full = obs.interval_stats
+    sub = obs.subset(full.pages.get_indexer(rebuilt.pages)).interval_stats
+    pd.testing.assert_frame_equal(sorted_groups(rebuilt), sorted_groups(sub), check_dtype=False)
+    assert np.array_equal(rebuilt.n_visits, sub.n_visits)
+    np.testing.assert_allclose(
+        rebuilt.loglik(np.full(rebuilt.n_pages, 0.03)),
+        sub.loglik(np.full(sub.n_pages, 0.03)),
+        rtol=1e-12,
+    )
+
+
+@pytest.mark.slow
+def test_fit_stage_writes_a_gated_artifact(client, stats_dir, tmp_path):
+    import warnings
+
+    from bayesrate.models import ConvergenceWarning
+    from bayesrate.scaleout.fit import fit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # tiny draws: judged below
+        summary = fit(
+            stats_dir / "stats",
+            tmp_path / "priors",
+            n_sample=60,
+            seed="fit-test",
+            sampler_config={"draws": 200, "tune": 300, "chains": 2},
+            force=True,
+        )
+    priors = PriorSet.load(tmp_path / "priors")
+    assert summary["pages_sampled"] == 60 and summary["domains"] == 5
+    assert set(priors.domains) == {f"site{i}.org" for i in range(5)}
+    assert priors.metadata["forced"] == (not summary["converged"])
