@@ -224,10 +224,11 @@ def test_expected_optimal_rates_maximise_the_posterior_expectation(rng, objectiv
         best = res if best is None or res.fun < best.fun else best
     assert value(got) >= -best.fun - 1e-5  # the tabulated inversion: ~1e-6 relative
     np.testing.assert_allclose(got, best.x, rtol=0.02, atol=1e-3)
-    # a posterior that is a point mass plans as the point rate does
+    # a posterior that is a point mass plans as the point rate does (to the tabulated
+    # inversion's accuracy: rates within 3%, objective within 1e-6 relative)
     point = np.eye(len(node))[rng.integers(0, len(node), 6)]
-    np.testing.assert_allclose(
-        expected_optimal_rates(w, point, node, budget, objective=objective, lower=lower),
-        optimal_rates(w, point @ node, budget, objective=objective, lower=lower),
-        rtol=1e-3,
-    )
+    exp_p = expected_optimal_rates(w, point, node, budget, objective=objective, lower=lower)
+    exact = optimal_rates(w, point @ node, budget, objective=objective, lower=lower)
+    np.testing.assert_allclose(exp_p, exact, rtol=0.03)
+    probs = point
+    assert value(exp_p) == pytest.approx(value(exact), rel=1e-6)
