@@ -176,6 +176,9 @@ class RateModel:
     default_model_config: ClassVar[dict[str, Any]] = {}
     #: per-class overrides of DEFAULT_SAMPLER_CONFIG
     sampler_defaults: ClassVar[dict[str, Any]] = {}
+    #: whether :mod:`bayesrate.checks.marginal` integrates its pages' rates out (the
+    #: leave-one-page-out of ``bayesrate calibrate``)
+    marginal_loo: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -195,25 +195,31 @@ def test_registered_and_predicts(small_obs):
 
 @pytest.mark.slow
 def test_kappa_recovered_on_gamma_mixed_visits():
-    """Simulated with κ = 0.4 (domain a) and κ = 40 (domain b) on intervals of 1 h to two
-    weeks: each domain's 90% interval of κ holds the truth, and they are ordered."""
+    """Simulated with κ = 0.3, 1, 5 and 40 in four domains on intervals of 1 h to two weeks:
+    each domain's 90% interval of κ holds the truth, and the medians are in order."""
     rng = np.random.default_rng(seed_of("bursty-recovery"))
-    n_pages = 80
-    domains = np.array(["a", "b"] * (n_pages // 2))
-    rates = np.exp(rng.normal(math.log(0.05), 0.7, n_pages))
-    truth = {"a": 0.4, "b": 40.0}
-    obs = _mixed_visits(rng, rates, truth, domains, (1.0, 6.0, 24.0, 96.0, 336.0), 60)
-    model = BurstyModel().fit(
-        obs, draws=500, tune=700, chains=2, seed="bursty-recovery", target_accept=0.95
+    truth = {"a": 0.3, "b": 1.0, "c": 5.0, "d": 40.0}
+    domains = np.repeat(list(truth), 20)
+    domain_log_mean = np.repeat(np.log([0.02, 0.05, 0.03, 0.1]), 20)
+    rates = np.exp(domain_log_mean + rng.normal(0.0, 0.7, len(domains)))
+    obs = _mixed_visits(rng, rates, truth, domains, (1.0, 6.0, 24.0, 96.0, 336.0), 80)
+    # κ far apart: a wide prior on the spread of log κ (truth 2.1)
+    config = {"shape_parameterisation": "centred", "shape_sd_scale": 2.0}
+    model = BurstyModel(config).fit(
+        obs, draws=1000, tune=1000, chains=4, seed="bursty-recovery", target_accept=0.95
     )
     assert model.converged_
     kappa = model.idata_["posterior"]["kappa"]
     lo = kappa.quantile(0.05, dim=("chain", "draw"))
     hi = kappa.quantile(0.95, dim=("chain", "draw"))
-    for d in ("a", "b"):
+    for d in truth:
         assert float(lo.sel(domain=d)) <= truth[d] <= float(hi.sel(domain=d)), d
-    assert float(hi.sel(domain="a")) < float(lo.sel(domain="b"))
+    median = kappa.median(dim=("chain", "draw")).sel(domain=list(truth)).values
+    assert np.all(np.diff(median) > 0)
     # the posterior predictive of every group draws from the mixed detection probability
     pred = model.predict(obs, page_rates="posterior", n_draws=50, seed="bursty-predict")
     p = pred["posterior_predictive"]["detection_probability"].values
-    assert np.all((p > 0) & (p < 1))
+    assert np.all((p > 0) & (p <= 1))
+    trials = pred["constant_data"]["group_trials"].values
+    expected = float((p * trials).sum(axis=-1).mean())
+    assert expected == pytest.approx(obs.n_changes, rel=0.05)
