@@ -786,9 +786,20 @@ def _forecast_of(
     t0 = time.perf_counter()
     model = fit_model(name, d.train, sampler)
     diag = model.diagnostics_.to_dict()
+    if "kappa" in model.idata_["posterior"]:
+        diag["kappa_per_domain_q05_q50_q95"] = _domain_quantiles(model.idata_["posterior"]["kappa"])
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
     groups = pattern_groups(d, model.model_config["timezone"]) if name == "modulated" else by_length
     return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
+
+
+def _domain_quantiles(draws) -> dict[str, list[float]]:
+    """Per domain, the 5%, 50% and 95% posterior quantiles of ``draws`` (chain, draw, domain)."""
+    from bayesrate.constants import DIM_DOMAIN
+
+    q = draws.quantile([0.05, 0.5, 0.95], dim=("chain", "draw")).transpose(DIM_DOMAIN, ...)
+    rows = zip(q[DIM_DOMAIN].values, q.values, strict=True)
+    return {str(d): [float(v) for v in row] for d, row in rows}
 
 
 def _iso(hours: float) -> str:
