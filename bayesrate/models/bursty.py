@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from bayesrate.constants import DIM_DOMAIN, DIM_NEW_DOMAIN, DIM_PAGE
+from bayesrate.constants import DIM_DOMAIN, DIM_NEW_DOMAIN
 from bayesrate.models.base import DETECTION_PROBABILITY, _labels, check_config_numbers
 from bayesrate.models.hierarchical import HierarchicalModel
 
@@ -106,31 +106,23 @@ class BurstyModel(HierarchicalModel):
         return pm.Deterministic("log_kappa", mu + sigma * z, dims=DIM_DOMAIN)
 
     # ------------------------------------------------------------------ predictive
-    def _predictive_model(self, data: Observations, patterns, page_rates: str) -> pm.Model:
-        """Page log-rates (posterior or population), ``κ`` per page, every group."""
+    def _predictive_detections(self, data: Observations, groups, log_rate) -> None:
+        """Every group's ``detections`` with ``κ`` per page, and its detection probability."""
         import pymc as pm
         import pytensor.tensor as pt
 
         from bayesrate.constants import DIM_GROUP
         from bayesrate.models import likelihood as lik
 
-        groups = patterns.groups("length")
-        coords = {DIM_PAGE: _labels(data.pages.index), DIM_GROUP: np.arange(groups.n_groups)}
-        with pm.Model(coords=coords) as model:
-            if page_rates == "posterior":
-                log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
-            else:
-                log_rate = self._population_log_rates(data)
-            log_shape = self._predictive_log_shapes(data)
-            lik.mixed_detections(groups, log_rate, log_shape)
-            log_lam = lik.group_log_rate(groups, log_rate, lik.log_exposure(groups))
-            page = pt.as_tensor_variable(groups.page)
-            pm.Deterministic(
-                DETECTION_PROBABILITY,
-                pt.exp(lik.mixed_log_detection(log_lam, log_shape[page])),
-                dims=DIM_GROUP,
-            )
-        return model
+        log_shape = self._predictive_log_shapes(data)
+        lik.mixed_detections(groups, log_rate, log_shape)
+        log_lam = lik.group_log_rate(groups, log_rate, lik.log_exposure(groups))
+        page = pt.as_tensor_variable(groups.page)
+        pm.Deterministic(
+            DETECTION_PROBABILITY,
+            pt.exp(lik.mixed_log_detection(log_lam, log_shape[page])),
+            dims=DIM_GROUP,
+        )
 
     def _predictive_log_shapes(self, data: Observations):
         """``log κ`` of each of ``data``'s pages: its fitted domain's (a placeholder whose
@@ -172,11 +164,7 @@ class BurstyModel(HierarchicalModel):
         from bayesrate.draws import stack_draws
         from bayesrate.likelihood import mixed_pointwise_loglik
 
-        self._require_fit()
-        if self.data_ is None:
-            raise RuntimeError("the fitted data are needed: load the fit with data=...")
-        post = self.thinned_posterior(max_draws)
-        log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+        post, log_rate = self._loglik_draws(max_draws)
         log_shape = stack_draws(post["log_kappa"], DIM_DOMAIN)[:, self.data_.domain_codes]
         stats = self.data_.interval_stats
         return mixed_pointwise_loglik(
