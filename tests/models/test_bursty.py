@@ -186,6 +186,14 @@ def test_model_logp_equals_brute_force(small_obs):
     )
 
 
+def test_calibrate_does_not_offer_it(capsys):
+    """``bayesrate calibrate`` compares models by a marginal LOO bursty does not have."""
+    from bayesrate.cli import main
+
+    assert main(["calibrate", "--dataset", "ota-contrib", "--models", "bursty"]) != 0
+    assert "invalid choice: 'bursty'" in capsys.readouterr().err
+
+
 def test_registered_and_predicts(small_obs):
     assert get_model("bursty") is BurstyModel
     assert issubclass(BurstyModel, HierarchicalModel)
@@ -266,6 +274,11 @@ def test_fit_command_save_load_and_predict(small_obs, tmp_path):
     want = -np.expm1(mixed_log_quiet(log_rate[:, page] + np.log(tau), log_kappa[:, page]))
     got = stack_draws(pred["posterior_predictive"]["detection_probability"], "interval_group")
     np.testing.assert_allclose(got, want, rtol=1e-9)
+    # leave-one-page-out integrates rates out under the Poisson: refused, not mis-scored
+    from bayesrate.checks.compare import marginal_idata
+
+    with pytest.raises(ValueError, match="leave-one-page-out is not available for the bursty"):
+        marginal_idata(model)
     # a new domain's page: its κ is drawn, so the predictive runs and is a probability
     new = small_obs.pages.copy()
     new["domain"] = "unseen"
