@@ -78,6 +78,8 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     from bayesrate.draws import stack_draws
 
     model._require_fit()
+    if not getattr(model, "marginal_loo", True):
+        raise ValueError(f"leave-one-page-out is not available for the {model.model_type} model")
     data = data if data is not None else model.data_
     if data is None:
         raise ValueError("the model's data are needed (a compact fit: load it with data=...)")

@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     from bayesrate.models import MODELS
 
-    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
+    # models whose pages' rates checks.marginal integrates out (leave-one-page-out)
+    comparable = [name for name, cls in MODELS.items() if cls.marginal_loo]
+    parser.add_argument("--models", nargs="+", choices=sorted(comparable), default=comparable)
     parser.add_argument("--out", help="report directory (default reports/<name>)")
     parser.add_argument("--models-dir", default="models", help="artifact root (default models/)")
     parser.add_argument("--method", default="nuts", choices=("nuts", "advi", "pathfinder"))

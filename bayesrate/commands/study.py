@@ -63,7 +63,7 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
         ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
         ("--horizon-days", {"type": positive_float, "help": "test window (default 180)"}),
-        ("--methods", {"help": "comma-separated (default naive,cho,mle,censored,...,modulated)"}),
+        ("--methods", {"help": "comma-separated (default: every method but bursty)"}),
         ("--max-pages", {"type": positive_int, "help": "score a random subset of pages"}),
         ("--draws", {"type": positive_int, "help": "NUTS draws per chain (default 500)"}),
         ("--tune", {"type": non_negative_int, "help": "NUTS tuning steps (default 500)"}),

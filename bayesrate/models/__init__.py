@@ -1,13 +1,15 @@
 """PyMC change-rate models on sufficient statistics (imports PyMC lazily, on build).
 
 ``MODELS`` maps the CLI names to classes: ``censored`` (independent pages), ``hierarchical``
-(pages pooled within domains, domains pooled globally) and ``modulated`` (hierarchical page
-rates × hour-of-day × day-of-week effects). See ``docs/models.md``.
+(pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
+rates × hour-of-day × day-of-week effects) and ``bursty`` (hierarchical page rates,
+each interval's exposure Gamma-mixed, shape pooled per domain). See ``docs/models.md``.
 """
 
 from __future__ import annotations
 
 from bayesrate.models.base import RateModel
+from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.hierarchical import HierarchicalModel
@@ -17,6 +19,7 @@ MODELS: dict[str, type[RateModel]] = {
     "censored": CensoredModel,
     "hierarchical": HierarchicalModel,
     "modulated": ModulatedModel,
+    "bursty": BurstyModel,
 }
 
 
@@ -30,6 +33,7 @@ def get_model(name: str) -> type[RateModel]:
 
 __all__ = [
     "MODELS",
+    "BurstyModel",
     "CensoredModel",
     "ConvergenceWarning",
     "Diagnostics",

@@ -176,6 +176,9 @@ class RateModel:
     default_model_config: ClassVar[dict[str, Any]] = {}
     #: per-class overrides of DEFAULT_SAMPLER_CONFIG
     sampler_defaults: ClassVar[dict[str, Any]] = {}
+    #: whether :mod:`bayesrate.checks.marginal` integrates its pages' rates out (the
+    #: leave-one-page-out of ``bayesrate calibrate``)
+    marginal_loo: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -683,7 +686,6 @@ class RateModel:
         import pymc as pm
 
         from bayesrate.constants import DIM_GROUP
-        from bayesrate.models import likelihood as lik
 
         groups = patterns.groups("hour_of_week" if self.has_multipliers else "length")
         coords = {DIM_PAGE: _labels(data.pages.index), DIM_GROUP: np.arange(groups.n_groups)}
@@ -692,13 +694,23 @@ class RateModel:
                 log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
             else:
                 log_rate = self._population_log_rates(data)
-            log_multiplier = self._predictive_log_multiplier()
-            log_pattern = lik.log_exposure(groups, log_multiplier)
-            lik.detections(groups, log_rate, log_pattern)
-            log_lam = lik.group_log_rate(groups, log_rate, log_pattern)
-            pm.Deterministic(DETECTION_PROBABILITY, -pm.math.expm1(-pm.math.exp(log_lam)),
-                             dims=DIM_GROUP)  # fmt: skip
+            self._predictive_detections(data, groups, log_rate)
         return model
+
+    def _predictive_detections(self, data: Observations, groups: IntervalGroups, log_rate):
+        """Every group's observed ``detections`` and its :data:`DETECTION_PROBABILITY`
+        (in the current model context)."""
+        import pymc as pm
+
+        from bayesrate.constants import DIM_GROUP
+        from bayesrate.models import likelihood as lik
+
+        log_multiplier = self._predictive_log_multiplier()
+        log_pattern = lik.log_exposure(groups, log_multiplier)
+        lik.detections(groups, log_rate, log_pattern)
+        log_lam = lik.group_log_rate(groups, log_rate, log_pattern)
+        pm.Deterministic(DETECTION_PROBABILITY, -pm.math.expm1(-pm.math.exp(log_lam)),
+                         dims=DIM_GROUP)  # fmt: skip
 
     @property
     def has_multipliers(self) -> bool:
@@ -720,15 +732,21 @@ class RateModel:
         Evaluated by :mod:`bayesrate.likelihood` (no Binomial constants); the page is the
         unit of leave-one-page-out (:mod:`bayesrate.checks.compare`).
         """
-        from bayesrate.draws import stack_draws
         from bayesrate.likelihood import pointwise_loglik
+
+        _, log_rate = self._loglik_draws(max_draws)
+        return pointwise_loglik(self.data_.interval_stats.groups, log_rate)
+
+    def _loglik_draws(self, max_draws: int | None) -> tuple[xr.Dataset, np.ndarray]:
+        """The thinned posterior and its ``(draws, pages)`` log-rates, for :meth:`page_loglik`
+        (which needs the fitted data)."""
+        from bayesrate.draws import stack_draws
 
         self._require_fit()
         if self.data_ is None:
             raise RuntimeError("the fitted data are needed: load the fit with data=...")
         post = self.thinned_posterior(max_draws)
-        log_rate = stack_draws(post["log_rate"], DIM_PAGE)
-        return pointwise_loglik(self.data_.interval_stats.groups, log_rate)
+        return post, stack_draws(post["log_rate"], DIM_PAGE)
 
     # ------------------------------------------------------------------ results
     def _require_fit(self) -> None:

@@ -262,6 +262,111 @@ def _is_constant(value, expected: np.ndarray) -> bool:
     return data.shape == expected.shape and bool(np.array_equal(data, expected))
 
 
+# --------------------------------------------------------------------------- Gamma-mixed intervals
+def mixed_log_quiet(log_lam, log_shape):
+    """``−κ·log(1 + Λ/κ)`` from ``log Λ`` and ``log κ`` (PyTensor twin of
+    :func:`bayesrate.likelihood.mixed_log_quiet`)."""
+    import pytensor.tensor as pt
+
+    return -pt.exp(log_shape) * pt.softplus(log_lam - log_shape)
+
+
+def mixed_log_detection(log_lam, log_shape):
+    """``log(1 − (1 + Λ/κ)^{−κ})`` (PyTensor twin of
+    :func:`bayesrate.likelihood.mixed_log_detection`); both branches of the series switch
+    are finite, so are the gradients."""
+    import pytensor.tensor as pt
+
+    from bayesrate.likelihood import LOG_SOFTPLUS_SERIES_BELOW as below
+
+    z = log_lam - log_shape
+    exact = pt.log(pt.softplus(pt.maximum(z, below)))
+    low = pt.minimum(z, below)
+    log_softplus = pt.switch(z > below, exact, low - pt.exp(low) / 2)
+    return log1mexp_of_log(log_shape + log_softplus)
+
+
+def mixed_detections(groups: IntervalGroups, log_rate, log_shape):
+    """The observed ``detections`` of Gamma-mixed intervals: ``Binomial(n, p)`` per group,
+    ``p = 1 − (1 + λE/κ)^{−κ}`` with the page's ``κ`` (``log_shape``, per page)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+    from pymc.distributions.dist_math import binomln
+
+    from bayesrate.constants import DIM_GROUP
+
+    trials, detected = groups.trials, groups.detected
+    page = pt.as_tensor_variable(groups.page)
+    log_pattern = log_exposure(groups)
+    model = pm.modelcontext(None)
+    if DIM_GROUP not in model.coords:
+        model.add_coord(DIM_GROUP, np.arange(groups.n_groups))
+
+    def terms(log_rate, log_shape):
+        log_lam = group_log_rate(groups, log_rate, log_pattern)
+        return mixed_log_detection(log_lam, log_shape[page]), mixed_log_quiet(
+            log_lam, log_shape[page]
+        )
+
+    def dist(log_rate, log_shape, size):
+        return pm.Binomial.dist(n=trials, p=pt.exp(terms(log_rate, log_shape)[0]))
+
+    def logp(value, log_rate, log_shape):
+        log_p, log_q = terms(log_rate, log_shape)
+        return value * log_p + (trials - value) * log_q + binomln(trials, value)
+
+    return pm.CustomDist(
+        DETECTIONS,
+        log_rate,
+        log_shape,
+        dist=dist,
+        logp=logp,
+        signature="(p),(p)->(g)",
+        observed=detected,
+        dims=DIM_GROUP,
+    )
+
+
+def mixed_quiet(groups: IntervalGroups, log_rate, log_shape):
+    """The observed ``quiet`` of Gamma-mixed intervals: per page ``Σ n·log(1 − p)`` over
+    its groups without a detection (not linear in ``λ``: one term per group, summed)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+    from pymc.distributions.dist_math import check_parameters
+
+    from bayesrate.constants import DIM_PAGE
+
+    page = pt.as_tensor_variable(groups.page)
+    trials, n_pages = groups.trials, groups.n_pages
+    log_pattern = log_exposure(groups)
+
+    def dist(log_rate, log_shape, size):
+        log_lam = group_log_rate(groups, log_rate, log_pattern)
+        p = pt.exp(mixed_log_detection(log_lam, log_shape[page]))
+        draws = pm.Binomial.dist(n=trials, p=p)
+        return pt.zeros((n_pages,), dtype="int64")[page].inc(draws)
+
+    def logp(value, log_rate, log_shape):
+        log_lam = group_log_rate(groups, log_rate, log_pattern)
+        per_group = trials * mixed_log_quiet(log_lam, log_shape[page])
+        return check_parameters(
+            pt.zeros(n_pages)[page].inc(per_group),
+            pt.all(pt.eq(value, 0)),
+            msg="quiet intervals: the log-probability is that of no detection (value 0)",
+        )
+
+    return pm.CustomDist(
+        QUIET,
+        log_rate,
+        log_shape,
+        dist=dist,
+        logp=logp,
+        signature="(p),(p)->(p)",
+        observed=np.zeros(n_pages, dtype=np.int64),
+        dims=DIM_PAGE,
+    )
+
+
 __all__ = [
     "DETECTIONS",
     "QUIET",
@@ -270,5 +375,9 @@ __all__ = [
     "detections",
     "log1mexp_of_log",
     "log_exposure",
+    "mixed_detections",
+    "mixed_log_detection",
+    "mixed_log_quiet",
+    "mixed_quiet",
     "quiet",
 ]

@@ -25,7 +25,6 @@ from bayesrate.constants import (
     DIM_DAY_OF_WEEK,
     DIM_HOUR_OF_DAY,
     DIM_HOUR_OF_WEEK,
-    DIM_PAGE,
     N_HOUR_OF_WEEK,
     N_HOURS_OF_DAY,
 )
@@ -134,11 +133,7 @@ class ModulatedModel(HierarchicalModel):
         from bayesrate.draws import stack_draws
         from bayesrate.likelihood import loglik
 
-        self._require_fit()
-        if self.data_ is None:
-            raise RuntimeError("the fitted data are needed: load the fit with data=...")
-        post = self.thinned_posterior(max_draws)
-        log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+        post, log_rate = self._loglik_draws(max_draws)
         multipliers = np.exp(stack_draws(post["log_multiplier"], DIM_HOUR_OF_WEEK))
         stats = self.data_.hour_of_week_stats(self.timezone)
         return np.stack(

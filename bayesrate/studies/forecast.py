@@ -55,8 +55,11 @@ from bayesrate.studies import Progress, StudyResult, silent
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
 POINT_METHODS = ("naive", "cho", "mle")
-MODEL_METHODS = ("censored", "hierarchical", "modulated")
+MODEL_METHODS = ("censored", "hierarchical", "modulated", "bursty")
 METHODS = (*POINT_METHODS, *MODEL_METHODS)
+#: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
+#: the hierarchical model's, docs/models.md)
+DEFAULT_METHODS = tuple(m for m in METHODS if m != "bursty")
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
@@ -462,11 +465,35 @@ def count_predictive(
 
 @dataclass(frozen=True)
 class _Prediction:
-    """Per draw: integrated rate of each test group and of each page's window; mean rate."""
+    """Per draw: integrated rate of each test group and of each page's window; mean rate.
+
+    With ``group_shape``/``window_shape`` (the bursty model) each interval's integrated rate
+    is Gamma-mixed with that shape ``κ``: ``P(no change) = (1 + Λ/κ)^{−κ}``; without, Poisson.
+    """
 
     group_lambda: np.ndarray  # (draws, groups)
     window_lambda: np.ndarray  # (draws, pages)
     rate_per_hour: np.ndarray  # (pages,) point prediction of the rate
+    group_shape: np.ndarray | None = None  # (draws, groups) κ of one interval
+    window_shape: np.ndarray | None = None  # (draws, pages) κ × intervals in the window
+
+    def group_probability(self) -> np.ndarray:
+        """``(draws, groups)`` probability that one interval of each group shows a change."""
+        return _change_probability(self.group_lambda, self.group_shape)
+
+    def window_probability(self) -> np.ndarray:
+        """``(draws, pages)`` probability that each page changes in its test window."""
+        return _change_probability(self.window_lambda, self.window_shape)
+
+
+def _change_probability(lam: np.ndarray, shape: np.ndarray | None) -> np.ndarray:
+    """``1 − e^{−Λ}``, or ``1 − (1 + Λ/κ)^{−κ}`` with a Gamma-mixing shape ``κ``."""
+    if shape is None:
+        return -np.expm1(-lam)
+    from bayesrate.likelihood import mixed_log_quiet
+
+    with np.errstate(divide="ignore"):
+        return -np.expm1(mixed_log_quiet(np.log(lam), np.log(shape)))
 
 
 def point_prediction(name: str, d: _Design, groups: _Groups) -> _Prediction:
@@ -508,6 +535,8 @@ def model_prediction(
     keep = np.sort(rng_from(f"{seed}-draws").permutation(len(log_rate))[:n_draws])
     base = np.exp(log_rate[keep])
     mean_rate = stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
+    if "log_kappa" in post:
+        return _bursty_prediction(post, d, groups, base, keep, mean_rate)
     if "log_multiplier" not in post:
         return _Prediction(
             group_lambda=base[:, groups.page] * groups.key[None, :],
@@ -527,6 +556,30 @@ def model_prediction(
     )
 
 
+def _bursty_prediction(post, d: _Design, groups: _Groups, base, keep, mean_rate) -> _Prediction:
+    """The bursty model's predictive: each test interval Gamma-mixed with its domain's ``κ``.
+
+    The window ("changes at all") is taken as the page's test intervals' worth of intervals
+    of their mean length: ``κ_window = κ · window / τ̄`` (the same formula, exact when the
+    window is a whole number of equal intervals).
+    """
+    from bayesrate.constants import DIM_DOMAIN
+    from bayesrate.draws import stack_draws
+
+    kappa = np.exp(stack_draws(post["log_kappa"], DIM_DOMAIN)[keep])[:, d.train.domain_codes]
+    span = np.bincount(
+        d.interval_page, weights=d.interval_end - d.interval_start, minlength=d.n_pages
+    )
+    intervals = np.bincount(d.interval_page, minlength=d.n_pages)
+    return _Prediction(
+        group_lambda=base[:, groups.page] * groups.key[None, :],
+        window_lambda=base * d.window_hours[None, :],
+        rate_per_hour=mean_rate,
+        group_shape=kappa[:, groups.page],
+        window_shape=kappa * (d.window_hours * intervals / span)[None, :],
+    )
+
+
 def score(
     name: str,
     pred: _Prediction,
@@ -538,13 +591,13 @@ def score(
 ) -> MethodForecast:
     """Scores of one method's prediction (see the module docstring)."""
     k = d.detected
-    prob = -np.expm1(-pred.group_lambda)
+    prob = pred.group_probability()
     prob_k, cdf_below = count_predictive(prob, groups.page, groups.count, k)
     floored = int((prob_k < MIN_PROBABILITY).sum())
     log_score = float(np.mean(np.log(np.maximum(prob_k, MIN_PROBABILITY))))
     pit = cdf_below + pit_noise * prob_k
     coverage = float(np.mean((pit >= PIT_BAND[0]) & (pit <= PIT_BAND[1])))
-    prob_change = (-np.expm1(-pred.window_lambda)).mean(axis=0)
+    prob_change = pred.window_probability().mean(axis=0)
     changed = d.window_changes > 0
     brier = float(np.mean((prob_change - changed) ** 2))
     true_rate = d.window_changes / d.window_hours
@@ -582,7 +635,7 @@ def run(
     crawl_every: float = 24.0,
     split: str | pd.Timestamp | float | None = None,
     horizon_days: float = DEFAULT_HORIZON_DAYS,
-    methods: Sequence[str] | str = METHODS,
+    methods: Sequence[str] | str = DEFAULT_METHODS,
     max_pages: int | None = None,
     draws: int | None = None,
     tune: int | None = None,
@@ -610,7 +663,8 @@ def run(
     horizon_days
         Length of the test window.
     methods
-        Any of :data:`METHODS` (a sequence, or comma-separated text).
+        Any of :data:`METHODS` (a sequence, or comma-separated text); default
+        :data:`DEFAULT_METHODS`.
     max_pages
         Score a random subset of this many eligible pages.
     draws, tune, chains
@@ -732,9 +786,20 @@ def _forecast_of(
     t0 = time.perf_counter()
     model = fit_model(name, d.train, sampler)
     diag = model.diagnostics_.to_dict()
+    if "kappa" in model.idata_["posterior"]:
+        diag["kappa_per_domain_q05_q50_q95"] = _domain_quantiles(model.idata_["posterior"]["kappa"])
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
     groups = pattern_groups(d, model.model_config["timezone"]) if name == "modulated" else by_length
     return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
+
+
+def _domain_quantiles(draws) -> dict[str, list[float]]:
+    """Per domain, the 5%, 50% and 95% posterior quantiles of ``draws`` (chain, draw, domain)."""
+    from bayesrate.constants import DIM_DOMAIN
+
+    q = draws.quantile([0.05, 0.5, 0.95], dim=("chain", "draw")).transpose(DIM_DOMAIN, ...)
+    rows = zip(q[DIM_DOMAIN].values, q.values, strict=True)
+    return {str(d): [float(v) for v in row] for d, row in rows}
 
 
 def _iso(hours: float) -> str:
@@ -742,6 +807,7 @@ def _iso(hours: float) -> str:
 
 
 __all__ = [
+    "DEFAULT_METHODS",
     "DESCRIPTION",
     "METHODS",
     "ForecastResult",

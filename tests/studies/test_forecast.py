@@ -132,3 +132,25 @@ def test_models_in_fast_mode_on_tldr_pages():
     for name in forecast.MODEL_METHODS:
         d = result.methods[name].diagnostics
         assert {"r_hat_max", "ess_bulk_min", "divergences"} <= set(d)
+
+
+def test_gamma_mixed_change_probability_is_the_negative_binomial():
+    """The bursty predictive's P(change) is 1 − NB(0; κ, κ/(κ + Λ)) (scipy's pmf), and a
+    window of m equal intervals with shape κ·m is m independent intervals (q^m)."""
+    from scipy.stats import nbinom
+
+    lam = np.array([[1e-4, 0.02, 0.7, 5.0, 80.0]])
+    kappa = np.array([[0.05, 0.5, 2.0, 30.0, 1e6]])
+    want = 1 - nbinom.pmf(0, kappa, kappa / (kappa + lam))
+    np.testing.assert_allclose(forecast._change_probability(lam, kappa), want, rtol=1e-9)
+    np.testing.assert_allclose(forecast._change_probability(lam, None), -np.expm1(-lam))
+    # where 1 − pmf cancels, the series p = Λ − Λ²(1 + 1/κ)/2 + O(Λ³)
+    tiny, k = 1e-9, 0.05
+    series = tiny - tiny**2 * (1 + 1 / k) / 2
+    assert forecast._change_probability(np.array([tiny]), np.array([k]))[0] == pytest.approx(
+        series, rel=1e-12
+    )
+    m = 7.0
+    q_one = nbinom.pmf(0, kappa, kappa / (kappa + lam))
+    window = forecast._change_probability(lam * m, kappa * m)
+    np.testing.assert_allclose(window, -np.expm1(m * np.log(q_one)), rtol=1e-9)
