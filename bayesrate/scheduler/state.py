@@ -548,40 +548,22 @@ class SchedulerState:
         return np.unique(idx) if self._repeated else idx
 
     def _validate(self, urls, times, changed, hosts, weights):
-        urls = (
-            urls
-            if isinstance(urls, list) and all(type(u) is str for u in urls)
-            else [str(u) for u in urls]
-        )
+        urls, t, c = _checked_columns(urls, times, changed)
         n = len(urls)
-        t = np.asarray(times, dtype=np.float64)
-        if t.shape != (n,):
-            raise ObservationError(f"expected {n} times, got shape {t.shape}", field="time")
-        bad = np.flatnonzero(~np.isfinite(t))
-        if len(bad):
-            raise ObservationError(
-                "times must be finite", field="time", rows=bad, pages=[urls[i] for i in bad]
-            )
-        c_raw = np.asarray(changed)
-        if c_raw.shape != (n,):
-            raise ObservationError(f"expected {n} change flags", field="changed")
-        try:
-            c_num = c_raw.astype(np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ObservationError("change flags must be 0 or 1", field="changed") from exc
-        bad = np.flatnonzero((c_num != 0) & (c_num != 1))
-        if len(bad):
-            raise ObservationError(
-                "change flags must be 0 or 1",
-                field="changed",
-                rows=bad,
-                pages=[urls[i] for i in bad],
-            )
-        c = c_num.astype(np.int8)
         w = None if weights is None else self._check_weights(weights, n)
         if hosts is not None and len(hosts) != n:
             raise ObservationError(f"expected {n} hosts", field="host")
-        # map URLs (C-speed dict lookups); new ones get negative placeholders -(k+1)
+        idx, new_urls, new_hosts, first_row = self._resolve_urls(urls, hosts)
+        self._repeated = self._check_time_order(idx, t, urls)
+        new_w = np.ones(len(new_urls)) if w is None else w[first_row]
+        return idx, t, c, w, new_urls, new_hosts, new_w
+
+    def _resolve_urls(self, urls: list[str], hosts) -> tuple[np.ndarray, list, list, list]:
+        """Row of each URL (new ones get placeholders ``-(k+1)``), the new URLs, their hosts
+        and the batch row that introduced each; unknown URLs without a host and hosts that
+        differ from the stored ones are errors."""
+        n = len(urls)
+        # map URLs (C-speed dict lookups)
         get = self.index.get
         idx = np.fromiter((get(u, -1) for u in urls), dtype=np.int64, count=n)
         names = [None] * n if hosts is None else [host_name(h) for h in hosts]
@@ -629,7 +611,12 @@ class SchedulerState:
                 rows=mismatch,
                 pages=[urls[i] for i in mismatch],
             )
-        # times must increase per URL, starting after the stored last fetch
+        return idx, new_urls, new_hosts, first_row
+
+    def _check_time_order(self, idx: np.ndarray, t: np.ndarray, urls: list[str]) -> bool:
+        """Refuse times that do not increase per URL from its stored last fetch; return
+        whether a URL comes more than once in the batch."""
+        n = len(idx)
         known = idx >= 0
         slot = np.where(known, idx, self.n - idx - 1)  # new URLs after the known ones
         repeated = n > 0 and np.bincount(slot).max() > 1
@@ -649,9 +636,7 @@ class SchedulerState:
                 rows=back,
                 pages=[urls[i] for i in back],
             )
-        new_w = np.ones(len(new_urls)) if w is None else w[first_row]
-        self._repeated = bool(repeated)
-        return idx, t, c, w, new_urls, new_hosts, new_w
+        return bool(repeated)
 
     def _apply(self, idx: np.ndarray, t: np.ndarray, c: np.ndarray, repeated: bool = True) -> None:
         """Sequential per-URL updates, vectorized over URLs by occurrence rank."""
@@ -884,3 +869,34 @@ class SchedulerState:
             "hour_of_week": self.modulation.active,
             "baseline_flags_ignored": self.baseline_flags_ignored,
         }
+
+
+def _checked_columns(urls, times, changed) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A batch's URLs as text, finite times and 0/1 change flags (errors name the rows)."""
+    urls = (
+        urls
+        if isinstance(urls, list) and all(type(u) is str for u in urls)
+        else [str(u) for u in urls]
+    )
+    n = len(urls)
+    t = np.asarray(times, dtype=np.float64)
+    if t.shape != (n,):
+        raise ObservationError(f"expected {n} times, got shape {t.shape}", field="time")
+    bad = np.flatnonzero(~np.isfinite(t))
+    if len(bad):
+        raise ObservationError(
+            "times must be finite", field="time", rows=bad, pages=[urls[i] for i in bad]
+        )
+    c_raw = np.asarray(changed)
+    if c_raw.shape != (n,):
+        raise ObservationError(f"expected {n} change flags", field="changed")
+    try:
+        c_num = c_raw.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ObservationError("change flags must be 0 or 1", field="changed") from exc
+    bad = np.flatnonzero((c_num != 0) & (c_num != 1))
+    if len(bad):
+        raise ObservationError(
+            "change flags must be 0 or 1", field="changed", rows=bad, pages=[urls[i] for i in bad]
+        )
+    return urls, t, c_num.astype(np.int8)
