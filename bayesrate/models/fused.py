@@ -487,12 +487,15 @@ def _binomial_op_class():
         ``pages_like(300)``, longer than the computation).
         """
 
-        __props__ = ("key", "elementwise")
+        __props__ = ("key", "elementwise", "emulator_key")
 
-        def __init__(self, groups: _Groups, elementwise: bool = True):
+        def __init__(self, groups: _Groups, elementwise: bool = True, emulators=None):
             self.groups = groups
             self.key = groups.key
             self.elementwise = bool(elementwise)
+            #: per-page Chebyshev emulators (sum-only form, constant exposures), or None
+            self.emulators = emulators
+            self.emulator_key = "" if emulators is None else emulators.key
 
         def make_node(self, log_rate, log_pattern):
             inputs = [_as_vector(log_rate), _as_vector(log_pattern)]
@@ -504,6 +507,9 @@ def _binomial_op_class():
                 outputs = binomial_terms_kernel(
                     *inputs, g.page, g.pattern, g.unchanged, g.detected, g.constant
                 )
+            elif self.emulators is not None:
+                total, grad_rate = self.emulators.total(inputs[0])
+                outputs = (np.array([total]), np.zeros(0), grad_rate, np.zeros(len(inputs[1])))
             else:
                 total, *grads = binomial_total_kernel(
                     *inputs, g.page, g.pattern, g.unchanged, g.detected, g.constant_total
@@ -562,6 +568,8 @@ def _register_binomial_terms(binomial_terms_op) -> None:
 
         # the closures freeze the Op's arrays into the function: they are part of the key
         key = f"bayesrate-binomial-terms-v{_KERNEL_VERSION}-{op.key}-{op.elementwise}"
+        if op.emulators is not None:
+            return _emulated_total_function(op.emulators), f"{key}-{op.emulator_key}"
         return (terms if op.elementwise else total), key
 
     @node_rewriter([binomial_terms_op])
@@ -575,11 +583,55 @@ def _register_binomial_terms(binomial_terms_op) -> None:
                 return None
             if client.op.axis not in (None, (0,)):
                 return None
-        return binomial_terms_op(node.op.groups, elementwise=False)(*node.inputs)
+        return binomial_terms_op(node.op.groups, elementwise=False, emulators=_emulators_for(node))(
+            *node.inputs
+        )
 
     # named after this module, so that two copies of the package (a benchmark against an
     # earlier revision) can register their rewrites side by side
     register_specialize(local_summed_binomial_terms, name=f"{__name__}.summed_binomial_terms")
+
+
+def _emulators_for(node):
+    """Per-page emulators for a sum-only Binomial node whose exposures are constants and
+    whose pages have many detected groups (:func:`bayesrate.models.emulator.worth_emulating`);
+    ``None`` otherwise."""
+    from pytensor.tensor.variable import TensorConstant
+
+    from bayesrate.models import emulator
+
+    log_pattern = node.inputs[1]
+    g = node.op.groups
+    if not isinstance(log_pattern, TensorConstant) or len(g.page) == 0:
+        return None
+    n_pages = int(g.page.max()) + 1
+    if not emulator.worth_emulating(n_pages, len(g.page)):
+        return None
+    log_exposure = np.asarray(log_pattern.data, dtype=np.float64)[g.pattern]
+    built = emulator.PageEmulators.build(
+        g.page, log_exposure, g.unchanged, g.detected, n_pages, g.constant_total
+    )
+    return built if built.max_error < emulator.MAX_ERROR else None
+
+
+def _emulated_total_function(emulators):
+    """The numba function of the emulated sum-only form (arrays frozen in the closure)."""
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
+    from bayesrate.models.emulator import emulated_total_kernel
+
+    e = emulators
+    lo, coef, dcoef, offsets = e.lo, e.coef, e.dcoef, e.offsets
+    shift, count, quiet, constant = e.shift, e.count, e.quiet_exposure, e.constant_total
+
+    @numba_njit
+    def total(log_rate, log_pattern):
+        value, grad_rate = emulated_total_kernel(
+            log_rate, lo, coef, dcoef, offsets, shift, count, quiet, constant
+        )
+        return np.array([value]), np.zeros(0), grad_rate, np.zeros(log_pattern.shape[0])
+
+    return total
 
 
 def binomial_logp(log_rate, log_pattern, page, pattern, trials, detected):

@@ -1,0 +1,135 @@
+"""Irregular visits: the hierarchical fit with per-page emulators of the detected
+intervals' log-likelihood against the term-by-term sum (issue #16, item 6).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_irregular.py [--pages 5000] [--fits emulated,exact]
+        [--reference-draws 0]
+
+Data: ``--pages`` pages in 20 domains, log-normal rates around 0.3 changes/day, Poisson
+visits with a mean gap of one day over 90 days (the issue's setting: 5,000 pages, ~450k
+visits, ~133k detected changes, every changed interval its own group). Prints, in one
+process: the log-density + gradient of both forms (median and minimum of 50 × 10 calls,
+BLAS single-threaded) and their largest difference; then each requested full NUTS fit at
+the default sampler (4 chains × 1,000 + 1,000) with its time, gates and gradient
+evaluations per draw; with ``--reference-draws N`` also a long emulated fit (4 × N) and
+the largest relative difference of per-page posterior means against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+
+def irregular_observations(n_pages: int):
+    from bayesrate.simulate import rng_from, simulate_pages
+
+    rng = rng_from("bench-irregular")
+    domains = np.array([f"d{i % 20}" for i in range(n_pages)])
+    domain_log_rate = rng.normal(np.log(0.3 / 24), 0.7, 20)
+    rates = np.exp(domain_log_rate[np.arange(n_pages) % 20] + rng.normal(0, 1.0, n_pages))
+    visits = [np.sort(rng.uniform(0, 90 * 24, max(rng.poisson(90), 2))) for _ in range(n_pages)]
+    return simulate_pages(rates, visits, domains, rng=rng).observations
+
+
+def _without_emulators():
+    from bayesrate.models import emulator
+
+    original = emulator.worth_emulating
+    emulator.worth_emulating = lambda n_pages, n_groups: False
+    return lambda: setattr(emulator, "worth_emulating", original)
+
+
+def gradients(obs) -> None:
+    from threadpoolctl import threadpool_limits
+
+    from bayesrate.models import HierarchicalModel
+
+    funcs = {}
+    for label in ("exact", "emulated"):
+        restore = _without_emulators() if label == "exact" else (lambda: None)
+        try:
+            model = HierarchicalModel().build_model(obs)
+            f = model.logp_dlogp_function(ravel_inputs=True)
+        finally:
+            restore()
+        f.set_extra_values({})
+        point = model.initial_point()
+        x0 = np.concatenate([np.ravel(point[v.name]) for v in f._grad_vars])
+        x0 = x0 + 0.2 * np.random.default_rng(3).standard_normal(len(x0))
+        funcs[label] = (f, x0)
+    (fa, x0), (fb, _) = funcs["exact"], funcs["emulated"]
+    a, b = fa(x0), fb(x0)
+    print(
+        f"|Δlogp| {abs(a[0] - b[0]):.2e} (logp {a[0]:.1f}), max |Δgrad| "
+        f"{np.abs(a[1] - b[1]).max():.2e}",
+        flush=True,
+    )
+    times = {label: [] for label in funcs}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(50):
+            for label, (f, x) in funcs.items():
+                t = time.perf_counter()
+                for _ in range(10):
+                    f(x)
+                times[label].append((time.perf_counter() - t) / 10)
+    med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
+    low = {k: 1e3 * float(np.min(v)) for k, v in times.items()}
+    print(
+        f"logp+grad: exact median {med['exact']:.3f} ms (min {low['exact']:.3f}), emulated "
+        f"{med['emulated']:.3f} ms (min {low['emulated']:.3f}); emulated/exact "
+        f"x{med['emulated'] / med['exact']:.3f} (min x{low['emulated'] / low['exact']:.3f})",
+        flush=True,
+    )
+
+
+def fit(obs, label: str, sampler: dict | None = None):
+    from bayesrate.models import HierarchicalModel
+
+    restore = _without_emulators() if label == "exact" else (lambda: None)
+    try:
+        model = HierarchicalModel(sampler_config=sampler or {}).fit(obs)
+    finally:
+        restore()
+    d = model.diagnostics_
+    print(
+        f"fit ({label}): {d.seconds:.1f} s (compile {d.compile_seconds:.1f}, sampling "
+        f"{d.sampling_seconds:.1f}); R-hat {d.r_hat_max:.4f}, bulk ESS {d.ess_bulk_min:.0f}, "
+        f"divergences {d.divergences}, {d.grad_evals_per_draw:.1f} gradient evaluations per "
+        f"draw; converged {d.converged}",
+        flush=True,
+    )
+    return model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pages", type=int, default=5000)
+    parser.add_argument("--fits", default="emulated", help="comma list: emulated, exact")
+    parser.add_argument("--reference-draws", type=int, default=0)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    obs = irregular_observations(args.pages)
+    print(f"{obs.n_pages:,} pages, {obs.n_visits:,} visits, {obs.n_changes:,} detected")
+    gradients(obs)
+    fitted = {}
+    for label in [s for s in args.fits.split(",") if s]:
+        fitted[label] = fit(obs, label)
+    if args.reference_draws and "emulated" in fitted:
+        sampler = {"draws": args.reference_draws, "seed": "bench-irregular-reference"}
+        reference = fit(obs, "emulated reference", sampler).page_summary_["rate_per_day"]
+        for label, model in fitted.items():
+            mean = model.page_summary_["rate_per_day"]
+            rel = np.abs(mean.to_numpy() / reference.to_numpy() - 1.0)
+            print(
+                f"{label}: per-page posterior means vs the reference: max relative "
+                f"difference {rel.max():.4f}, 99th percentile {np.quantile(rel, 0.99):.4f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
