@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -189,21 +189,10 @@ class PageEmulators:
         for arr in (page, shift, count, quiet):
             digest.update(np.ascontiguousarray(arr).tobytes())
         emulators = cls(
-            lo, coef, dcoef, offsets, shift, count, quiet, float(constant_total), np.nan, ""
-        )
-        error = emulators.check(starts)
-        return cls(
-            lo,
-            coef,
-            dcoef,
-            offsets,
-            shift,
-            count,
-            quiet,
-            float(constant_total),
-            error,
+            lo, coef, dcoef, offsets, shift, count, quiet, float(constant_total), np.nan,
             digest.hexdigest(),
-        )
+        )  # fmt: skip
+        return replace(emulators, max_error=emulators.check(starts))
 
     def check(self, starts: np.ndarray) -> float:
         """Largest error of ``F`` and ``F'`` between the nodes, against the exact sum."""
