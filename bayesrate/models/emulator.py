@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
+from bayesrate.models.fused import binomial_total_kernel
+
 #: pieces per page, their width in log-rate, and the interpolants' degree
 PIECES = 10
 PIECE_WIDTH = 2.0
@@ -40,25 +42,8 @@ MIN_GROUPS_PER_PAGE = 12.0
 _N = DEGREE + 1
 #: emulators whose build check is worse than this (absolute, per page) are not used
 MAX_ERROR = 1e-7
-#: below this log-rate ``φ`` is its series ``a − e^a/2 + e^{2a}/24``
-_SERIES_BELOW = -20.0
 
 _JIT = {"nogil": True, "cache": True, "error_model": "numpy", "fastmath": False}
-
-
-@numba.njit(**_JIT)
-def _phi_slope(a: float) -> tuple[float, float]:
-    """``φ(a) = log(1 − exp(−e^a))`` and ``φ'(a) = λ/(e^λ − 1)`` with ``λ = e^a``."""
-    if a < _SERIES_BELOW:
-        lam = math.exp(a)
-        return a - 0.5 * lam + lam * lam / 24.0, 1.0 - 0.5 * lam + lam * lam / 12.0
-    lam = math.exp(a)
-    if lam <= 0.6931471805599453:
-        value = math.log(-math.expm1(-lam))
-    else:
-        value = math.log1p(-math.exp(-lam))
-    slope = 0.0 if lam > 700.0 else lam / math.expm1(lam)
-    return value, slope
 
 
 @numba.njit(**_JIT)
@@ -74,14 +59,19 @@ def _clenshaw(coef: np.ndarray, x: float) -> float:
 
 @numba.njit(**_JIT)
 def exact_sum(u: float, start: int, stop: int, shift: np.ndarray, count: np.ndarray):
-    """``F_p(u)`` and ``F_p'(u)`` term by term over groups ``start:stop``."""
-    value = 0.0
-    slope = 0.0
-    for g in range(start, stop):
-        v, s = _phi_slope(u + shift[g])
-        value += count[g] * v
-        slope += count[g] * s
-    return value, slope
+    """``F_p(u)`` and ``F_p'(u)`` term by term over groups ``start:stop`` (the fused
+    kernel's terms: the package's one ``log(1 − e^{−λ})`` in numba)."""
+    m = stop - start
+    total, grad_rate, _ = binomial_total_kernel(
+        np.full(1, u),
+        shift[start:stop],
+        np.zeros(m, dtype=np.int64),
+        np.arange(m),
+        np.zeros(m),
+        count[start:stop],
+        0.0,
+    )
+    return total, grad_rate[0]
 
 
 @numba.njit(**_JIT)
