@@ -19,10 +19,11 @@ the largest relative difference of per-page posterior means against it.
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
+from functools import partial
 
 import numpy as np
+from gradient_timing import interleaved_ms, logp_dlogp_at
 
 
 def irregular_observations(n_pages: int):
@@ -45,23 +46,15 @@ def _without_emulators():
 
 
 def gradients(obs) -> None:
-    from threadpoolctl import threadpool_limits
-
     from bayesrate.models import HierarchicalModel
 
     funcs = {}
     for label in ("exact", "emulated"):
         restore = _without_emulators() if label == "exact" else (lambda: None)
         try:
-            model = HierarchicalModel().build_model(obs)
-            f = model.logp_dlogp_function(ravel_inputs=True)
+            funcs[label] = logp_dlogp_at(HierarchicalModel().build_model(obs), 0.2, seed=3)
         finally:
             restore()
-        f.set_extra_values({})
-        point = model.initial_point()
-        x0 = np.concatenate([np.ravel(point[v.name]) for v in f._grad_vars])
-        x0 = x0 + 0.2 * np.random.default_rng(3).standard_normal(len(x0))
-        funcs[label] = (f, x0)
     (fa, x0), (fb, _) = funcs["exact"], funcs["emulated"]
     a, b = fa(x0), fb(x0)
     print(
@@ -69,16 +62,9 @@ def gradients(obs) -> None:
         f"{np.abs(a[1] - b[1]).max():.2e}",
         flush=True,
     )
-    times = {label: [] for label in funcs}
-    with threadpool_limits(limits=1, user_api="blas"):
-        for _ in range(50):
-            for label, (f, x) in funcs.items():
-                t = time.perf_counter()
-                for _ in range(10):
-                    f(x)
-                times[label].append((time.perf_counter() - t) / 10)
-    med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
-    low = {k: 1e3 * float(np.min(v)) for k, v in times.items()}
+    ms = interleaved_ms({"exact": partial(fa, x0), "emulated": partial(fb, x0)}, rounds=50)
+    med = {k: v[0] for k, v in ms.items()}
+    low = {k: v[1] for k, v in ms.items()}
     print(
         f"logp+grad: exact median {med['exact']:.3f} ms (min {low['exact']:.3f}), emulated "
         f"{med['emulated']:.3f} ms (min {low['emulated']:.3f}); emulated/exact "

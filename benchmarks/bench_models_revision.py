@@ -27,11 +27,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
+from functools import partial
 from pathlib import Path
 
-import numpy as np
+from gradient_timing import interleaved_ms, logp_dlogp_at
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = "bayesrate_baseline"
@@ -55,38 +55,20 @@ def _data(package, n: int):
 
 
 def bench_gradient(versions: dict, modulated_pages: list[int]) -> dict:
-    """Run with BLAS single-threaded, as during NUTS fits."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _bench_gradient(versions, modulated_pages)
-
-
-def _bench_gradient(versions: dict, modulated_pages: list[int]) -> dict:
+    """Interleaved timings, BLAS single-threaded as during NUTS fits."""
     out = {}
     cases = [("hierarchical", 1000)] + [("modulated", n) for n in modulated_pages]
     for name, n in cases:
-        funcs = {}
+        calls = {}
         for label, package in versions.items():
             model = package.models.MODELS[name]().build_model(_data(package, n))
-            f = model.logp_dlogp_function(ravel_inputs=True)
-            f.set_extra_values({})
-            point = model.initial_point()
-            x0 = np.concatenate([np.ravel(point[v.name]) for v in f._grad_vars])
-            x0 = x0 + 0.1 * np.random.default_rng(1).standard_normal(len(x0))
-            f(x0)
-            funcs[label] = (f, x0)
-        times = {label: [] for label in funcs}
-        for _ in range(300):
-            for label, (f, x0) in funcs.items():
-                t = time.perf_counter()
-                for _ in range(10):
-                    f(x0)
-                times[label].append((time.perf_counter() - t) / 10)
+            f, x0 = logp_dlogp_at(model)
+            calls[label] = partial(f, x0)
+        ms = interleaved_ms(calls, rounds=300)
         row = {
-            f"{label}_{stat}_ms": 1e3 * float(fn(times[label]))
-            for label in times
-            for stat, fn in (("median", np.median), ("min", np.min))
+            f"{label}_{stat}_ms": ms[label][i]
+            for label in ms
+            for i, stat in enumerate(("median", "min"))
         }
         row["ratio_median"] = row["current_median_ms"] / row["baseline_median_ms"]
         row["ratio_min"] = row["current_min_ms"] / row["baseline_min_ms"]

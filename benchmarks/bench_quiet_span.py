@@ -15,10 +15,11 @@ the log-density and gradient between the two forms.
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
+from functools import partial
 
 import numpy as np
+from gradient_timing import interleaved_ms, logp_dlogp_at
 
 
 def _function(obs, dense: bool):
@@ -32,12 +33,7 @@ def _function(obs, dense: bool):
         from bayesrate.models.likelihood import QuietSpan
 
         model._quiet_span = lambda data, busy: QuietSpan.of(data, "UTC", busy)
-    pm_model = model.build_model(obs)
-    f = pm_model.logp_dlogp_function(ravel_inputs=True)
-    f.set_extra_values({})
-    point = pm_model.initial_point()
-    x0 = np.concatenate([np.ravel(point[v.name]) for v in f._grad_vars])
-    x0 = x0 + 0.1 * np.random.default_rng(1).standard_normal(len(x0))
+    f, x0 = logp_dlogp_at(model.build_model(obs))
     return f, x0, chooses_span
 
 
@@ -71,22 +67,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from threadpoolctl import threadpool_limits
-
     for name, obs in _datasets().items():
         dense_f, x0, chooses_span = _function(obs, dense=True)
         span_f, _, _ = _function(obs, dense=False)
         a, b = dense_f(x0), span_f(x0)
-        times = {"dense": [], "span": []}
-        with threadpool_limits(limits=1, user_api="blas"):
-            for _ in range(args.rounds):
-                for label, f in (("dense", dense_f), ("span", span_f)):
-                    t = time.perf_counter()
-                    for _ in range(10):
-                        f(x0)
-                    times[label].append((time.perf_counter() - t) / 10)
-        med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
-        low = {k: 1e3 * float(np.min(v)) for k, v in times.items()}
+        ms = interleaved_ms(
+            {"dense": partial(dense_f, x0), "span": partial(span_f, x0)}, args.rounds
+        )
+        med = {k: v[0] for k, v in ms.items()}
+        low = {k: v[1] for k, v in ms.items()}
         print(
             f"{name}: {obs.n_pages:,} pages, {_busy(obs).n_groups:,} busy groups; logp+grad "
             f"median dense {med['dense']:.3f} ms, span {med['span']:.3f} ms "
