@@ -81,8 +81,8 @@ def write(nb: nbformat.NotebookNode, path: Path, seconds: float) -> Path:
         "version": __version__,
     }
     target = path.with_suffix(".ipynb")
-    tmp = target.with_suffix(".ipynb.tmp")
-    jupytext.write(nb, tmp, fmt="ipynb")
+    tmp = target.with_name(target.name + ".tmp")
+    nbformat.write(nb, tmp)
     tmp.replace(target)
     return target
 
