@@ -181,6 +181,7 @@ if have_wikipedia:
 # edits shows it.
 
 # %%
+share_within_15_minutes = {}
 if have_wikipedia:
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
@@ -188,6 +189,8 @@ if have_wikipedia:
         edit_hours, _ = wikipedia.read_trace(trace_file)
         gaps_minutes = np.diff(edit_hours) * 60
         gaps_minutes = np.sort(gaps_minutes[gaps_minutes > 0])
+        article = trace_file.name.removesuffix(".Revisions.csv")
+        share_within_15_minutes[article] = float(np.mean(gaps_minutes <= 15))
         ax.plot(
             gaps_minutes,
             np.arange(1, len(gaps_minutes) + 1) / len(gaps_minutes),
@@ -200,7 +203,7 @@ if have_wikipedia:
     ax.set_xlabel("gap between consecutive edits (minutes)")
     ax.set_ylabel("fraction of gaps at most this long")
     ax.set_title("Wikipedia edits come in bursts")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     display(fig)  # noqa: F821 - IPython's display
 
 # %%
@@ -227,6 +230,8 @@ if have_wikipedia:
                 results[f"Wikipedia, visits every {hours:g} h: median {method} / truth"] = (
                     median_ratio.loc[hours, method]
                 )
+for article, share in share_within_15_minutes.items():
+    results[f"Wikipedia {article}: edits within 15 min of the previous"] = share
 for key, value in results.items():
     print(f"{key:58s} {value if isinstance(value, bool) else f'{value:.4g}'}")
 
@@ -245,7 +250,8 @@ for key, value in results.items():
 #   LLN, 118 for the MLE and 237 for Gamma-ADF (its weak prior still pulls it down after
 #   2,000 crawls). The crawl must be faster; a scheduler should read such a page as "at
 #   least this fast", not as a rate.
-# - **Real pages are burstier than Poisson.** On Wikipedia, visits every 15 minutes recover a
+# - **Real pages are burstier than Poisson.** Between 39% and 70% of an article's edits follow
+#   the previous one within 15 minutes. On Wikipedia, visits every 15 minutes recover a
 #   median 0.74 of the true edit rate (MLE; naive 0.73), daily visits 0.55 (naive 0.43) and
 #   weekly visits 0.32 (naive 0.16). The Gamma-ADF posterior mean is 0.77, 0.59 and 0.95;
 #   the weekly 0.95 is mostly its prior (mean one edit per day, close to these articles'
