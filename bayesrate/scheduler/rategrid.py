@@ -12,9 +12,11 @@ cells reach to ±∞).
 - **Update** (:meth:`LogRateGrid.update`): the exact censored likelihood of one interval of
   integrated exposure ``Λ`` (its length, or its integrated hour-of-week multiplier), at every
   node: ``× e^{−λ_jΛ}`` when unchanged, ``× (1 − e^{−λ_jΛ})`` when changed
-  (:func:`bayesrate.likelihood.log1mexp_of_rate`). Bayes' rule on the nodes is exact for the
-  discretised prior; it is the midpoint-rule quadrature of the continuous posterior. The
-  normaliser is returned: the predictive log-probability of what was observed.
+  (:meth:`LogRateGrid.likelihood`, in linear space, scaled so nothing underflows; the row
+  step runs compiled, :mod:`bayesrate.scheduler.gridkernel`). Bayes' rule on the nodes is
+  exact for the discretised prior; it is the midpoint-rule quadrature of the continuous
+  posterior. The normaliser is returned: the predictive log-probability of what was
+  observed.
 - **Drift** (:meth:`LogRateGrid.diffuse`): ``θ`` is a random walk between fetches, variance
   ``σ²·Δt`` (σ in log-rate per √hour). On the grid it is the continuous-time random walk
   that jumps to each neighbour at rate ``σ²/(2h²)`` (variance ``σ²Δt`` exactly; reflecting
@@ -40,7 +42,6 @@ from functools import cached_property
 import numpy as np
 
 from bayesrate.constants import HOURS_PER_DAY
-from bayesrate.likelihood import log1mexp_of_rate
 
 #: default grid: 48 nodes from 2e-5 to 50 changes per day
 GRID_SIZE = 48
@@ -48,6 +49,8 @@ GRID_MIN_PER_DAY = 2e-5
 GRID_MAX_PER_DAY = 50.0
 #: log-probabilities are kept at or above this (e^-700 ≈ 1e-304 of the total mass)
 LOG_FLOOR = -700.0
+#: rows per compiled step: keeps a batch's temporaries small (a few MB) whatever its size
+CHUNK_ROWS = 8192
 
 
 def logsumexp_rows(x: np.ndarray) -> np.ndarray:
@@ -168,14 +171,78 @@ class LogRateGrid:
         out = logp - logsumexp_rows(logp)[:, None]
         return np.maximum(out, LOG_FLOOR)
 
-    def log_likelihood(self, exposure: np.ndarray, changed: np.ndarray) -> np.ndarray:
-        """``(b, K)`` log-likelihood of one interval per row at every node."""
+    def likelihood(
+        self, exposure: np.ndarray, changed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The likelihood of one interval per row at every node, scaled: ``(L, log_scale)``
+        with ``(b, K)`` ``L`` at most 1 and ``L · e^{log_scale}`` the likelihood.
+
+        Unchanged: ``e^{−λΛ}``, scaled by its value at the first node (so no row
+        underflows); changed: ``1 − e^{−λΛ} = −expm1(−λΛ)`` (accurate for small ``λΛ``).
+        """
         x = np.asarray(exposure, dtype=np.float64)[:, None] * self.rate[None, :]
         hit = np.asarray(changed).astype(bool)
-        out = -x
+        log_scale = np.where(hit, 0.0, -x[:, 0])
+        out = np.exp(-(x - x[:, :1]))
         if hit.any():
-            out[hit] = log1mexp_of_rate(x[hit])
-        return out
+            out[hit] = -np.expm1(-x[hit])
+        return out, log_scale
+
+    def step(
+        self,
+        logp: np.ndarray,
+        variance: np.ndarray | float = 0.0,
+        exposure: np.ndarray | None = None,
+        changed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Drift, then Bayes' rule for one interval per row, in one compiled pass.
+
+        Parameters
+        ----------
+        logp
+            ``(n, K)`` log-probabilities (float32 or float64).
+        variance
+            ``σ²Δt`` of the random walk per row (or one for all; 0: no drift).
+        exposure, changed
+            One interval per row (its integrated exposure and flag); ``None``: drift only.
+
+        Returns
+        -------
+        logp, log_evidence, mean
+            Posterior log-probabilities (float64), the predictive log-probability of each
+            observed flag (0 without an update) and the posterior mean rate per hour.
+        """
+        from bayesrate.scheduler.gridkernel import step_rows
+
+        logp = np.asarray(logp)
+        n = len(logp)
+        var = np.broadcast_to(np.asarray(variance, dtype=np.float64), (n,))
+        out = np.empty((n, self.size))
+        evidence = np.zeros(n)
+        mean = np.empty(n)
+        basis, eigenvalues = self._basis
+        basis_t = np.ascontiguousarray(basis.T)
+        no_rows = np.empty((0, self.size))
+        floor = float(np.exp(LOG_FLOOR))
+        for lo in range(0, n, CHUNK_ROWS):
+            part = slice(lo, min(n, lo + CHUNK_ROWS))
+            before = np.asarray(logp[part], dtype=np.float64)
+            log_norm = before.max(axis=1)
+            weights = np.exp(before - log_norm[:, None])
+            drift = var[part] > 0
+            decay = np.exp(np.outer(var[part], eigenvalues)) if drift.any() else no_rows
+            likelihood = no_rows
+            if exposure is not None:
+                likelihood, log_scale = self.likelihood(exposure[part], np.asarray(changed)[part])
+            step_rows(weights, np.ascontiguousarray(var[part]), decay, likelihood, basis,
+                      basis_t, self.rate, floor, mean[part], log_norm)  # fmt: skip
+            with np.errstate(divide="ignore"):
+                out[part] = np.maximum(np.log(weights), LOG_FLOOR)
+            if exposure is None:
+                out[part][~drift] = before[~drift]
+            else:
+                evidence[part] = log_norm + log_scale
+        return out, evidence, mean
 
     def update(
         self, logp: np.ndarray, exposure: np.ndarray, changed: np.ndarray
@@ -184,25 +251,15 @@ class LogRateGrid:
 
         ``log-evidence`` is the predictive log-probability of the observed flag.
         """
-        post = np.asarray(logp, dtype=np.float64) + self.log_likelihood(exposure, changed)
-        norm = logsumexp_rows(post)
-        return np.maximum(post - norm[:, None], LOG_FLOOR), norm
+        out, evidence, _ = self.step(logp, 0.0, exposure, changed)
+        return out, evidence
 
     def diffuse(self, logp: np.ndarray, variance: np.ndarray) -> np.ndarray:
         """The random walk of ``θ`` with variance ``σ²Δt`` per row (0: unchanged)."""
-        logp = np.asarray(logp, dtype=np.float64)
-        var = np.broadcast_to(np.asarray(variance, dtype=np.float64), (len(logp),))
-        move = np.flatnonzero(var > 0)
-        if len(move) == 0:
-            return logp
-        out = logp.copy()
-        v, eig = self._basis
-        top = logp[move].max(axis=1)
-        p = np.exp(logp[move] - top[:, None])
-        q = ((p @ v) * np.exp(np.outer(var[move], eig))) @ v.T
-        with np.errstate(divide="ignore"):
-            out[move] = self._normalise(np.log(np.maximum(q, 0.0)) + top[:, None])
-        return out
+        var = np.asarray(variance, dtype=np.float64)
+        if not (var > 0).any():
+            return np.asarray(logp, dtype=np.float64)
+        return self.step(logp, var)[0]
 
     # ------------------------------------------------------------------ summaries
     def probabilities(self, logp: np.ndarray) -> np.ndarray:
@@ -334,7 +391,6 @@ def run_filter(
     for r in range(len(bounds) - 1):
         k = order[bounds[r] : bounds[r + 1]]
         i = row[k]
-        lp = grid.diffuse(out[i], s2[i] * dur[k])
-        out[i], ev = grid.update(lp, expo[k], hit[k])
+        out[i], ev, _ = grid.step(out[i], s2[i] * dur[k], expo[k], hit[k])
         evidence[i] += ev
     return out, evidence

@@ -41,6 +41,7 @@ from bayesrate.errors import ObservationError
 from bayesrate.estimators.gamma import adf_update, exposure_update
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler.rategrid import (
+    CHUNK_ROWS,
     GRID_MAX_PER_DAY,
     GRID_MIN_PER_DAY,
     GRID_SIZE,
@@ -675,10 +676,15 @@ class SchedulerState:
             )
             return
         _, sigma2 = self._host_tables()
-        logp = self.grid.diffuse(self._log_weights[rows], sigma2[self._host[rows]] * (end - start))
-        logp, _ = self.grid.update(logp, exposure, changed)
-        self._log_weights[rows] = logp
-        self._rate_mean[rows] = self.grid.mean(logp)
+        variance = sigma2[self._host[rows]] * (end - start)
+        for lo in range(0, len(rows), CHUNK_ROWS):
+            part = slice(lo, lo + CHUNK_ROWS)
+            chunk = rows[part]
+            logp, _, mean = self.grid.step(
+                self._log_weights[chunk], variance[part], exposure[part], changed[part]
+            )
+            self._log_weights[chunk] = logp
+            self._rate_mean[chunk] = mean
 
     def observe_log(
         self, offsets: np.ndarray, times: np.ndarray, changed: np.ndarray

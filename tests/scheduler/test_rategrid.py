@@ -222,3 +222,20 @@ def test_evidence_prefers_drift_only_when_rates_drift(rng):
         _, still = run_filter(grid, prior, row, dur, dur, flags, sigma2=0.0)
         _, moving = run_filter(grid, prior, row, dur, dur, flags, sigma2=sigma2_h)
         assert (moving.sum() > still.sum()) == drifting
+
+
+@pytest.mark.parametrize("hours", [1e-6, 0.5, 3e3, 1e9])
+@pytest.mark.parametrize("changed", [False, True])
+def test_update_at_extreme_exposures_is_bayes_rule_in_log_space(hours, changed):
+    """The compiled step (linear space, scaled likelihood) against Bayes' rule written in log
+    space with scipy, where a naive linear product would underflow or lose the small node."""
+    from scipy.special import logsumexp
+
+    grid = LogRateGrid()
+    prior = grid.prior_gamma(ALPHA, BETA_DAYS * HOURS_PER_DAY)
+    x = hours * grid.rate
+    loglik = np.log(-np.expm1(-x)) if changed else -x
+    want = np.maximum(prior + loglik - logsumexp(prior + loglik), -700.0)
+    got, evidence = grid.update(prior[None, :], np.array([hours]), np.array([changed]))
+    np.testing.assert_allclose(np.exp(got[0]), np.exp(want), rtol=1e-9, atol=1e-300)
+    assert evidence[0] == pytest.approx(logsumexp(prior + loglik), rel=1e-12, abs=1e-12)
