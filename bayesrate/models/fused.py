@@ -125,7 +125,7 @@ def _pow2_reduce(x, poly, scale_bits, m):
 
 
 @numba.njit(**_JIT)
-def _exp_into(x, out, poly, scale_bits, m):
+def exp_into(x, out, poly, scale_bits, m):
     """``out[j] = e^{x[j]}`` for ``x`` in ``[−708, 709]``, ~1 ulp, in SIMD-friendly loops."""
     _pow2_reduce(x, poly, scale_bits, m)
     scale = scale_bits.view(np.float64)
@@ -181,10 +181,10 @@ def _block_terms(log_rate, log_pattern, rate, mult, exact_product, page, pattern
         for j in range(m):
             log_lam[j] = log_rate[page[start + j]] + log_pattern[pattern[start + j]]
             neg[j] = min(max(log_lam[j], -_LOG_LAMBDA_LOW), _LOG_LAMBDA_HIGH)
-        _exp_into(neg, lam, miss, i[0], m)
+        exp_into(neg, lam, miss, i[0], m)
     for j in range(m):
         neg[j] = -min(lam[j], _LAMBDA_CAP)
-    _exp_into(neg, miss, value, i[0], m)
+    exp_into(neg, miss, value, i[0], m)
     for j in range(m):
         lj = lam[j]
         q = miss[j] if lj < _LAMBDA_CAP else 0.0

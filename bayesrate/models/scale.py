@@ -44,6 +44,7 @@ import pandas as pd
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.estimators.grid import SPAN, GridPosterior, sinh_grid, sinh_nodes, sinh_params
 from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
+from bayesrate.models.fused import exp_into
 
 if TYPE_CHECKING:
     from bayesrate.models.hierarchical import HierarchicalModel
@@ -148,6 +149,8 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _TINY_SUM = 1e-280
 #: relative weights below e^-40 (SPAN) are left out of the sums
 _NEGLIGIBLE = math.exp(-SPAN)
+#: the vectorised exponential's domain starts here (its result is a normal number)
+_EXP_ARGUMENT_MIN = -708.0
 
 
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
@@ -185,13 +188,24 @@ def _log_gaussian_mixture(centers, log_weight, points, sigma):
             w[i] = math.exp(log_weight[p, i] - top)
         offs = np.empty(c)
         active = np.flatnonzero(w >= _NEGLIGIBLE)  # centres within e^-40 of the largest
+        size = len(active) * m
+        x = np.empty(size)
+        kernel = np.empty(size)
+        poly = np.empty(size)
+        scale_bits = np.empty(size, dtype=np.int64)
+        for a in range(len(active)):
+            for k in range(m):
+                d = centers[p, active[a]] - points[p, k]
+                # below e^-708 a kernel value is nothing next to _TINY_SUM
+                x[a * m + k] = max(-d * d * inv2s2, _EXP_ARGUMENT_MIN)
+        exp_into(x, kernel, poly, scale_bits, size)
+        acc = np.zeros(m)
+        for a in range(len(active)):
+            for k in range(m):
+                acc[k] += w[active[a]] * kernel[a * m + k]
         for k in range(m):
-            acc = 0.0
-            for i in active:
-                d = centers[p, i] - points[p, k]
-                acc += w[i] * math.exp(-d * d * inv2s2)
-            if acc > _TINY_SUM:
-                out[p, k] = math.log(acc) + top + norm
+            if acc[k] > _TINY_SUM:
+                out[p, k] = math.log(acc[k]) + top + norm
             else:
                 for i in range(c):
                     offs[i] = centers[p, i] - points[p, k]

@@ -11,10 +11,10 @@ from scipy.special import gammaln
 
 from bayesrate.likelihood import log1mexp_of_log
 from bayesrate.models.fused import (
-    _exp_into,
     _Groups,
     binomial_terms,
     binomial_total_kernel,
+    exp_into,
     scatter_to_factors,
 )
 from bayesrate.simulate import pages_like
@@ -62,7 +62,7 @@ def test_vectorised_exp_matches_numpy_to_a_few_ulp():
     x = np.concatenate([rng.uniform(-708, 709, 200_000), [-708.0, 0.0, 1e-300, 709.0]])
     n = len(x)
     got = np.empty(n)
-    _exp_into(x, got, np.empty(n), np.empty(n, np.int64), n)
+    exp_into(x, got, np.empty(n), np.empty(n, np.int64), n)
     want = np.exp(x)
     assert np.all(np.abs(got - want) <= 4 * ULP * want)
 
