@@ -164,7 +164,9 @@ for days in crawl_days:
         totals = frame.groupby("year")[["true", "seen"]].sum()
         by_year[days] = 1 - totals["seen"] / totals["true"]
 hidden = pd.DataFrame(hidden).set_index("crawl every (days)")
-hidden
+hidden_by_year = pd.DataFrame({f"every {d} d": share for d, share in by_year.items()}).T
+display(hidden)
+hidden_by_year
 
 # %% [markdown]
 # The true changes differ slightly between schedules because a crawl sees only the changes
@@ -185,7 +187,7 @@ for (days, share), colour in zip(by_year.items(), ["C0", "C3"], strict=True):
     right.plot(share.index, share.to_numpy(), marker="o", color=colour, label=f"every {days} d")
 right.set_xlabel("year of the detecting visit")
 right.set_ylabel("share of true changes not detected")
-right.set_title("and with the burstiness of the year")
+right.set_title("hidden share per year")
 right.legend(fontsize=8)
 fig.tight_layout()
 fig
@@ -254,7 +256,7 @@ fig
 #   after it.
 
 # %%
-results = {}
+results, run_seconds = {}, {}
 for label, split in SPLITS.items():
     started = time.perf_counter()
     results[label] = forecast.run(
@@ -270,7 +272,8 @@ for label, split in SPLITS.items():
         progress=print,
         **SAMPLER,
     )
-    print(f"{label}: {time.perf_counter() - started:.0f} s\n")
+    run_seconds[label] = time.perf_counter() - started
+    print(f"{label}: {run_seconds[label]:.0f} s\n")
 
 # %% [markdown]
 # ## 4. Did the fits converge?
@@ -425,22 +428,22 @@ pit_figure(second)
 
 # %%
 shown = [m for m in ("naive", "censored", "hierarchical") if m in first.methods]
-fig = plots.figure((4 * len(shown), 3.8))
-axes = np.atleast_1d(fig.subplots(1, len(shown), sharey=True))
-changed = first.changed
-realised = first.true_rate[changed] * HOURS_PER_DAY
-for ax, name in zip(axes, shown, strict=True):
-    predicted = first.methods[name].rate_per_hour[changed] * HOURS_PER_DAY
-    ax.scatter(predicted, realised, s=4, alpha=0.4)
-    lo, hi = 1e-4, 3.0
-    ax.plot([lo, hi], [lo, hi], color="k", lw=1, ls="--")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_title(f"{name}: rate log-RMSE {first.methods[name].rate_log_rmse:.2f}", fontsize=9)
-    ax.set_xlabel("predicted rate (changes per day)")
-axes[0].set_ylabel("realised rate in the test window (changes per day)")
-fig.suptitle(f"{next(iter(results))}: {int(changed.sum())} pages that changed", fontsize=10)
+fig = plots.figure((4 * len(shown), 3.6 * len(results)))
+grid = fig.subplots(len(results), len(shown), sharex=True, sharey=True, squeeze=False)
+lo, hi = 1e-4, 3.0
+for row, (label, r) in zip(grid, results.items(), strict=True):
+    realised = r.true_rate[r.changed] * HOURS_PER_DAY
+    for ax, name in zip(row, shown, strict=True):
+        predicted = r.methods[name].rate_per_hour[r.changed] * HOURS_PER_DAY
+        ax.scatter(predicted, realised, s=4, alpha=0.4)
+        ax.plot([lo, hi], [lo, hi], color="k", lw=1, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_title(f"{label}, {name}: log-RMSE {r.methods[name].rate_log_rmse:.2f}", fontsize=9)
+        ax.set_xlabel("predicted rate (changes per day)")
+    row[0].set_ylabel("realised rate (changes per day)")
+fig.suptitle("predicted vs realised rate, pages that changed in the test window", fontsize=10)
 fig.tight_layout()
 fig
 
@@ -456,7 +459,7 @@ for label, r in results.items():
     t = score_table(r)
     best = t.drop("hindsight reference")["log_score"].idxmax()
     b = baselines[label]
-    print(f"== {label}: split {r.split[:10]}, {r.n_pages:,} pages")
+    print(f"== {label}: split {r.split[:10]}, {r.n_pages:,} pages, {run_seconds[label]:.0f} s")
     print(
         f"   best log score: {best} {t.loc[best, 'log_score']:.3f}; "
         f"hindsight reference {t.loc['hindsight reference', 'log_score']:.3f}"
@@ -479,4 +482,10 @@ print(
     f"a weekly {hidden.loc[7, 'hidden share']:.1%}, a 30-day {hidden.loc[30, 'hidden share']:.1%}"
 )
 print(f"commits touching >= 100 pages: {int(big.sum())}, carrying {share_in_big:.1%} of changes")
-print(f"fits that missed a gate: {int((~convergence['converged']).sum())} of {len(convergence)}")
+weekly = by_year[7]
+print(
+    "hidden by a weekly crawl, per year: "
+    + ", ".join(f"{year} {share:.1%}" for year, share in weekly[weekly.index >= 2021].items())
+)
+failed = convergence.index[~convergence["converged"].astype(bool)]
+print(f"fits that missed a gate: {len(failed)} of {len(convergence)}: {list(failed)}")
