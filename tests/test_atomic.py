@@ -30,3 +30,20 @@ def test_atomic_path_keeps_the_old_file_on_failure(tmp_path):
         raise ValueError
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv"]
+
+
+def test_outputs_get_ordinary_permissions_not_the_temporaries_private_ones(tmp_path):
+    """mkstemp/mkdtemp create private (0600/0700) temporaries; the renamed result must have
+    the permissions of an ordinary file or directory under the process's umask."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "out.json") as p:
+            p.write_text("{}")
+        with atomic_directory(tmp_path / "artifact") as d:
+            (d / "a.txt").write_text("a")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "artifact").stat().st_mode & 0o777 == 0o755
