@@ -340,7 +340,11 @@ comparison.table[["elpd", "se", "elpd_diff", "dse", "p", "weight"]]
 # ## The modulated model's weekly rhythm
 #
 # The multipliers of the 168 hours of the week (mean 1 per draw), UTC: a document's
-# instantaneous rate is its time-averaged rate times the multiplier of the hour.
+# instantaneous rate is its time-averaged rate times the multiplier of the hour. With
+# visits only at 00, 06, 12 and 18 UTC, the data see each 6-hour block between visits as a
+# whole: the hours inside a block are not separately identified, which is why the medians
+# step every six hours and the hourly bands are wide, while the day-of-week multipliers
+# (the green curve) are tight.
 
 # %%
 multipliers = stack_draws(
@@ -459,11 +463,14 @@ display(fig)
 #   few points (still extreme for the realized chi-square); the modulated model does
 #   *worse* on this check, because it explains era effects with hour-of-day multipliers
 #   (it over-predicts 18:00 and under-predicts 00:00).
-# * **κ absorbs the eras.** Most services get a tiny κ, which makes a 24-hour interval
-#   hardly more likely to show a change than a 6-hour one: the bursty model uses κ to
-#   reconcile a document's daily-era and 6-hourly-era detection frequencies, i.e. to
-#   absorb a rate that changed between eras, not bursts. Its service-level rates are then
-#   weakly identified (the wide green intervals of the domain figure).
+# * **κ does not reach the gaps.** Most services get a small κ, which pulls the detection
+#   probability of their busier documents' intervals well below the Poisson's and makes a
+#   24-hour interval only about three times as likely to show a change as a 6-hour one (a
+#   slow Poisson page: four times). κ is learnt from documents crawled at several interval
+#   lengths, i.e. from the eras, so it can as well be absorbing rates that changed between
+#   eras (as on all of `ota-contrib`, `docs/models.md`) as bursts. Either way the gap check
+#   does not move, and the service-level rates become weakly identified (the wide green
+#   intervals of the domain figure).
 
 # %% [markdown]
 # ## The drift model is missing
@@ -539,4 +546,33 @@ print("observed share of detections by hour:",
 # %% [markdown]
 # ## What we learned
 #
-# (filled in from the full run)
+# On the 221 documents of the 39 Open Terms Archive services with at least four documents
+# (1,145,597 visits, 9,524 detected changes over 13.9 years):
+#
+# * **Every fit converged**, R-hat ≤ 1.0074, bulk ESS ≥ 960, tail ESS ≥ 582, no divergences —
+#   the bursty model only with κ centred and 3,000 draws (160 s against 17 s for the
+#   hierarchical model in the same run; 81 gradient evaluations per draw against 28). At its
+#   defaults it missed the gates in a trial run (R-hat 1.14, bulk ESS 22; see Method).
+# * **Pooling changes the quiet documents.** For the 60 documents with at most two
+#   detections, the hierarchical posterior mean rate is a median 0.69× the censored model's,
+#   whose Gamma(1, 1 day) prior pulls slow documents up; the censored model fails the
+#   population checks (log-scale spread p = 0.015, share of never-changed documents p = 0.00,
+#   conditional replication). Hierarchical and modulated agree on the services: median
+#   document rates from 0.0010 to 0.048 changes per day, 90% intervals spanning a factor of
+#   7.3 (median). The bursty model's service rates are barely identified (up to 3.05 per
+#   day, intervals spanning a factor of 68).
+# * **Leave-one-page-out prefers `modulated`**: ΔELPD 170.8 ± 39.9 over `hierarchical` and
+#   910.4 ± 50.8 over `censored`; Pareto k is above its threshold for 1 and 2 documents. The
+#   bursty model cannot be ranked: the package's leave-one-page-out is not written for it.
+# * **The weekly rhythm is real.** Tuesday to Thursday hold 15.8–16.7% of detections,
+#   Saturday 12.1% and Sunday 10.4% (flat: 14.3%). The modulated model's day multipliers
+#   (Tue–Thu 1.13–1.16, Sat 0.72, Sun 0.75) reproduce it for the fitted documents
+#   (p = 0.27) but not for new documents drawn from the population (mixed, p = 0.025).
+# * **The blind spots are shared by all four models.** Gap CV observed 1.67 against 0.90–0.93
+#   replicated (p = 0.000 for every model, the bursty one included); the hour-of-day check
+#   is extreme for all (p ≤ 0.03) and worst for `modulated`, which reads era effects as
+#   hours (18:00 replicated 0.292 of detections against 0.275 observed). The bursty model's
+#   small κ (median over services 0.0065) is interval-level overdispersion, not clustering
+#   in time.
+# * **The drift model (`dynamic`, issue 14) does not exist yet.** The gap and hour checks
+#   are where it would have to prove itself.
