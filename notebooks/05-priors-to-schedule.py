@@ -84,9 +84,8 @@ print(f"... in a fresh interpreter importing the scheduler, replay and harness: 
 # hyperparameters, and with their posterior uncertainty integrated out a normal mixture in
 # `ln λ` (schema version 2). Version 1 of the schema kept only a Gamma with the same mean
 # and variance; version 2 keeps that Gamma as a documented *view*, with its fidelity
-# stated. If the shipped file is still version 1, the population is computed here from the
-# artifact's own compact fit (`fit.nc`, 500 thinned draws) with the export function that
-# `bayesrate calibrate` uses.
+# stated. The shipped artifact is version 2 (`make main` writes it); a version-1 file still
+# loads, with Gamma priors only.
 
 # %%
 from pathlib import Path
@@ -99,17 +98,8 @@ from bayesrate.priors import GLOBAL_KEY, GammaPrior, PriorSet, find_artifact
 
 MODELS = next((p for p in (Path("..") / "models", Path("models")) if p.is_dir()), Path("models"))
 ARTIFACT = find_artifact(MODELS, "ota-contrib")
-shipped = PriorSet.load(ARTIFACT)
-if shipped.schema_version == 2:
-    priors, population_source = shipped, "priors.json (schema 2)"
-else:
-    from bayesrate.export import domain_priors
-    from bayesrate.models import RateModel
-
-    t = time.perf_counter()
-    priors = domain_priors(RateModel.load(ARTIFACT.parent / "fit.nc"))
-    population_source = f"recomputed from fit.nc in {time.perf_counter() - t:.0f} s"
-print(f"artifact: {ARTIFACT} (schema {shipped.schema_version}); population: {population_source}")
+priors = PriorSet.load(ARTIFACT)
+print(f"artifact: {ARTIFACT} (schema {priors.schema_version})")
 print(f"{len(priors.domains)} domains + a global prior for unseen domains")
 
 # the service with the most documents in the fit
@@ -547,22 +537,21 @@ print(f"[run] {time.perf_counter() - started:.0f} s for the whole notebook (fast
 #
 # Numbers from the committed full run (printed by the cell above).
 #
-# - **A Gamma with the population's mean and variance is a different prior.** The shipped
-#   `priors.json` is still schema 1; its fit (`fit.nc`) gives the population. For Twitter (18
-#   documents, mean 0.0132 changes/day) the population's median is 0.0062/day and the Gamma
-#   view's 0.0028/day; the Gamma puts 21.8% of pages below a hundredth of the mean rate,
-#   the population 0.1% (KL 0.40 nats). For an unseen service (global prior, mean
-#   0.0184/day, Gamma α = 0.059) the medians are 0.0044/day against 1.4·10⁻⁶/day and the
-#   shares below mean/100 3.0% against 66.6% (KL 1.17 nats). Across the 385 services the
-#   Gamma view's median is a median 10^−0.87 ≈ 0.13 times the population's (from 10^−5.2 to
-#   10^−0.35).
+# - **A Gamma with the population's mean and variance is a different prior.** In the shipped
+#   artifact (schema 2), for Twitter (18 documents, mean 0.0135 changes/day) the population's
+#   median is 0.0063/day and the Gamma view's 0.0028/day; the Gamma puts 22.2% of pages
+#   below a hundredth of the mean rate, the population 0.1% (KL 0.40 nats). For an unseen
+#   service (global prior, mean 0.0184/day, Gamma α = 0.058) the medians are 0.0044/day
+#   against 1.2·10⁻⁶/day and the shares below mean/100 3.0% against 66.9% (KL 1.18 nats).
+#   Across the 385 services the Gamma view's median is a median 10^−0.88 ≈ 0.13 times the
+#   population's (from 10^−1.85 to 10^−0.36).
 # - **The grid posterior is the exact posterior; the Gamma-ADF state is not.** For one URL
 #   fetched daily, the exact posterior mean (quadrature) after 30 unchanged days is
-#   0.0075/day: the grid gives 0.0075, the Gamma-ADF state 0.0054 (28% low). Just after a
-#   detected change (day 61) it is 0.0126: grid 0.0126, Gamma-ADF 0.0157 (25% high); on
-#   day 90, 0.0100 against 0.0100 and 0.0116. The Gamma's lower tail, which no "unchanged"
+#   0.0076/day: the grid gives 0.0076, the Gamma-ADF state 0.0054 (29% low). Just after a
+#   detected change (day 61) it is 0.0127: grid 0.0127, Gamma-ADF 0.0158 (24% high); on
+#   day 90, 0.0101 against 0.0101 and 0.0116. The Gamma's lower tail, which no "unchanged"
 #   fetch can remove, is what drags it down before the change: after 60 unchanged days its
-#   5% quantile is 1.6·10⁻⁷/day, the grid's 6.1·10⁻⁴/day (5.5·10⁻⁴ with drift).
+#   5% quantile is 1.4·10⁻⁷/day, the grid's 6.2·10⁻⁴/day (5.6·10⁻⁴ with drift).
 # - **On the tldr pages a better posterior does not buy freshness.** First half of 2024
 #   (5,019 pages, 1,915 changes, equal weights, daily warm-up crawl): uniform revisiting is
 #   the best production policy at both budgets (freshness 0.9689 at 1/30 and 0.9168 at
@@ -575,14 +564,15 @@ print(f"[run] {time.perf_counter() - started:.0f} s for the whole notebook (fast
 #   is not in any page's past rate. (The warm-up fit missed the 1.01 R-hat gate on one page's
 #   log-rate, R-hat 1.014; the population parameters the priors are made of have R-hat
 #   1.007, bulk ESS ≥ 614, no divergences.)
-# - **In the simulated web ours is within 1–2.5% of the oracle.** With 2,000 URLs from the
-#   ota-contrib priors over 60 days, ours reaches 0.9920 (Gamma-ADF) and 0.9907 (grid) of
-#   the oracle's freshness at 0.2 fetches/URL/day, 1.0093 and 1.0079 of the best production
-#   policy (stormcrawler-adaptive), whose distance to the oracle is 1.74%; at 0.05 it
-#   reaches 0.9786 and 0.9763 of the oracle, 1.0188 and 1.0164 of the best production
-#   policy (nutch-adaptive; oracle 1.0411). The Gamma-ADF state is slightly ahead here
-#   because this world draws its true rates from the Gamma views, the prior it starts from.
+# - **In the simulated web ours is within 1–2.6% of the oracle.** With 2,000 URLs from the
+#   ota-contrib priors over 60 days, ours reaches 0.9924 (Gamma-ADF) and 0.9911 (grid) of
+#   the oracle's freshness at 0.2 fetches/URL/day, 1.0098 and 1.0085 of the best production
+#   policy (stormcrawler-adaptive), whose distance to the oracle is 1.75%; at 0.05 it
+#   reaches 0.9757 and 0.9738 of the oracle, 1.0166 and 1.0147 of the best production
+#   policy (stormcrawler-adaptive again; oracle 1.0419). The Gamma-ADF state is slightly
+#   ahead here because this world draws its true rates from the Gamma views, the prior it
+#   starts from, even when the artifact carries the population.
 # - The scheduler stays light: importing `bayesrate.scheduler` (and its replay, grid and
-#   harness modules) loads no PyMC, PyTensor or ArviZ. The full run took 548 s on a
-#   2-core machine shared with other jobs (load average 2–11): the population from `fit.nc`
-#   24 s, the warm-up fit 125 s, the two replays 300 s, the four simulations 86 s.
+#   harness modules) loads no PyMC, PyTensor or ArviZ. The committed full run took 295 s
+#   on the 2-core machine (load average below 2): the warm-up fit 53 s, the two replays
+#   160 s, the four simulations 73 s.
