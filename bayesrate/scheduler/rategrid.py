@@ -217,6 +217,9 @@ class LogRateGrid:
         logp = np.asarray(logp)
         n = len(logp)
         var = np.broadcast_to(np.asarray(variance, dtype=np.float64), (n,))
+        if exposure is not None:
+            exposure = np.asarray(exposure, dtype=np.float64)
+            changed = np.asarray(changed)
         out = np.empty((n, self.size))
         evidence = np.zeros(n)
         mean = np.empty(n)
@@ -233,7 +236,7 @@ class LogRateGrid:
             decay = np.exp(np.outer(var[part], eigenvalues)) if drift.any() else no_rows
             likelihood = no_rows
             if exposure is not None:
-                likelihood, log_scale = self.likelihood(exposure[part], np.asarray(changed)[part])
+                likelihood, log_scale = self.likelihood(exposure[part], changed[part])
             step_rows(weights, np.ascontiguousarray(var[part]), decay, likelihood, basis,
                       basis_t, self.rate, floor, mean[part], log_norm)  # fmt: skip
             with np.errstate(divide="ignore"):
