@@ -18,16 +18,9 @@ import argparse
 import time
 
 import numpy as np
+from bench_scheduler import T0, synthetic_fetches, timed
 
 from bayesrate.scheduler import SchedulerConfig, SchedulerState, decide
-
-T0 = 482_256.0
-
-
-def timed(fn, *args, **kwargs):
-    t = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return time.perf_counter() - t, out
 
 
 def warm_up(config: SchedulerConfig) -> float:
@@ -62,13 +55,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10_000)
     args = ap.parse_args()
     n, k = args.n, args.k
-    rng = np.random.default_rng(20261201)
-    urls = [f"https://host{i % 5000}.example/page/{i}" for i in range(n)]
-    hosts = [f"host{i % 5000}.example" for i in range(n)]
-    weights = rng.pareto(1.5, n) + 1.0
-    t1 = T0 + rng.uniform(1, 48, n)
-    changed = (rng.random(n) < 0.4).astype(np.int8)
-    now = T0 + 72.0
+    urls, hosts, weights, t1, changed, now = synthetic_fetches(n, 20261201)
     print(f"# bench_rategrid: {n:,} URLs, due k={k:,}")
     configs = {
         "gamma-adf (baseline)": SchedulerConfig(

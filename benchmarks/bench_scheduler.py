@@ -97,6 +97,19 @@ def timed(fn, *args, repeat: int = 1, **kwargs):
     return best, out
 
 
+def synthetic_fetches(n: int, seed: int) -> tuple:
+    """``n`` URLs on 5,000 hosts with Pareto weights, one fetch each 1–48 h after ``T0``
+    (40% changed), and the ``now`` of the decisions: ``(urls, hosts, weights, t1, changed,
+    now)``."""
+    rng = np.random.default_rng(seed)
+    urls = [f"https://host{i % 5000}.example/page/{i}" for i in range(n)]
+    hosts = [f"host{i % 5000}.example" for i in range(n)]
+    weights = rng.pareto(1.5, n) + 1.0
+    t1 = T0 + rng.uniform(1, 48, n)
+    changed = (rng.random(n) < 0.4).astype(np.int8)
+    return urls, hosts, weights, t1, changed, T0 + 72.0
+
+
 def import_time() -> float:
     """Best of 5: wall time of ``import bayesrate.scheduler`` inside a fresh interpreter."""
     code = (
@@ -119,13 +132,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10_000)
     args = ap.parse_args()
     n, k = args.n, args.k
-    rng = np.random.default_rng(20261130)
-    urls = [f"https://host{i % 5000}.example/page/{i}" for i in range(n)]
-    hosts = [f"host{i % 5000}.example" for i in range(n)]
-    weights = rng.pareto(1.5, n) + 1.0
-    t1 = T0 + rng.uniform(1, 48, n)
-    changed = (rng.random(n) < 0.4).astype(np.int8)
-    now = T0 + 72.0
+    urls, hosts, weights, t1, changed, now = synthetic_fetches(n, 20261130)
     print(f"# bench_scheduler: {n:,} URLs, due k={k:,}")
 
     # ---- ours
