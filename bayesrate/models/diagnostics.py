@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bayesrate.constants import ESS_MIN, MAX_DIVERGENCES, R_HAT_MAX
+from bayesrate.models import convergence
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +101,11 @@ class Diagnostics:
         return cls(**known)
 
 
-def _worst(dataset, reducer: str) -> tuple[float, str]:
+def _worst(per_variable: dict[str, np.ndarray], reducer: str) -> tuple[float, str]:
     """(value, 'name[idx]') of the max ('max') or min ('min') over all variables."""
     best_value = -math.inf if reducer == "max" else math.inf
     best_name = ""
-    for name, arr in dataset.data_vars.items():
-        values = np.asarray(arr.values, dtype=np.float64).reshape(-1)
+    for name, values in per_variable.items():
         finite = np.isfinite(values)
         if not finite.any():
             continue
@@ -134,9 +134,11 @@ def compute(
     sampling_seconds: float = math.nan,
     extra: dict[str, Any] | None = None,
 ) -> Diagnostics:
-    """Diagnostics of the posterior group of ``idata`` over ``var_names``."""
-    import arviz as az
+    """Diagnostics of the posterior group of ``idata`` over ``var_names``.
 
+    R-hat is ArviZ's rank-normalised split R-hat, the ESS its bulk and tail ESS, computed
+    by :mod:`bayesrate.models.convergence` for all of a variable's elements at once.
+    """
     posterior = idata["posterior"].to_dataset()[var_names]
     chains = int(posterior.sizes["chain"])
     draws = int(posterior.sizes["draw"])
@@ -150,12 +152,19 @@ def compute(
         extra=dict(extra or {}),
     )
     if draws >= 4:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            diag.ess_bulk_min, diag.worst_ess = _worst(az.ess(posterior, method="bulk"), "min")
-            diag.ess_tail_min, _ = _worst(az.ess(posterior, method="tail"), "min")
-            if chains > 1:
-                diag.r_hat_max, diag.worst_r_hat = _worst(az.rhat(posterior), "max")
+        stats = {
+            str(name): convergence.summary(
+                np.asarray(posterior[name].transpose("chain", "draw", ...).values).reshape(
+                    chains, draws, -1
+                )
+            )
+            for name in var_names
+        }
+        r_hat, ess_bulk, ess_tail = ({n: s[row] for n, s in stats.items()} for row in range(3))
+        diag.ess_bulk_min, diag.worst_ess = _worst(ess_bulk, "min")
+        diag.ess_tail_min, _ = _worst(ess_tail, "min")
+        if chains > 1:
+            diag.r_hat_max, diag.worst_r_hat = _worst(r_hat, "max")
     if "sample_stats" in idata.children:
         stats = idata["sample_stats"].to_dataset()
         if "diverging" in stats:
