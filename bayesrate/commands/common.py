@@ -30,6 +30,13 @@ def add_input_options(parser: argparse.ArgumentParser, *, default_dataset: bool 
         choices=sorted(TIME_UNITS),
         help="unit of numeric times in --input (default: hours)",
     )
+    parser.add_argument(
+        "--keep-silent-runs",
+        action="store_true",
+        help="Open Terms Archive datasets: keep every nominal run, even where the whole "
+        "collection was improbably silent (by default such stretches, probable outages, "
+        "are merged into single intervals)",
+    )
 
 
 def load_observations(args: argparse.Namespace, *, default_dataset: bool = True):
@@ -42,7 +49,7 @@ def load_observations(args: argparse.Namespace, *, default_dataset: bool = True)
     name = getattr(args, "dataset", None)
     if name is None and default_dataset:
         name = datasets.DEFAULT
-    return datasets.load(name)
+    return datasets.load(name, merge_silences=not getattr(args, "keep_silent_runs", False))
 
 
 def progress(message: str) -> None:

@@ -95,7 +95,7 @@ def raw_tables(name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 @lru_cache(maxsize=8)
-def _load_cached(name: str) -> Observations:
+def _load_cached(name: str, merge_silences: bool = True) -> Observations:
     from bayesrate.io.ota import from_changelog
 
     events, docs = raw_tables(name)
@@ -104,19 +104,28 @@ def _load_cached(name: str) -> Observations:
         event=events["event"].astype(str),
         time_utc=events["time_utc"],
     )
-    return from_changelog(events, docs, grid=PROVENANCE[name]["collection"], source=name)
+    return from_changelog(
+        events,
+        docs,
+        grid=PROVENANCE[name]["collection"],
+        source=name,
+        merge_silences=merge_silences,
+    )
 
 
-def load(name: str = DEFAULT) -> Observations:
+def load(name: str = DEFAULT, *, merge_silences: bool = True) -> Observations:
     """Load an embedded dataset as :class:`~bayesrate.observations.Observations`.
 
     Parameters
     ----------
     name
         One of :func:`names` (default ``"ota-contrib"``).
+    merge_silences
+        Merge the collection-wide silent stretches (probable outages) into single
+        intervals (:mod:`bayesrate.io.ota`); ``False`` keeps every nominal run.
     """
     _check(name)
-    return _load_cached(name)
+    return _load_cached(name, merge_silences)
 
 
 @lru_cache(maxsize=4)

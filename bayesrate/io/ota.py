@@ -19,10 +19,21 @@ Rules (each exclusion is counted in ``Observations.notes``):
   changes and are excluded.
 - Observation ends at the collection's last run for documents still present at HEAD, and
   at the document's last event for documents removed from the repository.
+- **Silent stretches are merged** (default): a nominal run that never happened (an outage)
+  would count as an unchanged visit of every document — a phantom interval that biases rates
+  low and makes gaps look regular. Where the whole collection recorded nothing
+  (no ``first_record``, ``change`` or ``technical`` event) for consecutive slots although
+  its local event rate says that silence was improbable (probability below
+  ``silence_probability`` under a Poisson count at the rate of the ``window_days`` either
+  side), those slots' visits are dropped, so each document's interval spans the whole
+  stretch. That is exact whether or not the runs happened: it only forgoes the information
+  of runs that did happen and saw nothing. The merged stretches are listed in
+  ``Observations.meta["merged_silences"]`` and summed up in the notes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +115,12 @@ DEFAULT_GRIDS: dict[str, tuple[GridEra, ...]] = {
 }
 
 CHANGELOG_COLUMNS = ("time_utc", "event", "service", "terms_type", "path")
+#: event kinds that show a run of the collection happened
+RUN_EVENTS = ("first_record", "change", "technical")
+#: a silent stretch is merged when silence had a smaller probability than this
+SILENCE_PROBABILITY = 1e-3
+#: days either side of a silent stretch whose events give the collection's local rate
+SILENCE_WINDOW_DAYS = 30.0
 DOCUMENT_COLUMNS = ("path", "service", "terms_type", "present_in_head")
 EVENTS = ("first_record", "change", "technical", "other")
 
@@ -126,6 +143,9 @@ def from_changelog(
     *,
     grid: tuple[GridEra, ...] | str,
     source: str = "open-terms-archive",
+    merge_silences: bool = True,
+    silence_probability: float = SILENCE_PROBABILITY,
+    window_days: float = SILENCE_WINDOW_DAYS,
 ) -> Observations:
     """Build observations from an OTA changelog and documents table.
 
@@ -139,6 +159,11 @@ def from_changelog(
         ``terms_type``, ``present_in_head``).
     grid
         The nominal visit grid: eras, or a collection name from :data:`DEFAULT_GRIDS`.
+    merge_silences
+        Merge improbable collection-wide silences into single intervals (module docstring).
+    silence_probability, window_days
+        A silent stretch is merged when a Poisson count at the collection's event rate over
+        ``window_days`` either side gives its silence a probability below this.
 
     Returns
     -------
@@ -160,6 +185,15 @@ def from_changelog(
     visit_slot = concat_ranges(slot_of_first.astype(np.int64), counts)
     changed = np.zeros(offsets[-1], dtype=np.int8)
     changed[offsets[det_doc] + det_slot - slot_of_first[det_doc]] = 1
+    silences: list[dict] = []
+    if merge_silences:
+        silences = silent_stretches(
+            run_slots(log, hours, grid_times), grid_times, silence_probability, window_days
+        )
+        offsets, visit_slot, changed = _drop_slots(
+            offsets, visit_slot, changed, silences, len(grid_times)
+        )
+        notes.append(_silence_note(silences, silence_probability, window_days))
 
     labels = [p[:-3] if p.endswith(".md") else p for p in tracked]
     pages = pd.DataFrame(index=pd.Index(labels, name=PAGE))
@@ -179,7 +213,108 @@ def from_changelog(
         time_kind="datetime",
         notes=tuple(notes),
         source=source,
-        meta={"collection": collection, "grid": [e.__dict__ for e in eras]},
+        meta={
+            "collection": collection,
+            "grid": [e.__dict__ for e in eras],
+            "merged_silences": silences if merge_silences else None,
+        },
+    )
+
+
+def run_slots(log: pd.DataFrame, hours: np.ndarray, grid_times: np.ndarray) -> np.ndarray:
+    """Per grid slot, the number of documents with a run event (:data:`RUN_EVENTS`) in it."""
+    runs = log["event"].isin(RUN_EVENTS).to_numpy()
+    slot = np.searchsorted(grid_times, hours[runs], "right") - 1
+    path_code = pd.factorize(log["path"].to_numpy()[runs])[0]
+    inside = slot >= 0
+    key = np.unique(slot[inside].astype(np.int64) * (path_code.max() + 1) + path_code[inside])
+    return np.bincount(key // (path_code.max() + 1), minlength=len(grid_times))
+
+
+def silent_stretches(
+    activity: np.ndarray,
+    grid_times: np.ndarray,
+    silence_probability: float = SILENCE_PROBABILITY,
+    window_days: float = SILENCE_WINDOW_DAYS,
+) -> list[dict]:
+    """Maximal runs of slots without activity whose silence was improbable.
+
+    A stretch of slots ``a..b`` covers the hours ``(t[a-1], t[b]]``; the collection's local
+    rate is its activity (documents with an event, per slot) over the ``window_days`` before
+    ``t[a-1]`` and after ``t[b]``, per hour. The stretch is kept when
+    ``exp(-rate x hours) < silence_probability``. Slots before the first and after the last
+    active slot are never merged (no document is observed there).
+
+    Returns
+    -------
+    list of dict
+        ``first_slot``, ``last_slot``, ``start``/``end`` (ISO UTC of ``t[a-1]`` and ``t[b]``),
+        ``runs`` (nominal runs dropped), ``hours`` and ``expected_events``.
+    """
+    if not (0 < silence_probability < 1) or not window_days > 0:
+        raise ObservationError(
+            "silence_probability must be in (0, 1) and window_days > 0",
+            field="silence_probability",
+        )
+    active = np.flatnonzero(activity > 0)
+    if len(active) < 2:
+        return []
+    gaps = np.flatnonzero(np.diff(active) > 1)
+    first_silent, last_silent = active[gaps] + 1, active[gaps + 1] - 1
+    window = window_days * 24.0
+    cumulative = np.concatenate([[0], np.cumsum(activity)])
+    out = []
+    for a, b in zip(first_silent.tolist(), last_silent.tolist(), strict=True):
+        begin, end = grid_times[a - 1], grid_times[b]
+        before = np.searchsorted(grid_times, begin - window, "left")
+        after = np.searchsorted(grid_times, end + window, "right")
+        events = cumulative[a] - cumulative[before] + cumulative[after] - cumulative[b + 1]
+        span = min(window, begin - grid_times[0]) + min(window, grid_times[-1] - end)
+        if span <= 0:
+            continue
+        expected = events / span * (end - begin)
+        if math.exp(-expected) < silence_probability:
+            out.append(
+                {
+                    "first_slot": a,
+                    "last_slot": b,
+                    "start": to_timestamp(float(begin)).isoformat(),
+                    "end": to_timestamp(float(end)).isoformat(),
+                    "runs": b - a + 1,
+                    "hours": float(end - begin),
+                    "expected_events": float(expected),
+                }
+            )
+    return out
+
+
+def _drop_slots(offsets, visit_slot, changed, silences, n_slots):
+    """Observations without the visits in the merged silent slots (never a detection)."""
+    merged = np.zeros(n_slots, dtype=bool)
+    for s in silences:
+        merged[s["first_slot"] : s["last_slot"] + 1] = True
+    drop = merged[visit_slot]
+    if changed[drop].any():  # a silent slot has no events, so no detection can sit there
+        raise AssertionError("a merged silent slot holds a detection")
+    page = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    counts = np.bincount(page[~drop], minlength=len(offsets) - 1)
+    new_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return new_offsets, visit_slot[~drop], changed[~drop]
+
+
+def _silence_note(silences: list[dict], silence_probability: float, window_days: float) -> str:
+    runs = sum(s["runs"] for s in silences)
+    days = sum(s["hours"] for s in silences) / 24.0
+    rule = (
+        f"P(silence) < {silence_probability:g} at the collection's event rate over "
+        f"{window_days:g} days either side"
+    )
+    if not silences:
+        return f"merged no silent stretches ({rule})"
+    return (
+        f"merged {len(silences)} collection-wide silent stretch(es) into single intervals: "
+        f"{runs} nominal run(s) over {days:.1f} days dropped ({rule}); the list is in "
+        f"meta['merged_silences']"
     )
 
 
