@@ -106,10 +106,35 @@ def _ppc_section(ppc: Mapping[str, Any], out: Path) -> list[str]:
             cells.append(f"**{text}**" if s.extreme() else text)
         lines.append(f"| {stat} | " + " | ".join(cells) + " |")
     lines.append("")
+    lines += _periodicity_lines(ppc)
     for name in ppc:
         for path in ppc[name].plot(out, prefix=f"ppc-{name}"):
             lines += [f"![PPC {name}]({path.name})", ""]
 
+    return lines
+
+
+def _periodicity_lines(ppc: Mapping[str, Any], top: int = 5) -> list[str]:
+    """Per model, the pages whose detections crowd into one hour-of-week cell."""
+    lines = []
+    for name in ppc:
+        result = ppc[name].result("conditional")
+        table = result.periodic_pages
+        if table is None or not len(table):
+            continue
+        flagged = table[table["p_value"] < 0.05]
+        lines.append(
+            f"Per-page periodicity, {name} (conditional; {result.timezone}): "
+            f"{len(flagged)} of {len(table)} pages with ≥ 5 detections have more of them in "
+            f"their busiest hour-of-week cell than the model replicates (p < 0.05; about 5% "
+            f"expected by chance)." + (" Most periodic:" if len(flagged) else "")
+        )
+        for row in flagged.head(top).itertuples():
+            lines.append(
+                f"- `{row.page}`: {row.observed_share:.0%} of {row.detections} detections at "
+                f"{row.top_cell} (replicated {row.replicated_share:.0%}, p = {row.p_value:.3f})"
+            )
+        lines.append("")
     return lines
 
 

@@ -247,7 +247,7 @@ fig
 # constant-rate forecast.
 #
 # **Sizes chosen for this notebook.** A run of all the methods on all 6,907 pages at the
-# study's default sampler (4 chains × 500 draws) took 13 min 45 s on this shared machine,
+# study's former default sampler (4 chains × 500 draws) took 13 min 45 s on this shared machine,
 # and those short chains miss the R-hat gate (1.01). Here each split scores a random 1,000
 # of its eligible pages, with all seven methods, a daily crawl and a 180-day horizon, and the
 # fits run 4 chains × 1,000 draws after 1,000 tuning steps, so that they can meet the

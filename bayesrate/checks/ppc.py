@@ -15,7 +15,14 @@ replicates are compared with the observed detections:
 - ``gap_cv`` — the coefficient of variation of the gaps between detected changes (pages
   with at least a few detections), the numeric form of the case study's censored
   exponential Q-Q check: periodic pages give too regular gaps (low CV), bursty pages too
-  irregular ones (high CV).
+  irregular ones (high CV);
+- ``top_hour_of_week_share`` — scheduled jobs: per page with at least a few detections, the
+  share of its detections in its busiest hour-of-week cell (local clock) of the detecting
+  visit, averaged over those pages. A page updated by a daily or weekly job at a fixed
+  local time concentrates its detections in a few cells; a model without per-page
+  periodicity spreads them by exposure. Only too high is a misfit. The per-page values
+  (top cell, observed and replicated share, a per-page p-value) are in
+  :attr:`PPCResult.periodic_pages`.
 
 Two replications (:class:`ModelChecks`):
 
@@ -61,7 +68,11 @@ if TYPE_CHECKING:
     from bayesrate.observations import Observations
 
 N_DAYS = len(DAY_NAMES)
+N_HOURS_OF_WEEK = N_DAYS * N_HOURS_OF_DAY
+#: pages with fewer detections are left out of the gap and periodicity checks
 MIN_DETECTIONS_FOR_GAPS = 5
+#: replicated draws per block in the periodicity check (bounds a draws x pages x 168 array)
+PERIODICITY_DRAW_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,9 @@ class PPCResult:
     dow_replicated: np.ndarray  # (draws, 7)
     gaps_observed: np.ndarray  # normalised gaps, pooled
     gaps_replicated: list[np.ndarray] = field(default_factory=list)
+    #: per page with enough detections: top hour-of-week cell, observed and mean replicated
+    #: share of detections in it, p = P(replicated share >= observed); most periodic first
+    periodic_pages: pd.DataFrame | None = None
 
     def table(self, alpha: float = 0.05) -> pd.DataFrame:
         rows = [
@@ -294,6 +308,70 @@ def _gap_statistic(
     return observed_cv, observed_gaps, replicated_cv, replicated_gaps
 
 
+def _top_cell_share(counts: np.ndarray) -> np.ndarray:
+    """Share of each row's total in its largest cell (NaN for an empty row)."""
+    total = counts.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, counts.max(axis=-1) / total, np.nan)
+
+
+def _periodicity(obs: Observations, reps: Replicates) -> tuple[float, np.ndarray, pd.DataFrame]:
+    """Observed and replicated mean top-cell share, and the per-page table.
+
+    Detections are counted per (page, hour-of-week cell of the detecting visit): each
+    interval group has one end cell, so the replicated counts need no placement.
+    """
+    patterns = reps.patterns
+    n_draws = len(reps.detections)
+    eligible = np.flatnonzero(obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS)
+    columns = ["page", "detections", "top_cell", "observed_share", "replicated_share", "p_value"]
+    if not len(eligible):
+        return float("nan"), np.full(n_draws, np.nan), pd.DataFrame(columns=columns)
+    position = np.full(obs.n_pages, -1)
+    position[eligible] = np.arange(len(eligible))
+    keep = position[patterns.group_page] >= 0
+    cell = position[patterns.group_page[keep]] * N_HOURS_OF_WEEK + patterns.group_end_bucket[keep]
+    size = len(eligible) * N_HOURS_OF_WEEK
+    shape = (len(eligible), N_HOURS_OF_WEEK)
+    observed_counts = np.bincount(cell, weights=patterns.group_changed[keep], minlength=size)
+    observed = _top_cell_share(observed_counts.reshape(shape))
+    replicated = np.empty((n_draws, len(eligible)))
+    for start in range(0, n_draws, PERIODICITY_DRAW_BLOCK):
+        block = reps.detections[start : start + PERIODICITY_DRAW_BLOCK][:, keep]
+        counts = np.stack([np.bincount(cell, weights=row, minlength=size) for row in block])
+        replicated[start : start + len(block)] = _top_cell_share(counts.reshape(-1, *shape))
+    top = observed_counts.reshape(shape).argmax(axis=1)
+    valid = np.isfinite(replicated)
+    greater = np.where(valid, replicated >= observed[None, :], False).sum(axis=0)
+    table = pd.DataFrame(
+        {
+            "page": obs.pages.index[eligible].astype(str),
+            "detections": obs.changes_per_page[eligible],
+            "top_cell": [
+                f"{DAY_NAMES[b // N_HOURS_OF_DAY]} {b % N_HOURS_OF_DAY:02d}h" for b in top
+            ],
+            "observed_share": observed,
+            "replicated_share": _nanmean(replicated, axis=0),
+            "p_value": greater / np.maximum(valid.sum(axis=0), 1),
+        }
+    )
+    table = table.assign(excess=table["observed_share"] - table["replicated_share"])
+    table = table.sort_values(["p_value", "excess"], ascending=[True, False]).drop(columns="excess")
+    return float(np.mean(observed)), _nanmean(replicated, axis=1), table.reset_index(drop=True)
+
+
+def _cell_name(hour_of_week: int) -> str:
+    return f"{DAY_NAMES[hour_of_week // N_HOURS_OF_DAY]} {hour_of_week % N_HOURS_OF_DAY:02d}h"
+
+
+def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean of the finite values along ``axis`` (NaN where there are none, no warning)."""
+    finite = np.isfinite(values)
+    total = np.where(finite, values, 0.0).sum(axis=axis)
+    count = finite.sum(axis=axis)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
 def posterior_predictive_checks(
     obs: Observations,
     reps: Replicates,
@@ -341,6 +419,7 @@ def posterior_predictive_checks(
     gap_obs_cv, gap_obs_pooled, gap_rep_cv, gap_rep_pooled = _gap_statistic(
         obs, reps, rng, n_gap_pages, n_gap_draws
     )
+    top_obs, top_rep, periodic_pages = _periodicity(obs, reps)
 
     stats = [
         PPCStatistic("mean_changes", changes_obs.mean(), changes_rep.mean(axis=1),
@@ -360,6 +439,9 @@ def posterior_predictive_checks(
                      f"chi-square of detections by day of week ({timezone})", "upper"),
         PPCStatistic("gap_cv", gap_obs_cv, gap_rep_cv,
                      "mean CV of gaps between detections (censored exponential Q-Q)"),
+        PPCStatistic("top_hour_of_week_share", top_obs, top_rep,
+                     f"mean share of a page's detections in its busiest hour-of-week cell "
+                     f"({timezone}; scheduled jobs)", "upper"),
     ]  # fmt: skip
     return PPCResult(
         statistics=stats,
@@ -372,6 +454,7 @@ def posterior_predictive_checks(
         dow_replicated=dow_rep,
         gaps_observed=gap_obs_pooled,
         gaps_replicated=gap_rep_pooled,
+        periodic_pages=periodic_pages,
     )
 
 

@@ -49,6 +49,7 @@ from bayesrate.history import (
     segment_searchsorted,
 )
 from bayesrate.observations import Observations, concat_ranges
+from bayesrate.quick_fit import QUICK_SAMPLER
 from bayesrate.seeds import rng_from
 from bayesrate.studies import Progress, StudyResult, silent
 
@@ -69,10 +70,9 @@ MIN_PROBABILITY = 1e-300
 #: test intervals per chunk when computing hour-of-week overlaps
 OVERLAP_CHUNK = 50_000
 DEFAULT_HORIZON_DAYS = 180.0
-#: NUTS settings of the study's fits unless given: on all 6,907 tldr pages (daily crawl) the
-#: three fits meet every convergence gate with these, where 4 x 500 draws missed R-hat
-#: (docs/histories.md); nutpie's step-size and mass-matrix adaptation settles in 300 steps
-STUDY_SAMPLER = {"chains": 4, "draws": 1000, "tune": 300}
+#: NUTS settings of the study's fits unless given: the quick fits' (4 x 1000 draws after 300
+#: tuning steps, :data:`bayesrate.quick_fit.QUICK_SAMPLER`)
+STUDY_SAMPLER = QUICK_SAMPLER
 FAST = {"max_pages": 300, "draws": 200, "tune": 300, "chains": 2, "predictive_draws": 200}
 
 

@@ -83,7 +83,35 @@ def test_ppc_flags_planted_weekly_periodicity(periodic_world):
     # weekly updates at one time: detections crowd into one day/hour, gaps too regular
     assert pv["day_of_week_chi2"] < 0.01
     assert pv["gap_cv"] > 0.99
-    assert {"day_of_week_chi2", "gap_cv"} <= set(result.failures())
+    assert pv["top_hour_of_week_share"] < 0.01
+    assert {"day_of_week_chi2", "gap_cv", "top_hour_of_week_share"} <= set(result.failures())
+    # per page: nearly every page's detections crowd into one or two cells
+    pages = result.conditional.periodic_pages
+    assert len(pages) == 60 and (pages["p_value"] < 0.05).mean() > 0.9
+
+
+def test_periodicity_per_page_equals_brute_force(periodic_world, poisson_world):
+    """Observed top-cell shares and cells against a direct count of each page's detecting
+    visits by hour of week (UTC, the fixtures' clock); the Poisson world is not flagged."""
+    for world, seed in ((periodic_world, "misfit"), (poisson_world, "null-periodicity")):
+        result = ppc_for(fit("censored", world, WEAK, draws=100), world, seed=seed)
+        table = result.conditional.periodic_pages.set_index("page")
+        shares, cells = {}, {}
+        for i, page in enumerate(world.pages.index):
+            t = world.time[world.offsets[i] : world.offsets[i + 1]]
+            flags = world.changed[world.offsets[i] : world.offsets[i + 1]].astype(bool)
+            if flags.sum() < 5:
+                continue
+            how = np.floor((t[flags] - MONDAY) % 168).astype(int)
+            counts = np.bincount(how, minlength=168)
+            shares[str(page)] = counts.max() / counts.sum()
+            day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[counts.argmax() // 24]
+            cells[str(page)] = f"{day} {counts.argmax() % 24:02d}h"
+        assert set(table.index) == set(shares)
+        for page, share in shares.items():
+            assert table.loc[page, "observed_share"] == pytest.approx(share)
+            assert table.loc[page, "top_cell"] == cells[page]
+    assert result.p_values()["top_hour_of_week_share"] > 0.01  # the Poisson world
 
 
 def test_mixed_replication_sees_a_wrong_population(censored_fit, poisson_world):
