@@ -539,40 +539,39 @@ print(f"[run] {time.perf_counter() - started:.0f} s for the whole notebook (fast
 #
 # - **A Gamma with the population's mean and variance is a different prior.** In the shipped
 #   artifact (schema 2), for Twitter (18 documents, mean 0.0135 changes/day) the population's
-#   median is 0.0063/day and the Gamma view's 0.0028/day; the Gamma puts 22.2% of pages
-#   below a hundredth of the mean rate, the population 0.1% (KL 0.40 nats). For an unseen
+#   median is 0.0063/day and the Gamma view's 0.0027/day; the Gamma puts 22.6% of pages
+#   below a hundredth of the mean rate, the population 0.1% (KL 0.41 nats). For an unseen
 #   service (global prior, mean 0.0184/day, Gamma α = 0.058) the medians are 0.0044/day
-#   against 1.2·10⁻⁶/day and the shares below mean/100 3.0% against 66.9% (KL 1.18 nats).
-#   Across the 385 services the Gamma view's median is a median 10^−0.88 ≈ 0.13 times the
-#   population's (from 10^−1.85 to 10^−0.36).
+#   against 1.2·10⁻⁶/day and the shares below mean/100 3.0% against 67.0% (KL 1.18 nats).
+#   Across the 385 services the Gamma view's median is a median 10^−0.89 ≈ 0.13 times the
+#   population's (from 10^−2.05 to 10^−0.36).
 # - **The grid posterior is the exact posterior; the Gamma-ADF state is not.** For one URL
 #   fetched daily, the exact posterior mean (quadrature) after 30 unchanged days is
 #   0.0076/day: the grid gives 0.0076, the Gamma-ADF state 0.0054 (29% low). Just after a
-#   detected change (day 61) it is 0.0127: grid 0.0127, Gamma-ADF 0.0158 (24% high); on
-#   day 90, 0.0101 against 0.0101 and 0.0116. The Gamma's lower tail, which no "unchanged"
+#   detected change (day 61) it is 0.0127: grid 0.0127, Gamma-ADF 0.0158 (25% high); on
+#   day 90, 0.0100 against 0.0100 and 0.0116. The Gamma's lower tail, which no "unchanged"
 #   fetch can remove, is what drags it down before the change: after 60 unchanged days its
-#   5% quantile is 1.4·10⁻⁷/day, the grid's 6.2·10⁻⁴/day (5.6·10⁻⁴ with drift).
+#   5% quantile is 1.2·10⁻⁷/day, the grid's 6.1·10⁻⁴/day (5.5·10⁻⁴ with drift).
 # - **On the tldr pages a better posterior does not buy freshness.** First half of 2024
 #   (5,019 pages, 1,915 changes, equal weights, daily warm-up crawl): uniform revisiting is
 #   the best production policy at both budgets (freshness 0.9689 at 1/30 and 0.9168 at
-#   1/90 fetches per page per day). Ours ties it: Gamma-ADF 1.0000 and 0.9994 of uniform,
+#   1/90 fetches per page per day). Ours ties it: Gamma-ADF 1.0001 and 0.9994 of uniform,
 #   grid 1.0000 and 0.9989, i.e. none of the hindsight oracle's margin (the oracle reaches
 #   1.0209 and 1.0559). The priors fitted on the warm-up explain part of it: within a
 #   platform the tldr pages' log-rates spread by only 0.43 (sd of ln λ), and there a Gamma
-#   is a good approximation (α ≈ 4.8, KL 0.02 nats for `common`, `linux`, `osx`), so the two
-#   posteriors hardly differ; what the oracle knows — which pages 2024's edits will touch —
-#   is not in any page's past rate. (The warm-up fit missed the 1.01 R-hat gate on one page's
-#   log-rate, R-hat 1.014; the population parameters the priors are made of have R-hat
-#   1.007, bulk ESS ≥ 614, no divergences.)
-# - **In the simulated web ours is within 1–2.6% of the oracle.** With 2,000 URLs from the
-#   ota-contrib priors over 60 days, ours reaches 0.9924 (Gamma-ADF) and 0.9911 (grid) of
-#   the oracle's freshness at 0.2 fetches/URL/day, 1.0098 and 1.0085 of the best production
-#   policy (stormcrawler-adaptive), whose distance to the oracle is 1.75%; at 0.05 it
-#   reaches 0.9757 and 0.9738 of the oracle, 1.0166 and 1.0147 of the best production
-#   policy (stormcrawler-adaptive again; oracle 1.0419). The Gamma-ADF state is slightly
-#   ahead here because this world draws its true rates from the Gamma views, the prior it
-#   starts from, even when the artifact carries the population.
+#   is a good approximation (α ≈ 4.8 for `common` and `linux`), so the two posteriors
+#   hardly differ; what the oracle knows — which pages 2024's edits will touch — is not in
+#   any page's past rate. (The warm-up fit, 4 chains × 1,000 draws after 300 tuning steps,
+#   met every gate: R-hat 1.0086, bulk ESS ≥ 1,393, no divergences.)
+# - **In the simulated web ours is within 0.8–2.8% of the oracle.** With 2,000 URLs from the
+#   ota-contrib priors over 60 days, ours reaches 0.9919 (Gamma-ADF) and 0.9912 (grid) of
+#   the oracle's freshness at 0.2 fetches/URL/day, 1.0116 and 1.0108 of the best production
+#   policy (stormcrawler-adaptive; oracle 1.0198); at 0.05 it reaches 0.9760 and 0.9725 of
+#   the oracle, 1.0216 and 1.0179 of the best production policy (stormcrawler-adaptive
+#   again; oracle 1.0467). The Gamma-ADF state is slightly ahead here because this world
+#   draws its true rates from the Gamma views, the prior it starts from, even when the
+#   artifact carries the population.
 # - The scheduler stays light: importing `bayesrate.scheduler` (and its replay, grid and
-#   harness modules) loads no PyMC, PyTensor or ArviZ. The committed full run took 295 s
-#   on the 2-core machine (load average below 2): the warm-up fit 53 s, the two replays
-#   160 s, the four simulations 73 s.
+#   harness modules) loads no PyMC, PyTensor or ArviZ. The committed full run took 336 s
+#   on the otherwise idle 2-core machine: the warm-up fit 52 s, the two replays 189 s, the
+#   four simulations 88 s.
