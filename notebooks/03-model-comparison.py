@@ -81,7 +81,7 @@ pd.set_option("display.width", 120)
 # %% [markdown]
 # ## Data
 #
-# All of `ota-contrib` is 877 documents in 385 services, 4.8 million visits over 14 years.
+# All of `ota-contrib` is 877 documents in 385 services, 4.4 million visits over 14 years.
 # Most services have one or two documents, and there the hierarchy can only pool across
 # services. To compare the models where pooling *within* a service matters — and to keep
 # the bursty model's fit affordable (on all of `ota-contrib` it took 946 s and missed the
