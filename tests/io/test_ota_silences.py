@@ -133,3 +133,16 @@ def test_embedded_dataset_reports_merges_and_can_keep_every_run():
     runs_dropped = kept.n_visits - merged.n_visits
     assert runs_dropped > 0 and merged.n_changes == kept.n_changes
     assert f"{sum(s['runs'] for s in stretches)} nominal run(s)" in " ".join(merged.notes)
+
+
+def test_cli_input_option_keeps_silent_runs():
+    import argparse
+
+    from bayesrate.commands.common import add_input_options, load_observations
+
+    parser = argparse.ArgumentParser()
+    add_input_options(parser)
+    merged = load_observations(parser.parse_args(["--dataset", "ota-pga"]))
+    kept = load_observations(parser.parse_args(["--dataset", "ota-pga", "--keep-silent-runs"]))
+    assert kept.n_visits == datasets.load("ota-pga", merge_silences=False).n_visits
+    assert merged.n_visits == datasets.load("ota-pga").n_visits < kept.n_visits
