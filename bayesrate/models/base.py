@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 import pandas as pd
 
-from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY
+from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY, MAX_DIVERGENCES
 from bayesrate.errors import ArtifactError, ObservationError
 from bayesrate.models import diagnostics as diag_mod
 from bayesrate.models import likelihood as lik_names
@@ -79,6 +79,8 @@ DEFAULT_SAMPLER_CONFIG: dict[str, Any] = {
     "cores": 2,
     "seed": 0,
     "target_accept": 0.8,
+    #: NUTS is run again at each of these, in turn, while a run has divergent transitions
+    "target_accept_retry": [],
     "advi_iterations": 30_000,
     "vi_draws": 1000,
     "pathfinder_paths": 4,
@@ -131,6 +133,21 @@ def _quiet_pymc_sampling_log():
         yield
     finally:
         logger.setLevel(level)
+
+
+def target_accepts(sampler_config: Mapping[str, Any]) -> list[float]:
+    """``target_accept`` then the retries above it; ``ValueError`` outside (0, 1).
+
+    A user's higher ``target_accept`` skips the retries it already exceeds.
+    """
+    first = float(sampler_config["target_accept"])
+    retries = sorted(float(v) for v in sampler_config.get("target_accept_retry") or [])
+    if not all(0.0 < v < 1.0 for v in (first, *retries)):
+        raise ValueError(
+            "target_accept and target_accept_retry must lie within (0, 1), got "
+            f"{first} and {retries}"
+        )
+    return [first, *(v for v in retries if v > first)]
 
 
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, what: str) -> dict:
@@ -188,6 +205,7 @@ class RateModel:
         self.model_config = _merge(self.default_model_config, model_config, "model_config")
         defaults = {**DEFAULT_SAMPLER_CONFIG, **self.sampler_defaults}
         self.sampler_config = _merge(defaults, sampler_config, "sampler_config")
+        target_accepts(self.sampler_config)
         self._validate_config()
         self._model: pm.Model | None = None
         self.data_: Observations | None = None
@@ -368,19 +386,35 @@ class RateModel:
         t0 = time.perf_counter()
         compiled = nutpie.compile_pymc_model(model)
         t1 = time.perf_counter()
-        with threadpool_limits(limits=1, user_api="blas"):
-            idata = nutpie.sample(
-                compiled,
-                draws=int(cfg["draws"]),
-                tune=int(cfg["tune"]),
-                chains=int(cfg["chains"]),
-                cores=max(1, min(int(cfg["cores"]), int(cfg["chains"]))),
-                seed=seed_int(cfg["seed"]),
-                progress_bar=progressbar,
-                save_warmup=False,
-                target_accept=float(cfg["target_accept"]),
-            )
         timing["compile"] = t1 - t0
+        runs = []
+        for target_accept in target_accepts(cfg):
+            start = time.perf_counter()
+            with threadpool_limits(limits=1, user_api="blas"):
+                idata = nutpie.sample(
+                    compiled,
+                    draws=int(cfg["draws"]),
+                    tune=int(cfg["tune"]),
+                    chains=int(cfg["chains"]),
+                    cores=max(1, min(int(cfg["cores"]), int(cfg["chains"]))),
+                    seed=seed_int(cfg["seed"]),
+                    progress_bar=progressbar,
+                    save_warmup=False,
+                    target_accept=target_accept,
+                )
+            divergences = int(np.asarray(idata["sample_stats"]["diverging"]).sum())
+            runs.append(
+                {
+                    "target_accept": target_accept,
+                    "divergences": divergences,
+                    "seconds": round(time.perf_counter() - start, 3),
+                }
+            )
+            if divergences <= MAX_DIVERGENCES:
+                break
+        if len(runs) > 1:
+            log.info("NUTS re-run at higher target_accept after divergences: %s", runs)
+        self._build_notes["nuts_runs"] = runs
         timing["sampling"] = time.perf_counter() - t1
         return idata
 

@@ -25,6 +25,7 @@ from bayesrate.models import (
     ModulatedModel,
     get_model,
 )
+from bayesrate.models.base import target_accepts
 from bayesrate.observations import Observations
 from tests.helpers import raw_loglik, raw_loglik_modulated, seed_of
 
@@ -300,6 +301,39 @@ def test_config_merging_and_validation():
         CensoredModel().fit(None, method="mcmc")
 
 
+def test_nuts_reruns_at_higher_target_accept_after_divergences(small_obs, monkeypatch):
+    """A run with divergent transitions is repeated at the next target_accept; the kept
+    result is the first run without any (here the first run's divergences are planted)."""
+    import nutpie
+
+    real_sample = nutpie.sample
+    seen = []
+
+    def sample(compiled, **kwargs):
+        idata = real_sample(compiled, **kwargs)
+        seen.append(kwargs["target_accept"])
+        if len(seen) == 1:
+            idata["sample_stats"]["diverging"].values[0, :3] = True
+        return idata
+
+    monkeypatch.setattr(nutpie, "sample", sample)
+    sampler = {**FAST, "target_accept_retry": [0.9, 0.97]}
+    model = CensoredModel({"prior": "gamma", "alpha": 2.0, "beta_days": 0.5}, sampler)
+    model.fit(small_obs)
+    assert seen == [0.8, 0.9]
+    runs = model.diagnostics_.extra["nuts_runs"]
+    assert [(r["target_accept"], r["divergences"]) for r in runs] == [(0.8, 3), (0.9, 0)]
+    assert model.diagnostics_.divergences == 0
+    # the hierarchical defaults start at 0.8; a user's 0.96 keeps only the retries above it
+    assert HierarchicalModel().sampler_config["target_accept"] == 0.8
+    assert target_accepts({"target_accept": 0.96, "target_accept_retry": [0.99, 0.95]}) == [
+        0.96,
+        0.99,
+    ]
+    with pytest.raises(ValueError, match="within"):
+        HierarchicalModel(sampler_config={"target_accept_retry": [1.2]})
+
+
 def test_unusable_input_raises(degenerate_obs):
     single = degenerate_obs.subset([2, 3])  # one visit each
     with pytest.raises(ObservationError, match="single visit"):
@@ -330,6 +364,32 @@ def test_hierarchical_degenerate_pages_fit_cleanly(hier_fit, degenerate_obs):
     assert summary.loc["always", "lower_per_day"] > summary.loc["never", "upper_per_day"]
     par = hier_fit.diagnostics_.extra["parameterisation"]
     assert par["pages_centred"] + par["pages_noncentred"] == degenerate_obs.n_pages
+
+
+def test_hierarchical_gates_cover_every_free_variable_once(hier_fit):
+    """Leaving the centred sampler variables out of the gates loses nothing: their draws
+    are elements of ``log_rate``/``mu_domain``; ArviZ over every variable is the oracle."""
+    from arviz_stats.base.array import array_stats
+
+    post = hier_fit.idata_["posterior"]
+    used = hier_fit.diagnostic_vars(hier_fit.idata_)
+    free = [rv.name for rv in hier_fit.model.free_RVs]
+    assert "log_rate_centred" in free and "log_rate_centred" not in used
+    assert {"log_rate", "mu_domain", "sigma_page", "mu_global"} <= set(used)
+    centred = post["log_rate_centred"].values
+    pages = list(post["page"].values)
+    columns = [pages.index(p) for p in post["page_centred"].values]
+    np.testing.assert_array_equal(centred, post["log_rate"].values[..., columns])
+    rhat, ess = [], []
+    for name in dict.fromkeys([*free, "log_rate", "mu_domain"]):
+        x = np.asarray(post[name].transpose("chain", "draw", ...).values)
+        x = x.reshape(x.shape[0], x.shape[1], -1)
+        for k in range(x.shape[2]):
+            rhat.append(array_stats.rhat(x[..., k], chain_axis=0, draw_axis=1, method="rank"))
+            ess.append(array_stats.ess(x[..., k], chain_axis=0, draw_axis=1, method="bulk"))
+    diag = hier_fit.diagnostics_
+    assert diag.r_hat_max == pytest.approx(max(rhat), rel=1e-10)
+    assert diag.ess_bulk_min == pytest.approx(min(ess), rel=1e-10)
 
 
 def test_parameterisation_follows_information(degenerate_obs, rng):
