@@ -131,7 +131,9 @@ def main() -> None:
                 f"{label}: per-page posterior means vs the reference: max relative "
                 f"difference {rel.max():.4f}, 99th percentile {np.quantile(rel, 0.99):.4f}; "
                 f"in Monte Carlo standard errors: max {z.max():.2f}, share > 3: "
-                f"{np.mean(z > 3):.4f}, share > 1.96: {np.mean(z > 1.96):.4f}",
+                f"{np.mean(z > 3):.4f}, share > 1.96: {np.mean(z > 1.96):.4f}; its relative "
+                f"Monte Carlo standard error: max {np.max(mcse / mean):.4f}, 99th percentile "
+                f"{np.quantile(mcse / mean, 0.99):.4f}",
                 flush=True,
             )
 
