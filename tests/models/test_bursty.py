@@ -204,7 +204,11 @@ def test_registered_and_predicts(small_obs):
 @pytest.mark.slow
 def test_kappa_recovered_on_gamma_mixed_visits():
     """Simulated with κ = 0.3, 1, 5 and 40 in four domains on intervals of 1 h to two weeks:
-    each domain's 90% interval of κ holds the truth, and the medians are in order."""
+    each domain's 98% interval of κ holds the truth, and the medians are in order.
+
+    98%, not 90%: four calibrated 90% intervals all hold their truth only 66% of the time,
+    and which draws a run gets depends on floating-point details of the compiled graph
+    (this test failed at 90% in one suite run and passed in another, same seed)."""
     rng = np.random.default_rng(seed_of("bursty-recovery"))
     truth = {"a": 0.3, "b": 1.0, "c": 5.0, "d": 40.0}
     domains = np.repeat(list(truth), 20)
@@ -214,12 +218,12 @@ def test_kappa_recovered_on_gamma_mixed_visits():
     # κ far apart: a wide prior on the spread of log κ (truth 2.1)
     config = {"shape_parameterisation": "centred", "shape_sd_scale": 2.0}
     model = BurstyModel(config).fit(
-        obs, draws=1000, tune=1000, chains=4, seed="bursty-recovery", target_accept=0.95
+        obs, draws=2000, tune=1000, chains=4, seed="bursty-recovery", target_accept=0.95
     )
     assert model.converged_
     kappa = model.idata_["posterior"]["kappa"]
-    lo = kappa.quantile(0.05, dim=("chain", "draw"))
-    hi = kappa.quantile(0.95, dim=("chain", "draw"))
+    lo = kappa.quantile(0.01, dim=("chain", "draw"))
+    hi = kappa.quantile(0.99, dim=("chain", "draw"))
     for d in truth:
         assert float(lo.sel(domain=d)) <= truth[d] <= float(hi.sel(domain=d)), d
     median = kappa.median(dim=("chain", "draw")).sel(domain=list(truth)).values
