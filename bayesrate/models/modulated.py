@@ -52,9 +52,12 @@ class ModulatedModel(HierarchicalModel):
     model_type: ClassVar[str] = "modulated"
     #: on ota-contrib 4 x 1000 draws gave bulk ESS 366 and 4 x 1500 R-hat 1.0106 (one page
     #: whose rate changed between crawl eras); 4 x 2500 met all gates (benchmarks/RESULTS.md)
+    #: target_accept 0.95 from the start: at 0.8 the domain means mixed too slowly on the
+    #: 6,907 tldr pages (R-hat 1.013-1.017, bulk ESS 347 at 4 x 1000; docs/models.md)
     sampler_defaults: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.sampler_defaults,
         "draws": 2500,
+        "target_accept": 0.95,
     }
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,

@@ -154,3 +154,11 @@ def test_gamma_mixed_change_probability_is_the_negative_binomial():
     q_one = nbinom.pmf(0, kappa, kappa / (kappa + lam))
     window = forecast._change_probability(lam * m, kappa * m)
     np.testing.assert_allclose(window, -np.expm1(m * np.log(q_one)), rtol=1e-9)
+
+
+def test_cli_help_states_the_study_sampler(capsys):
+    """The forecast command's help gives the defaults the study really uses."""
+    assert main(["study", "forecast", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"NUTS draws per chain (default {forecast.STUDY_SAMPLER['draws']:,})" in text
+    assert f"NUTS tuning steps (default {forecast.STUDY_SAMPLER['tune']:,})" in text
