@@ -14,9 +14,11 @@ BLAS single-threaded) and their largest difference; then each requested full NUT
 with its time, gates and gradient evaluations per draw: ``emulated`` and ``exact`` at the
 default sampler (4 chains × 1,000 draws + 1,000 tuning steps), ``quick`` with the
 emulators at the project's quick sampler (``bayesrate.quick_fit.QUICK_SAMPLER``, 4 × 1,000
-+ 300). With ``--reference-draws N`` also a long emulated fit (4 × N) and, for each fit,
-the largest relative difference of per-page posterior means against it, and the same
-difference in units of its Monte Carlo standard error (both runs' errors combined).
++ 300), ``before`` as the issue first measured it (no emulators, default sampler,
+``target_accept`` 0.95 with no retries). With ``--reference-draws N`` also a long
+emulated fit (4 × N) and, for each fit, the largest relative difference of per-page
+posterior means against it, and the same difference in units of its Monte Carlo standard
+error (both runs' errors combined).
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def fit(obs, label: str, sampler: dict | None = None):
 
     if label == "quick":
         sampler = dict(QUICK_SAMPLER)
-    restore = _without_emulators() if label == "exact" else (lambda: None)
+    elif label == "before":  # as first measured: no emulators, target_accept 0.95 throughout
+        sampler = {"target_accept": 0.95, "target_accept_retry": []}
+    restore = _without_emulators() if label in ("exact", "before") else (lambda: None)
     try:
         model = HierarchicalModel(sampler_config=sampler or {}).fit(obs)
     finally:
@@ -110,7 +114,9 @@ def mean_and_mcse(model) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pages", type=int, default=5000)
-    parser.add_argument("--fits", default="emulated", help="comma list: emulated, quick, exact")
+    parser.add_argument(
+        "--fits", default="emulated", help="comma list: emulated, quick, exact, before"
+    )
     parser.add_argument("--reference-draws", type=int, default=0)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
