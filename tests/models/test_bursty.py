@@ -207,8 +207,8 @@ def test_kappa_recovered_on_gamma_mixed_visits():
     each domain's 98% interval of κ holds the truth, and the medians are in order.
 
     98%, not 90%: four calibrated 90% intervals all hold their truth only 66% of the time,
-    and which draws a run gets depends on floating-point details of the compiled graph
-    (this test failed at 90% in one suite run and passed in another, same seed)."""
+    and the draws of a run alone differ from those in the suite at the same seed (cause
+    not pinned down); at 90% the test failed in one suite run and passed in another."""
     rng = np.random.default_rng(seed_of("bursty-recovery"))
     truth = {"a": 0.3, "b": 1.0, "c": 5.0, "d": 40.0}
     domains = np.repeat(list(truth), 20)
