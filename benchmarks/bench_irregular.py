@@ -18,7 +18,9 @@ emulators at the project's quick sampler (``bayesrate.quick_fit.QUICK_SAMPLER``,
 ``target_accept`` 0.95 with no retries). With ``--reference-draws N`` also a long
 emulated fit (4 × N) and, for each fit, the largest relative difference of per-page
 posterior means against it, and the same difference in units of its Monte Carlo standard
-error (both runs' errors combined).
+error (both runs' errors combined): the means of the pages' own draws, and the means of
+``page_summary`` (each page's exact conditional posterior averaged over the population
+draws, :mod:`bayesrate.models.page_posterior`) against the reference's of either kind.
 """
 
 from __future__ import annotations
@@ -111,6 +113,49 @@ def mean_and_mcse(model) -> tuple[np.ndarray, np.ndarray]:
     return rate.mean(axis=(0, 1)), np.asarray(mcse)
 
 
+def conditional_mean_and_mcse(model, obs) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-page posterior mean as the average of the exact conditionals over the population
+    draws (``page_summary``'s default), its Monte Carlo standard error, and the seconds."""
+    import time
+
+    from arviz_stats.base.array import array_stats
+
+    from bayesrate.draws import stack_draws
+    from bayesrate.models.page_posterior import conditional_average
+
+    post = model.idata_["posterior"]
+    start = time.perf_counter()
+    summary = model.page_summary()
+    seconds = time.perf_counter() - start
+    means = conditional_average(
+        obs.interval_stats.groups,
+        obs.domain_codes,
+        stack_draws(post["mu_domain"], "domain"),
+        stack_draws(post["sigma_page"]),
+        draw_means=True,
+    ).draw_means
+    chains = post.sizes["chain"]
+    per_chain = means.reshape(chains, -1, means.shape[1])
+    mcse = np.asarray(array_stats.mcse(per_chain, chain_axis=0, draw_axis=1, method="mean"))
+    mean = summary["rate_per_day"].to_numpy() / 24.0
+    assert np.allclose(mean, means.mean(axis=0), rtol=1e-9)
+    return mean, mcse, seconds
+
+
+def compare(label: str, what: str, mean, mcse, ref_mean, ref_mcse) -> None:
+    rel = np.abs(mean / ref_mean - 1.0)
+    z = np.abs(mean - ref_mean) / np.hypot(mcse, ref_mcse)
+    print(
+        f"{label} ({what}): per-page posterior means vs the reference: max relative "
+        f"difference {rel.max():.4f}, 99th percentile {np.quantile(rel, 0.99):.4f}; "
+        f"in Monte Carlo standard errors: max {z.max():.2f}, share > 3: "
+        f"{np.mean(z > 3):.4f}, share > 1.96: {np.mean(z > 1.96):.4f}; its relative "
+        f"Monte Carlo standard error: max {np.max(mcse / mean):.4f}, 99th percentile "
+        f"{np.quantile(mcse / mean, 0.99):.4f}",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pages", type=int, default=5000)
@@ -128,20 +173,16 @@ def main() -> None:
         fitted[label] = fit(obs, label)
     if args.reference_draws and fitted:
         sampler = {"draws": args.reference_draws, "seed": "bench-irregular-reference"}
-        ref_mean, ref_mcse = mean_and_mcse(fit(obs, "emulated reference", sampler))
+        reference = fit(obs, "emulated reference", sampler)
+        ref_draws = mean_and_mcse(reference)
+        ref_cond = conditional_mean_and_mcse(reference, obs)
+        print(f"reference: conditional page summary {ref_cond[2]:.1f} s", flush=True)
         for label, model in fitted.items():
-            mean, mcse = mean_and_mcse(model)
-            rel = np.abs(mean / ref_mean - 1.0)
-            z = np.abs(mean - ref_mean) / np.hypot(mcse, ref_mcse)
-            print(
-                f"{label}: per-page posterior means vs the reference: max relative "
-                f"difference {rel.max():.4f}, 99th percentile {np.quantile(rel, 0.99):.4f}; "
-                f"in Monte Carlo standard errors: max {z.max():.2f}, share > 3: "
-                f"{np.mean(z > 3):.4f}, share > 1.96: {np.mean(z > 1.96):.4f}; its relative "
-                f"Monte Carlo standard error: max {np.max(mcse / mean):.4f}, 99th percentile "
-                f"{np.quantile(mcse / mean, 0.99):.4f}",
-                flush=True,
-            )
+            compare(label, "draws", *mean_and_mcse(model), *ref_draws)
+            mean, mcse, seconds = conditional_mean_and_mcse(model, obs)
+            print(f"{label}: conditional page summary {seconds:.1f} s", flush=True)
+            compare(label, "conditional", mean, mcse, *ref_cond[:2])
+            compare(label, "conditional vs the reference's draws", mean, mcse, *ref_draws)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,8 @@ DEFAULT_SAMPLER_CONFIG: dict[str, Any] = {
 
 #: quantiles reported as the 90% interval in page tables
 LOWER_Q, UPPER_Q = 0.05, 0.95
+#: how :meth:`RateModel.page_summary` summarises each page's posterior
+PAGE_SUMMARY_METHODS = ("auto", "conditional", "draws")
 #: how :meth:`RateModel.predict` gives pages their rates
 PAGE_RATES = ("population", "posterior")
 #: the predictive models' deterministic: each group's probability of a detection
@@ -196,6 +198,10 @@ class RateModel:
     #: whether :mod:`bayesrate.checks.marginal` integrates its pages' rates out (the
     #: leave-one-page-out of ``bayesrate calibrate``)
     marginal_loo: ClassVar[bool] = True
+    #: whether :meth:`page_summary` can average each page's exact conditional posterior
+    #: over the population draws (pages independent given the population parameters, with
+    #: the plain censored likelihood)
+    conditional_pages: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -214,6 +220,7 @@ class RateModel:
         self.method_: str | None = None
         self.data_fingerprint_: str | None = None
         self._build_notes: dict[str, Any] = {}
+        self._page_summaries: dict[tuple, pd.DataFrame] = {}
 
     # ------------------------------------------------------------------ config
     def _validate_config(self) -> None:
@@ -366,6 +373,7 @@ class RateModel:
             extra=extra,
         )
         self.idata_ = idata
+        self._page_summaries = {}
         self.diagnostics_ = diag
         self.method_ = method
         self.data_fingerprint_ = data.fingerprint
@@ -799,22 +807,67 @@ class RateModel:
 
     @property
     def page_summary_(self) -> pd.DataFrame:
-        """Per page: domain, rate_per_day (posterior mean), lower/upper 90%, counts."""
+        """Per page: domain, rate_per_day (posterior mean), lower/upper 90%, counts
+        (:meth:`page_summary` with its defaults)."""
+        return self.page_summary()
+
+    def page_summary(self, method: str = "auto", max_draws: int | None = None) -> pd.DataFrame:
+        """Per page: domain, rate_per_day (posterior mean), lower/upper 90%, counts.
+
+        Parameters
+        ----------
+        method
+            ``"conditional"``: each page's exact conditional posterior given the population
+            parameters, averaged over their draws (:mod:`bayesrate.models.page_posterior`;
+            the same posterior as the page's draws, with far less Monte Carlo error), for
+            models whose pages are conditionally independent given those parameters
+            (:attr:`conditional_pages`). ``"draws"``: the page's own posterior draws.
+            ``"auto"`` (default): ``"conditional"`` where the model has it and the fitted
+            data are at hand.
+        max_draws
+            Population draws averaged by ``"conditional"`` (thinned evenly; default all).
+
+        The frame's ``attrs["method"]`` says which was used.
+        """
         self._require_fit()
-        rate = np.asarray(self.rate_draws().transpose("chain", "draw", DIM_PAGE))
-        flat = rate.reshape(-1, rate.shape[-1]) * HOURS_PER_DAY
-        const = self.idata_["constant_data"]
-        return pd.DataFrame(
-            {
-                "page": self.idata_["posterior"][DIM_PAGE].values,
-                "domain": np.asarray(const["domain"]),
-                "rate_per_day": flat.mean(axis=0),
-                "lower_per_day": np.quantile(flat, LOWER_Q, axis=0),
-                "upper_per_day": np.quantile(flat, UPPER_Q, axis=0),
-                "n_visits": np.asarray(const["n_visits"]),
-                "n_changes": np.asarray(const["n_changes"]),
-            }
-        )
+        if method not in PAGE_SUMMARY_METHODS:
+            raise ValueError(f"method must be one of {PAGE_SUMMARY_METHODS}, got {method!r}")
+        if method == "auto":
+            usable = self.conditional_pages and self.data_ is not None
+            method = "conditional" if usable else "draws"
+        if method == "conditional" and not self.conditional_pages:
+            raise ValueError(f"{self.model_type} has no conditional page posteriors; use 'draws'")
+        if method == "conditional" and self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        key = (method, max_draws)
+        if key not in self._page_summaries:
+            const = self.idata_["constant_data"]
+            if method == "conditional":
+                post = self._conditional_page_posterior(max_draws)
+                mean, (lower, upper) = post.mean, post.quantiles
+            else:
+                rate = np.asarray(self.rate_draws().transpose("chain", "draw", DIM_PAGE))
+                flat = rate.reshape(-1, rate.shape[-1])
+                mean = flat.mean(axis=0)
+                lower, upper = np.quantile(flat, [LOWER_Q, UPPER_Q], axis=0)
+            frame = pd.DataFrame(
+                {
+                    "page": self.idata_["posterior"][DIM_PAGE].values,
+                    "domain": np.asarray(const["domain"]),
+                    "rate_per_day": mean * HOURS_PER_DAY,
+                    "lower_per_day": lower * HOURS_PER_DAY,
+                    "upper_per_day": upper * HOURS_PER_DAY,
+                    "n_visits": np.asarray(const["n_visits"]),
+                    "n_changes": np.asarray(const["n_changes"]),
+                }
+            )
+            frame.attrs["method"] = method
+            self._page_summaries = {key: frame}
+        return self._page_summaries[key].copy()
+
+    def _conditional_page_posterior(self, max_draws: int | None):  # pragma: no cover
+        """Subclass hook (:attr:`conditional_pages`): the pages' averaged conditionals."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
@@ -898,6 +951,7 @@ class RateModel:
                 )
         fingerprint = attrs.get("bayesrate_data_fingerprint", "")
         model.idata_ = idata
+        model._page_summaries = {}
         model.data_ = _fitted_data(path, idata, fingerprint, data)
         model.method_ = attrs.get("bayesrate_method")
         model.data_fingerprint_ = fingerprint

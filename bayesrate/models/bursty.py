@@ -58,6 +58,7 @@ class BurstyModel(HierarchicalModel):
     """Pooled page rates with Gamma-mixed interval exposures, ``κ`` pooled per domain."""
 
     model_type: ClassVar[str] = "bursty"
+    conditional_pages: ClassVar[bool] = False
     #: the marginal likelihood of :mod:`bayesrate.checks.marginal` is the Poisson's: not yet
     #: written for Gamma-mixed intervals, so ``bayesrate calibrate`` does not offer this model
     marginal_loo: ClassVar[bool] = False

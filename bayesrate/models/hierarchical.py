@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.constants import DIM_DOMAIN, DIM_NEW_DOMAIN, DIM_PAGE, HOURS_PER_DAY
-from bayesrate.models.base import RateModel, _labels, check_config_numbers
+from bayesrate.models.base import LOWER_Q, UPPER_Q, RateModel, _labels, check_config_numbers
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -88,6 +88,7 @@ class HierarchicalModel(RateModel):
     """Page rates pooled within domains (log-normal), domains pooled globally."""
 
     model_type: ClassVar[str] = "hierarchical"
+    conditional_pages: ClassVar[bool] = True
     #: 0.8 first; 0.95, then 0.99, only if a run diverges (short histories can: docs/models.md)
     sampler_defaults: ClassVar[dict[str, Any]] = {
         "target_accept": 0.8,
@@ -267,6 +268,21 @@ class HierarchicalModel(RateModel):
         if "mu_domain" in idata["posterior"].data_vars:
             names = [*names, "mu_domain"]
         return [n for n in names if COVERED_BY.get(n) not in names]
+
+    def _conditional_page_posterior(self, max_draws: int | None):
+        """Each page's conditional posterior given ``(mu_domain, sigma_page)``, averaged
+        over the (thinned) draws (:func:`bayesrate.models.page_posterior.conditional_average`)."""
+        from bayesrate.draws import stack_draws
+        from bayesrate.models.page_posterior import conditional_average
+
+        post = self.thinned_posterior(max_draws)
+        return conditional_average(
+            self.data_.interval_stats.groups,
+            self.data_.domain_codes,
+            stack_draws(post["mu_domain"], DIM_DOMAIN),
+            stack_draws(post["sigma_page"]),
+            quantiles=(LOWER_Q, UPPER_Q),
+        )
 
     def log_rate_offset(self, post: xr.Dataset):
         """Log of the factor turning the base rate into the time-averaged rate (0 here)."""

@@ -50,6 +50,7 @@ class ModulatedModel(HierarchicalModel):
     """Pooled page rates with hour-of-day and day-of-week multipliers (exact integration)."""
 
     model_type: ClassVar[str] = "modulated"
+    conditional_pages: ClassVar[bool] = False
     #: on ota-contrib 4 x 1000 draws gave bulk ESS 366 and 4 x 1500 R-hat 1.0106 (one page
     #: whose rate changed between crawl eras); 4 x 2500 met all gates (benchmarks/RESULTS.md)
     #: target_accept 0.95 from the start: at 0.8 the domain means mixed too slowly on the

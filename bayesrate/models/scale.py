@@ -252,7 +252,7 @@ def _normal_logpdf(x: np.ndarray, mu: np.ndarray, sigma: float) -> np.ndarray:
     return -0.5 * z * z - np.log(sigma) - 0.5 * math.log(2 * math.pi)
 
 
-def _trapezoid_weights(jacobian: np.ndarray) -> np.ndarray:
+def trapezoid_weights(jacobian: np.ndarray) -> np.ndarray:
     """Trapezoid weights (``dθ`` per node) from a grid's ``dθ/dj``."""
     w = jacobian.copy()
     w[:, [0, -1]] *= 0.5
@@ -298,7 +298,7 @@ class _PageGrids:
         return self.rel_weight[sl].astype(np.float64) + self.top[sl, None]
 
 
-def _page_grids(
+def page_grids(
     groups: CensoredGroups, centre: np.ndarray, width: np.ndarray, n_theta: int
 ) -> _PageGrids:
     """Grids covering where ``L_p(θ)·N(θ; centre_p, width_p)`` is not negligible."""
@@ -313,7 +313,7 @@ def _page_grids(
         left, mode, right, curvature[pages] = _concave_region(sub, centre[pages], width[pages])
         chunk_params = sinh_params(left, mode, right)
         theta, jacobian = sinh_nodes(chunk_params, n_theta)
-        lw = loglik_grid(sub, theta) + np.log(_trapezoid_weights(jacobian))
+        lw = loglik_grid(sub, theta) + np.log(trapezoid_weights(jacobian))
         for whole, part in zip(params, chunk_params, strict=True):
             whole[pages] = part
         top[pages] = lw.max(axis=1)
@@ -471,16 +471,16 @@ def grid_domain_and_pages(
     marginal_sd = math.hypot(sigma_domain, sigma_page)
     width = np.full(stats.n_pages, GRID_WIDTH_FACTOR * marginal_sd)
     # pass 1: grids around the global prior; the domains' modes from them
-    grids = _page_grids(groups, np.full(stats.n_pages, mu_global), width, n_theta)
+    grids = page_grids(groups, np.full(stats.n_pages, mu_global), width, n_theta)
     mode, laplace_sd = _domain_modes(grids, domain, n_domains, hyper)
     # pass 2: grids around each page's domain, where the move matters (_needs_regrid)
     redo = np.flatnonzero(_needs_regrid(grids, mode[domain] - mu_global, width))
     if len(redo):
-        grids.replace(redo, _page_grids(groups.select(redo), mode[domain[redo]], width[redo],
+        grids.replace(redo, page_grids(groups.select(redo), mode[domain[redo]], width[redo],
                                         n_theta))  # fmt: skip
     reach = math.sqrt(2 * SPAN) * sigma_domain
     mu_nodes, mu_jac = sinh_grid(mode - reach, mode, mode + reach, n_mu, laplace_sd)
-    log_w = _normal_logpdf(mu_nodes, mu_global, sigma_domain) + np.log(_trapezoid_weights(mu_jac))
+    log_w = _normal_logpdf(mu_nodes, mu_global, sigma_domain) + np.log(trapezoid_weights(mu_jac))
     # each page's log m_p(μ) at its domain's nodes, as float32 offsets from its maximum
     m_top = np.empty(stats.n_pages)
     m_rel = np.empty((stats.n_pages, n_mu), dtype=np.float32)
@@ -510,9 +510,9 @@ def grid_domain_and_pages(
         log_prior = _log_gaussian_mixture(
             np.ascontiguousarray(mu_nodes[domain[sl]]), loo, theta, sigma_page
         )
-        log_post = log_weight - np.log(_trapezoid_weights(jacobian)) + log_prior
+        log_post = log_weight - np.log(trapezoid_weights(jacobian)) + log_prior
         dens = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        post = _normalised(theta, dens, jacobian)
+        post = normalised_grid_posterior(theta, dens, jacobian)
         mean[sl] = post.mean()
         log_mean[sl] = post.log_mean()
         lower[sl], upper[sl] = post.quantiles((0.05, 0.95))
@@ -530,10 +530,12 @@ def grid_domain_and_pages(
     return domains, {"mean": mean, "lower": lower, "upper": upper, "log_mean": log_mean}
 
 
-def _normalised(theta: np.ndarray, dens: np.ndarray, jacobian: np.ndarray) -> GridPosterior:
+def normalised_grid_posterior(
+    theta: np.ndarray, dens: np.ndarray, jacobian: np.ndarray
+) -> GridPosterior:
     """A :class:`GridPosterior` from unnormalised densities on sinh grids (no tail)."""
     n = len(theta)
-    total = np.sum(_trapezoid_weights(jacobian) * dens, axis=1)
+    total = np.sum(trapezoid_weights(jacobian) * dens, axis=1)
     return GridPosterior(
         theta=theta,
         density=dens / total[:, None],

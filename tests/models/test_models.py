@@ -366,6 +366,54 @@ def test_hierarchical_degenerate_pages_fit_cleanly(hier_fit, degenerate_obs):
     assert par["pages_centred"] + par["pages_noncentred"] == degenerate_obs.n_pages
 
 
+def test_hierarchical_page_summary_averages_conditionals_and_agrees_with_draws(hier_fit):
+    """The default page summary (each page's exact conditional posterior averaged over the
+    population draws) estimates the posterior the pages' own draws sample: the means agree
+    within the draws' Monte Carlo error, and the draws fall below the reported 5% and 95%
+    quantiles at those rates."""
+    from arviz_stats.base.array import array_stats
+
+    conditional = hier_fit.page_summary_
+    draws = hier_fit.page_summary("draws")
+    assert conditional.attrs["method"] == "conditional" and draws.attrs["method"] == "draws"
+    pd.testing.assert_frame_equal(
+        conditional.drop(columns=["rate_per_day", "lower_per_day", "upper_per_day"]),
+        draws.drop(columns=["rate_per_day", "lower_per_day", "upper_per_day"]),
+    )
+    rate = np.asarray(hier_fit.rate_draws().transpose("chain", "draw", "page")) * 24.0
+    mcse = np.asarray(array_stats.mcse(rate, chain_axis=0, draw_axis=1, method="mean"))
+    z = (conditional.rate_per_day - draws.rate_per_day).to_numpy() / mcse
+    assert np.all(np.abs(z) < 4.5), z
+    flat = rate.reshape(-1, rate.shape[-1])
+    for column, level in (("lower_per_day", 0.05), ("upper_per_day", 0.95)):
+        below = np.mean(flat < conditional[column].to_numpy(), axis=0)
+        np.testing.assert_allclose(below, level, atol=0.035, err_msg=column)
+    # max_draws averages every k-th draw of each chain (2 chains x 1,000 -> every 10th)
+    from bayesrate.models.page_posterior import conditional_average
+
+    post = hier_fit.idata_["posterior"].isel(draw=slice(None, None, 10))
+    want = conditional_average(
+        hier_fit.data_.interval_stats.groups,
+        hier_fit.data_.domain_codes,
+        post["mu_domain"].stack(s=("chain", "draw")).transpose("s", "domain").values,
+        post["sigma_page"].stack(s=("chain", "draw")).values,
+    )
+    thinned = hier_fit.page_summary(max_draws=200)
+    np.testing.assert_allclose(thinned.rate_per_day, want.mean * 24.0, rtol=1e-12)
+
+
+def test_page_summary_method_follows_the_model(hier_fit, modulated_fit):
+    assert modulated_fit.page_summary_.attrs["method"] == "draws"
+    with pytest.raises(ValueError, match="no conditional page posteriors"):
+        modulated_fit.page_summary("conditional")
+    with pytest.raises(ValueError, match="method must be one of"):
+        hier_fit.page_summary("median")
+    # the cached frame is not the caller's to change
+    first = hier_fit.page_summary_
+    first["rate_per_day"] = -1.0
+    assert (hier_fit.page_summary_.rate_per_day > 0).all()
+
+
 def test_hierarchical_gates_cover_every_free_variable_once(hier_fit):
     """Leaving the centred sampler variables out of the gates loses nothing: their draws
     are elements of ``log_rate``/``mu_domain``; ArviZ over every variable is the oracle."""
