@@ -75,10 +75,13 @@ def write_by_time(frame: pd.DataFrame, root: Path, n_files: int) -> Path:
 
 
 def write_by_host(frame: pd.DataFrame, root: Path) -> Path:
-    """``host=X`` directories; the files hold ``url`` and no host column, rows shuffled."""
+    """``host=X`` directories (X percent-encoded, as pyarrow writes Hive directories); the
+    files hold ``url`` and no host column, rows shuffled."""
+    from urllib.parse import quote
+
     rng = np.random.default_rng(5)
     for host, part in frame.groupby("domain"):
-        d = root / f"host={host}"
+        d = root / f"host={quote(host, safe='')}"
         d.mkdir(parents=True)
         part = part.drop(columns="domain").rename(columns={"page": "url"})
         part.iloc[rng.permutation(len(part))].to_parquet(d / "log.parquet", index=False)
@@ -136,7 +139,19 @@ def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions)
         src = write_csv(log, tmp_path / "log", n_files=3)
     manifest = agg.aggregate(src, tmp_path / "stats", partitions=partitions)
     assert manifest["rows"] == len(log) and manifest["malformed_rows"]["rows"] == 0
-    assert manifest["partitions"] == partitions
+    # auto: host layout for the host-partitioned log, URL-hash buckets otherwise
+    assert manifest["layout"] == ("host" if layout == "host" else "url")
+    saved = json.loads((tmp_path / "stats" / "_manifest.json").read_text())
+    assert saved["layout"] == manifest["layout"] and saved["arguments"]["layout"] == saved["layout"]
+    if layout == "host":
+        # 5 hosts of ~1/5 of the rows each, parts of at most 1/3: one host per part
+        assert manifest["partitions"] == 5 and manifest["host_plan"]["hosts_split"] == 0
+        assert "Parquet metadata" in manifest["host_rows"]
+    else:
+        assert manifest["partitions"] == partitions
+        assert "URL-hash buckets" in manifest["layout_reason"]
+        if layout == "time":
+            assert "by day, not by host" in manifest["layout_reason"]
     check_same_statistics(tmp_path / "stats", in_memory(log))
 
 
