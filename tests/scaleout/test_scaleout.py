@@ -581,6 +581,8 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
                 str(tmp_path / "s"),
                 "--partitions",
                 "2",
+                "--layout",
+                "host",
                 "--scheduler",
                 address,
                 "--no-progress",
@@ -588,6 +590,10 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
         )
         == 0
     )
+    # --layout host on a time-partitioned log: rows per host from a pass over the column
+    stats = json.loads((tmp_path / "s" / "_manifest.json").read_text())
+    assert stats["layout"] == "host" and stats["host_rows"] == "one pass over the domain column"
+    assert stats["host_plan"]["hosts"] == 5 and stats["partitions"] >= 2
     PRIORS.save(tmp_path / "priors")
     assert (
         main(
@@ -628,6 +634,10 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
     )
     manifest = json.loads(capsys.readouterr().out)
     assert manifest["pages"] == N_PAGES and manifest["fetch_per_day"] == pytest.approx(30)
+    assert manifest["layout"] == "host"
+    assert sorted(d.name for d in (tmp_path / "r" / "rates").iterdir()) == [
+        f"host=site{i}.org" for i in range(5)
+    ]
     # expected failures: a message naming the problem, exit status 1
     code = main(
         [
