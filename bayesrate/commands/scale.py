@@ -9,8 +9,9 @@ Four stages, each reading the previous one's output (``docs/scale.md``)::
 
 Every stage runs on a local Dask cluster (one worker per core) unless ``--scheduler
 ADDRESS`` names a running scheduler. Outputs are Parquet datasets with a
-``_manifest.json``; a killed run rerun with the same arguments resumes and commits the
-same output as one clean run.
+``_manifest.json``, partitioned by URL hash or, for a log partitioned by host, by host
+(``--layout``); a killed run rerun with the same arguments resumes and commits the same
+output as one clean run.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--partitions",
         type=positive_int,
         help="partitions after the shuffle (default: ~2 M rows each)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=("auto", "url", "host"),
+        default="auto",
+        help="output partitioning: host (whole hosts per part, host=H/ directories), url "
+        "(URL-hash buckets), or auto (default): host when the log is partitioned by host "
+        "(host=H/ or domain=H/ directories), url otherwise; later stages keep it",
     )
     p.add_argument(
         "--bad-rows",
@@ -180,6 +189,7 @@ def _aggregate(args: argparse.Namespace) -> int:
         timezone=args.timezone,
         partitions=args.partitions,
         bad_rows=args.bad_rows,
+        layout=args.layout,
     )
 
 

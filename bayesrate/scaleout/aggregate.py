@@ -1,10 +1,18 @@
-"""Stage 1: a crawl or fetch log → per-URL interval statistics, co-partitioned by URL hash.
+"""Stage 1: a crawl or fetch log → per-URL interval statistics, co-partitioned by URL or host.
 
 The log is read lazily (:mod:`~bayesrate.scaleout.logs`) and shuffled once so that every
-URL's rows are in one partition: ``hash(page) mod partitions`` (Dask's hash partitioning,
-the same for a page whatever file or time slice it came from). **This shuffle is the
-expensive step**: every row crosses the network (or, on one machine, is serialised and
-spilled) once; everything after it is local to a partition (``docs/scale.md``).
+URL's rows are in one partition. In the ``url`` layout the partition is
+``hash(page) mod partitions`` (Dask's hash partitioning, the same for a page whatever
+file or time slice it came from); in the ``host`` layout (a log partitioned by host,
+:mod:`~bayesrate.scaleout.layout`) it is the part its host's plan gives it: whole hosts
+per part, a giant host split by URL hash over several parts (an exact placement by
+``set_index`` on the part number with known divisions). **This shuffle is the expensive
+step**: every row crosses the network (or, on one machine, is serialised and spilled)
+once; everything after it is local to a partition (``docs/scale.md``). A log partitioned
+by host still needs it (a host's files are spread over the workers that read them), but
+the host layout adds only a small second one: one row per URL, by URL hash, to check that
+no URL appears under two hosts (in the URL layout that is a page-level check within the
+partition).
 
 Each partition is then sorted by (page, time) and reduced where it lives:
 
@@ -20,8 +28,11 @@ Output (``OUT``, :mod:`~bayesrate.scaleout.staging`): ``pages/part-K.parquet`` (
 domain, n_visits, n_changes, exposure_hours, first_visit, last_visit, last_change``; times
 in hours since the Unix epoch), ``groups/part-K.parquet`` (``page, tau_hours, n,
 changed``), ``hour_of_week.parquet`` (``domain, hour_of_week, unchanged_hours,
-changed_hours``) and ``_manifest.json`` (counts, malformed-row report, timings). Part ``K``
-holds the URLs whose hash falls in bucket ``K``; later stages keep that numbering.
+changed_hours``) and ``_manifest.json`` (counts, malformed-row report, timings, the
+layout and why). Part ``K`` holds the URLs whose hash falls in bucket ``K`` (``url``) or
+the hosts the plan packs into part ``K``, each host's rows in ``pages/host=<H>/`` and
+``groups/host=<H>/`` (``host``); later stages keep the layout and the numbering. The
+per-part partial sums of the hour-of-week table (``how/part-K.parquet``) stay flat.
 """
 
 from __future__ import annotations
@@ -36,9 +47,10 @@ import pandas as pd
 
 from bayesrate.constants import CHANGED, DOMAIN, N_HOUR_OF_WEEK, PAGE, TIME
 from bayesrate.observations import Observations
+from bayesrate.scaleout import layout as L
 from bayesrate.scaleout import logs
 from bayesrate.scaleout import problems as P
-from bayesrate.scaleout.staging import Staging, load_manifest, write_part
+from bayesrate.scaleout.staging import Staging, load_manifest, read_part, write_part
 from bayesrate.sufficient import IntervalStats
 
 #: rows per partition after the shuffle, when the number of partitions is not given
@@ -91,15 +103,26 @@ def aggregate(
     partitions: int | None = None,
     bad_rows: str = "error",
     shuffle_method: str | None = None,
+    layout: str = "auto",
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run stage 1 (see the module docstring); returns the manifest.
+
+    Parameters
+    ----------
+    partitions
+        Partitions after the shuffle (default: ~:data:`ROWS_PER_PARTITION` rows each). In
+        the host layout the plan's part target is ``rows / partitions``; whole hosts per
+        part make the number of parts differ (the manifest's ``partitions``).
+    layout
+        ``"auto"``, ``"url"`` or ``"host"`` (:mod:`~bayesrate.scaleout.layout`).
 
     Raises
     ------
     ObservationError
         Unreadable or malformed input (with ``bad_rows="error"``: counts per reason and a
-        sample of rows); nothing is committed then.
+        sample of rows), or a URL under two hosts in the host layout; nothing is
+        committed then.
     """
     import dask
 
@@ -112,6 +135,7 @@ def aggregate(
     check_timezone(timezone)
     t0 = time.perf_counter()
     spec = logs.scan(input_path, kind=kind, time_unit=time_unit)
+    chosen, reason = L.choose(spec, layout)
     n_parts = int(partitions or default_partitions(spec))
     arguments = {
         "stage": "aggregate",
@@ -122,30 +146,45 @@ def aggregate(
         "timezone": timezone,
         "partitions": n_parts,
         "bad_rows": bad_rows,
+        "layout": chosen,
     }
     staging = Staging(out, arguments)
     if staging.is_committed():
         return load_manifest(out)
-    done, todo = staging.pending(n_parts)
+    plan = None
+    layout_doc: dict[str, Any] = {"layout": chosen, "layout_reason": reason}
+    if chosen == "host":
+        rows, counted = L.host_rows(spec)
+        plan = L.plan_hosts(rows, max(1, -(-int(rows.sum()) // n_parts)))
+        layout_doc["host_rows"] = counted
+        layout_doc["host_plan"] = plan.summary()
+    n_out = n_parts if plan is None else plan.n_parts
+    done, todo = staging.pending(n_out)
     if todo:
         frame = logs.read_log(spec)
-        kwargs = {"npartitions": n_parts}
-        if shuffle_method:
-            kwargs["shuffle_method"] = shuffle_method
-        shuffled = frame.shuffle(PAGE, **kwargs)
+        kwargs = {"shuffle_method": shuffle_method} if shuffle_method else {}
+        if plan is None:
+            shuffled = frame.shuffle(PAGE, npartitions=n_parts, **kwargs)
+        else:
+            meta = frame._meta.assign(**{L.PART: np.zeros(0, dtype=np.int64)})
+            keyed = frame.map_partitions(L.with_parts, plan, meta=meta)
+            # exact placement: part K holds the rows whose part number is K
+            shuffled = keyed.set_index(L.PART, divisions=list(range(n_out + 1)), **kwargs)
         parts = shuffled.to_delayed()
         task = dask.delayed(aggregate_part, pure=False)
-        tasks = [task(parts[k], k, spec, timezone, str(staging.path)) for k in todo]
+        tasks = [task(parts[k], k, spec, timezone, str(staging.path), chosen) for k in todo]
         for k, summary in zip(todo, compute(tasks, progress=progress), strict=True):
             done[k] = summary
-    summaries = [done[k] for k in range(n_parts)]
+    summaries = [done[k] for k in range(n_out)]
     problems = P.report(s["problems"] for s in summaries)
     try:
         P.raise_if_any(problems, bad_rows)
+        if chosen == "host":
+            check_one_host_per_url(staging.path, n_out)
     except ObservationError:
         staging.discard()
         raise
-    how = sum_hour_of_week(staging.path, n_parts)
+    how = sum_hour_of_week(staging.path, n_out)
     how_tmp = staging.path / ".hour_of_week.parquet.tmp"
     how.to_parquet(how_tmp, index=False)
     os.replace(how_tmp, staging.path / "hour_of_week.parquet")
@@ -156,7 +195,8 @@ def aggregate(
     manifest = {
         "stage": "aggregate",
         "kind": kind,
-        "partitions": n_parts,
+        **layout_doc,
+        "partitions": n_out,
         "input_partitions": len(spec.pieces),
         "files": len(spec.sources),
         **totals,
@@ -176,11 +216,81 @@ def aggregate(
 
 # ---------------------------------------------------------------------- one partition
 def aggregate_part(
-    frame: pd.DataFrame, k: int, spec: logs.LogSpec, timezone: str, staging_path: str
+    frame: pd.DataFrame,
+    k: int,
+    spec: logs.LogSpec,
+    timezone: str,
+    staging_path: str,
+    layout: str = "url",
 ) -> dict[str, Any]:
     """Reduce one co-partitioned partition and commit it as part ``k`` (on a worker)."""
+    if layout == "host":
+        placed = frame.index.to_numpy()
+        if len(placed) and not (placed == k).all():  # the shuffle's placement, checked
+            raise RuntimeError(f"partition {k} holds rows of parts {sorted(set(placed))}")
+        frame = frame.reset_index(drop=True)
     tables, summary = reduce_partition(frame, spec, timezone)
-    return write_part(staging_path, k, tables, summary)
+    pages, groups = tables["pages"], tables["groups"]
+    page_domain = pages["domain"].to_numpy(dtype=object)
+    group_domain = page_domain[pd.Index(pages["page"]).get_indexer(groups["page"])]
+    out = {
+        **L.tables_for(layout, "pages", pages, page_domain),
+        **L.tables_for(layout, "groups", groups, group_domain),
+        "how": tables["how"],
+    }
+    return write_part(staging_path, k, out, summary)
+
+
+def check_one_host_per_url(staging_path: str | Path, n_parts: int) -> None:
+    """In the host layout, fail if a URL's pages were found under more than one host.
+
+    Parts hold whole hosts, so the same URL under two hosts lands in two parts and the
+    in-partition check (domain varies within the page) cannot see it: one row per (URL,
+    host) is shuffled by URL hash and checked (a shuffle of the ``pages`` table, not the
+    log).
+
+    Raises
+    ------
+    ObservationError
+        Naming the URLs and their hosts.
+    """
+    import dask.dataframe as dd
+
+    from bayesrate.errors import ObservationError
+
+    meta = pd.DataFrame({"page": pd.Series(dtype=object), "domain": pd.Series(dtype=object)})
+    pages = dd.from_map(
+        _page_hosts,
+        list(range(n_parts)),
+        args=(str(staging_path),),
+        meta=meta,
+        divisions=None,
+        enforce_metadata=False,
+    )
+    repeated = (
+        pages.shuffle("page", npartitions=max(1, n_parts))
+        .map_partitions(_repeated_pages, meta=meta)
+        .compute()
+    )
+    if len(repeated):
+        hosts = repeated.groupby("page", sort=True)["domain"].apply(sorted)
+        listed = [f"{page} ({', '.join(h)})" for page, h in hosts.items()]
+        raise ObservationError(
+            f"{len(hosts):,} URL(s) found under more than one host of a host-partitioned "
+            "log: the host layout needs each URL under one host (with --layout url they "
+            "are found as 'domain varies within the page' and handled per --bad-rows)",
+            field=DOMAIN,
+            pages=listed,
+        )
+
+
+def _page_hosts(k: int, staging_path: str) -> pd.DataFrame:
+    frame = read_part(staging_path, "pages", k, columns=["page", "domain"])
+    return frame.astype(object)
+
+
+def _repeated_pages(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["page"].duplicated(keep=False)]
 
 
 def reduce_partition(

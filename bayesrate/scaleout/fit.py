@@ -28,7 +28,7 @@ import pandas as pd
 from bayesrate.constants import CHANGED, DOMAIN, PAGE, TIME
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
-from bayesrate.scaleout.staging import load_manifest, part_name
+from bayesrate.scaleout.staging import load_manifest, read_part
 
 
 def page_keys(pages: np.ndarray, seed: str) -> np.ndarray:
@@ -53,16 +53,12 @@ def allocation(sizes: pd.Series, n_sample: int, min_per_domain: int = 2) -> pd.S
 
 
 def part_domain_sizes(stats_dir: str, k: int) -> pd.Series:
-    frame = pd.read_parquet(
-        Path(stats_dir) / "pages" / f"{part_name(k)}.parquet", columns=["domain"]
-    )
+    frame = read_part(stats_dir, "pages", k, columns=["domain"])
     return frame["domain"].value_counts()
 
 
 def part_candidates(stats_dir: str, k: int, alloc: dict, seed: str) -> pd.DataFrame:
-    frame = pd.read_parquet(
-        Path(stats_dir) / "pages" / f"{part_name(k)}.parquet", columns=["page", "domain"]
-    )
+    frame = read_part(stats_dir, "pages", k, columns=["page", "domain"])
     frame = frame.assign(key=page_keys(frame["page"].to_numpy(dtype=object), seed), part=k)
     frame = frame.sort_values(["domain", "key"], kind="stable")
     rank = frame.groupby("domain", sort=False).cumcount().to_numpy()
@@ -71,9 +67,10 @@ def part_candidates(stats_dir: str, k: int, alloc: dict, seed: str) -> pd.DataFr
 
 
 def part_sample_stats(stats_dir: str, k: int, pages: list[str]) -> tuple[pd.DataFrame, ...]:
-    root = Path(stats_dir)
-    p = pd.read_parquet(root / "pages" / f"{part_name(k)}.parquet")
-    g = pd.read_parquet(root / "groups" / f"{part_name(k)}.parquet")
+    from bayesrate.scaleout.aggregate import GROUP_COLUMNS, PAGE_COLUMNS
+
+    p = read_part(stats_dir, "pages", k, columns=list(PAGE_COLUMNS))
+    g = read_part(stats_dir, "groups", k, columns=list(GROUP_COLUMNS))
     keep = set(pages)
     return p[p["page"].isin(keep)], g[g["page"].isin(keep)]
 

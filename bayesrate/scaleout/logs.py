@@ -6,8 +6,13 @@ optionally ``domain`` (or ``host``). A *fetch log* has a content ``digest`` inst
 (:func:`bayesrate.io.fetch_log.changed_from_digests`). The input is a file or a directory
 tree of ``.parquet`` / ``.csv`` / ``.csv.gz`` files, e.g. partitioned by time
 (``date=2024-05-01/part-0.parquet``) or by host (``host=example.org/...``): Hive-style
-``key=value`` directory names become columns, so a log partitioned by host needs no host
-column in its files.
+``key=value`` directory names become columns (percent-decoded, as pyarrow, Dask and Spark
+write them: ``host=a%20b`` is host ``a b``), so a log partitioned by host needs no host
+column in its files. :attr:`LogSpec.hosts` records, per file, the host its directory gives
+every one of its rows (a file with its own ``domain``/``host`` column keeps that column's
+values, as the reader does), and :attr:`LogSpec.piece_rows` each piece's row count from
+the Parquet metadata: together the rows per host of a host-partitioned log, without
+reading it (:mod:`~bayesrate.scaleout.layout`).
 
 Every Parquet row group (every CSV file) is one partition, read only when a task needs it
 (:func:`dask.dataframe.from_map`). Identifiers are read as text exactly as written (no
@@ -24,6 +29,7 @@ A timestamp without an offset is a problem, as in memory.
 from __future__ import annotations
 
 import re
+import urllib.parse
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,12 +70,20 @@ class LogSpec:
         ``(source, row_group or -1, first row)`` per partition.
     time_unit
         Unit of numeric times.
+    hosts
+        Per source: the host (domain) that a Hive directory ``host=H`` or ``domain=H`` of
+        its path gives every row of the file, or ``None`` (no such directory, or the file
+        has its own ``domain``/``host`` column, which the reader prefers).
+    piece_rows
+        Per piece: its row count from the Parquet metadata, or -1 (CSV: unknown unread).
     """
 
     kind: str
     sources: tuple[str, ...]
     pieces: tuple[tuple[int, int, int], ...]
     time_unit: str = DEFAULT_TIME_UNIT
+    hosts: tuple[str | None, ...] = ()
+    piece_rows: tuple[int, ...] = ()
 
     @property
     def value_column(self) -> str:
@@ -117,21 +131,49 @@ def scan(path: str | Path, *, kind: str = "crawl", time_unit: str = DEFAULT_TIME
         raise ObservationError(f"unknown time unit {time_unit!r}; use one of {sorted(TIME_UNITS)}")
     files = find_files(path)
     pieces: list[tuple[int, int, int]] = []
+    piece_rows: list[int] = []
+    hosts: list[str | None] = []
     for i, name in enumerate(files):
+        hive = hive_values(name)
+        host_key = next((k for k in DOMAIN_NAMES if k in hive), None)
         if name.lower().endswith((".parquet", ".pq")):
             import pyarrow.parquet as pq
 
             try:
-                meta = pq.ParquetFile(name).metadata
+                file = pq.ParquetFile(name)
+                meta = file.metadata
+                columns = file.schema_arrow.names
             except _UNREADABLE as exc:
                 raise ObservationError(f"cannot read {name} as Parquet: {exc}") from exc
             first = 0
             for g in range(meta.num_row_groups):
                 pieces.append((i, g, first))
-                first += meta.row_group(g).num_rows
+                rows = meta.row_group(g).num_rows
+                piece_rows.append(rows)
+                first += rows
         else:
             pieces.append((i, -1, 0))
-    return LogSpec(kind=kind, sources=tuple(files), pieces=tuple(pieces), time_unit=time_unit)
+            piece_rows.append(-1)
+            columns = _csv_header(name) if host_key else []
+        own = any(c in columns for c in DOMAIN_NAMES)
+        hosts.append(hive[host_key] if host_key and not own else None)
+    return LogSpec(
+        kind=kind,
+        sources=tuple(files),
+        pieces=tuple(pieces),
+        time_unit=time_unit,
+        hosts=tuple(hosts),
+        piece_rows=tuple(piece_rows),
+    )
+
+
+def _csv_header(name: str) -> list[str]:
+    try:
+        return list(pd.read_csv(name, nrows=0, dtype=str, compression="infer").columns)
+    except pd.errors.EmptyDataError:
+        return []
+    except _UNREADABLE as exc:
+        raise ObservationError(f"cannot read {name}: {exc}") from exc
 
 
 def read_log(spec: LogSpec) -> Any:
@@ -209,14 +251,62 @@ def _read_raw(name: str, row_group: int) -> pd.DataFrame:
         raise ObservationError(f"cannot read {name}: {exc}") from exc
 
 
-def _with_hive_columns(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """Add ``key=value`` directory names of the file's path as columns (if absent)."""
-    extra = {}
+def hive_values(name: str) -> dict[str, str]:
+    """The ``key=value`` directory names of a file's path, values percent-decoded.
+
+    A key repeated deeper in the path takes the deeper value.
+    """
+    out = {}
     for part in Path(name).parent.parts:
         key, sep, value = part.partition("=")
-        if sep and key and key not in frame.columns:
-            extra[key] = value
+        if sep and key:
+            out[key] = urllib.parse.unquote(value)
+    return out
+
+
+def _with_hive_columns(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Add ``key=value`` directory names of the file's path as columns (if absent)."""
+    extra = {k: v for k, v in hive_values(name).items() if k not in frame.columns}
     return frame.assign(**extra) if extra else frame
+
+
+def piece_domains(piece: tuple[int, int, int], spec: LogSpec) -> pd.Series:
+    """Rows per domain of one piece, reading only its domain column (if it has one).
+
+    The domains are those :func:`read_piece` gives the rows (missing ones are not
+    counted: those rows are problems, wherever they go).
+    """
+    source, row_group, _ = piece
+    name = spec.sources[source]
+    try:
+        if row_group >= 0:
+            import pyarrow.parquet as pq
+
+            file = pq.ParquetFile(name)
+            wanted = [c for c in DOMAIN_NAMES if c in file.schema_arrow.names][:1]
+            raw = file.read_row_group(row_group, columns=wanted).to_pandas()
+            n = file.metadata.row_group(row_group).num_rows
+        else:
+            header = _csv_header(name)
+            wanted = [c for c in DOMAIN_NAMES if c in header][:1] or header[:1]
+            raw = pd.read_csv(
+                name, usecols=wanted, dtype=str, keep_default_na=False, na_values=[""]
+            )
+            n = len(raw)
+            raw = raw[[c for c in wanted if c in DOMAIN_NAMES]]
+    except pd.errors.EmptyDataError:
+        return pd.Series(dtype=np.int64)
+    except _UNREADABLE as exc:
+        raise ObservationError(f"cannot read {name}: {exc}") from exc
+    if not len(raw.columns):
+        raw = pd.DataFrame(index=pd.RangeIndex(n))
+    raw = _with_hive_columns(raw, name)
+    domain_col = _pick(raw, DOMAIN_NAMES, name, required=False)
+    domain = (
+        _ids(raw[domain_col]) if domain_col else pd.Series([DEFAULT_DOMAIN] * n, dtype=ID_DTYPE)
+    )
+    counts = domain.dropna().value_counts()
+    return pd.Series(counts.to_numpy(dtype=np.int64), index=counts.index.astype(object))
 
 
 def _pick(frame: pd.DataFrame, names: tuple[str, ...], source: str, *, required: bool) -> str:

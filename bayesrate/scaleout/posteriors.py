@@ -17,6 +17,10 @@ Output columns, per URL: those of ``bayesrate estimate`` — ``page``, ``n_visit
 keeps a Gamma per URL), ``last_fetch`` and ``last_change`` (UTC timestamps). The
 artifact's hour-of-week multipliers, if any, are not used here: the likelihood is that of
 a constant (time-averaged) rate, which is what the artifact's Gamma describes.
+
+The output keeps the aggregate output's layout (:mod:`~bayesrate.scaleout.layout`, from its
+manifest) and part numbering: ``OUT/posteriors/part-K.parquet``, or
+``OUT/posteriors/host=<H>/part-K.parquet`` in the host layout.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ import pandas as pd
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.estimators.grid import LogPrior, gamma_log_prior, grid_posterior
 from bayesrate.priors import PriorSet
-from bayesrate.scaleout.aggregate import stats_from_tables
-from bayesrate.scaleout.staging import Staging, load_manifest, part_name, write_part
+from bayesrate.scaleout.aggregate import GROUP_COLUMNS, PAGE_COLUMNS, stats_from_tables
+from bayesrate.scaleout.layout import layout_of, tables_for
+from bayesrate.scaleout.staging import Staging, load_manifest, read_part, write_part
 
 #: grid points per page: posterior means agree with 801 points to ~1e-13 and the 5%/95%
 #: quantiles to ~1e-5 (relative) on ``pages_like`` pages, at a quarter of the cost
@@ -105,14 +110,15 @@ def _timestamps(hours: np.ndarray) -> pd.DatetimeIndex:
     return out
 
 
-def posterior_part(stats_dir: str, k: int, priors_doc: dict, n_grid: int, staging: str) -> dict:
-    """Compute and commit part ``k`` (on a worker)."""
-    name = part_name(k)
-    root = Path(stats_dir)
-    pages = pd.read_parquet(root / "pages" / f"{name}.parquet")
-    groups = pd.read_parquet(root / "groups" / f"{name}.parquet")
+def posterior_part(
+    stats_dir: str, k: int, priors_doc: dict, n_grid: int, staging: str, layout: str = "url"
+) -> dict:
+    """Compute and commit part ``k`` (on a worker), in the input's layout."""
+    pages = read_part(stats_dir, "pages", k, columns=list(PAGE_COLUMNS))
+    groups = read_part(stats_dir, "groups", k, columns=list(GROUP_COLUMNS))
     frame = posterior_frame(pages, groups, PriorSet.from_json(priors_doc), n_grid)
-    return write_part(staging, k, {"posteriors": frame}, {"pages": len(frame)})
+    tables = tables_for(layout, "posteriors", frame, frame["domain"].to_numpy(dtype=object))
+    return write_part(staging, k, tables, {"pages": len(frame)})
 
 
 def posteriors(
@@ -125,7 +131,8 @@ def posteriors(
 ) -> dict[str, Any]:
     """Run stage 3 on an aggregate output; returns the manifest.
 
-    Output: ``OUT/posteriors/part-K.parquet`` (part ``K`` of the input), ``_manifest.json``.
+    Output: ``OUT/posteriors/part-K.parquet`` (part ``K`` of the input; in the host
+    layout ``OUT/posteriors/host=<H>/part-K.parquet``), ``_manifest.json``.
     """
     import dask
 
@@ -136,8 +143,10 @@ def posteriors(
     priors = PriorSet.load(priors_path)
     doc = priors.to_json()
     n_parts = int(upstream["partitions"])
+    layout = layout_of(upstream)
     arguments = {
         "stage": "posteriors",
+        "layout": layout,
         "input": str(Path(stats_dir).absolute()),
         "input_run": upstream["run_key"],
         "priors": doc,
@@ -148,11 +157,13 @@ def posteriors(
         return load_manifest(out)
     done, todo = staging.pending(n_parts)
     task = dask.delayed(posterior_part, pure=False)
-    tasks = [task(str(Path(stats_dir).absolute()), k, doc, n_grid, str(staging.path)) for k in todo]
+    src = str(Path(stats_dir).absolute())
+    tasks = [task(src, k, doc, n_grid, str(staging.path), layout) for k in todo]
     for k, summary in zip(todo, compute(tasks, progress=progress), strict=True):
         done[k] = summary
     manifest = {
         "stage": "posteriors",
+        "layout": layout,
         "partitions": n_parts,
         "pages": int(sum(done[k]["pages"] for k in range(n_parts))),
         "priors": str(priors_path),

@@ -14,7 +14,11 @@ host with caps) per partition and round. The answer equals
 
 Change rates are the posterior means of stage 3 (``rate_per_day``); weights are 1 (every
 URL equally important). Output: ``OUT/rates/part-K.parquet`` (``page, domain,
-rate_per_day, fetch_per_day``), ``_manifest.json`` (budget, multipliers, totals).
+rate_per_day, fetch_per_day``; ``OUT/rates/host=<H>/part-K.parquet`` when the posteriors
+are in the host layout, :mod:`~bayesrate.scaleout.layout`), ``_manifest.json`` (budget,
+multipliers, totals). In the host layout every host's pages are in one part (or, for a
+host split by size, a few), so a host's cap is nearly partition-local; the bisection is
+the same for both layouts.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import pandas as pd
 
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.errors import ObservationError
-from bayesrate.scaleout.staging import Staging, load_manifest, part_name, write_part
+from bayesrate.scaleout.layout import layout_of, tables_for
+from bayesrate.scaleout.staging import Staging, load_manifest, read_part, write_part
 from bayesrate.scheduler.optimal import (
     OBJECTIVES,
     budget_multiplier,
@@ -39,10 +44,7 @@ from bayesrate.scheduler.optimal import (
 
 def load_part(posteriors_dir: str, k: int, hosts: pd.Index) -> dict[str, np.ndarray]:
     """One partition's arrays: pages, host codes, change rates per hour, weights."""
-    frame = pd.read_parquet(
-        Path(posteriors_dir) / "posteriors" / f"{part_name(k)}.parquet",
-        columns=["page", "domain", "rate_per_day"],
-    )
+    frame = read_part(posteriors_dir, "posteriors", k, columns=["page", "domain", "rate_per_day"])
     lam = frame["rate_per_day"].to_numpy(dtype=np.float64) / HOURS_PER_DAY
     return {
         "page": frame["page"].to_numpy(dtype=object),
@@ -54,9 +56,7 @@ def load_part(posteriors_dir: str, k: int, hosts: pd.Index) -> dict[str, np.ndar
 
 
 def part_domains(posteriors_dir: str, k: int) -> np.ndarray:
-    frame = pd.read_parquet(
-        Path(posteriors_dir) / "posteriors" / f"{part_name(k)}.parquet", columns=["domain"]
-    )
+    frame = read_part(posteriors_dir, "posteriors", k, columns=["domain"])
     return frame["domain"].unique()
 
 
@@ -76,7 +76,7 @@ def part_check(part: dict) -> dict[str, Any]:
     return {"pages": len(lam), "bad": part["page"][bad][:10].tolist(), "n_bad": int(bad.sum())}
 
 
-def write_rates_part(part, k, objective, log_mu_host, lo, hi, staging) -> dict:
+def write_rates_part(part, k, objective, log_mu_host, lo, hi, staging, layout="url") -> dict:
     p = part_fetches(part, objective, log_mu_host, lo, hi)
     frame = pd.DataFrame(
         {
@@ -86,7 +86,8 @@ def write_rates_part(part, k, objective, log_mu_host, lo, hi, staging) -> dict:
             "fetch_per_day": p * HOURS_PER_DAY,
         }
     )
-    return write_part(staging, k, {"rates": frame}, {"pages": len(frame), "fetch": float(p.sum())})
+    tables = tables_for(layout, "rates", frame, part["domain"])
+    return write_part(staging, k, tables, {"pages": len(frame), "fetch": float(p.sum())})
 
 
 def rates(
@@ -134,9 +135,11 @@ def rates(
     t0 = time.perf_counter()
     upstream = load_manifest(posteriors_dir)
     n_parts = int(upstream["partitions"])
+    layout = layout_of(upstream)
     src = str(Path(posteriors_dir).absolute())
     arguments = {
         "stage": "rates",
+        "layout": layout,
         "input": src,
         "input_run": upstream["run_key"],
         "budget_per_day": budget_per_day,
@@ -200,12 +203,13 @@ def rates(
     final = np.maximum(log_mu, host_mu)
     done, todo = staging.pending(n_parts)
     task = delayed(write_rates_part, pure=False)
-    tasks = [task(parts[k], k, objective, final, lo, hi, str(staging.path)) for k in todo]
+    tasks = [task(parts[k], k, objective, final, lo, hi, str(staging.path), layout) for k in todo]
     for k, summary in zip(todo, compute(tasks, progress=progress), strict=True):
         done[k] = summary
     fetch = float(sum(done[k]["fetch"] for k in range(n_parts)))
     manifest = {
         "stage": "rates",
+        "layout": layout,
         "partitions": n_parts,
         "pages": n_pages,
         "hosts": n_hosts,

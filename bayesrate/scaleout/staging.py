@@ -1,13 +1,19 @@
 """Restartable Parquet output: parts committed one by one, the whole committed by rename.
 
 A stage writes ``OUT`` as tables of parts (``OUT/<table>/part-00017.parquet``, one file per
-partition, numbered like the stage's input partitions) plus ``OUT/_manifest.json``. While
+partition, numbered like the stage's input partitions; in the host layout one file per
+host of the part, ``OUT/<table>/host=<H>/part-00017.parquet``,
+:mod:`~bayesrate.scaleout.layout`) plus ``OUT/_manifest.json``. A part's marker lists its
+files, so a later stage finds part ``K``'s files without listing the host directories
+(:func:`part_files`). While
 it runs everything goes to a staging directory beside ``OUT``,
 ``.<name>.staging-<key>``, where ``<key>`` hashes the stage's arguments:
 
 - a part's files are written under temporary names and renamed; then its *marker*
-  (``_parts/part-00017.json``, the part's summary) is renamed into place. A part is done
-  exactly when its marker exists; files of a part without a marker are rewritten.
+  (``_parts/part-00017.json``, the part's summary and its files) is renamed into place. A
+  part is done exactly when its marker exists; files of a part without a marker are
+  rewritten (their names depend only on the part's rows, so a rerun writes the same
+  names: the host layout's ``host=H`` directories of a part come from its rows).
 - when every part is done the manifest is written and the staging directory replaces
   ``OUT`` (:func:`bayesrate.atomic` style: the old ``OUT`` is moved aside, then removed).
 
@@ -34,6 +40,8 @@ import pandas as pd
 
 MANIFEST = "_manifest.json"
 MARKERS = "_parts"
+#: the key of a part's file list in its marker
+FILES = "files"
 
 
 def part_name(k: int) -> str:
@@ -130,10 +138,14 @@ def write_part(
 ) -> dict[str, Any]:
     """Commit part ``k``: each table's file, then the part's marker (runs on a worker).
 
-    Returns ``summary`` (what the marker holds).
+    ``tables`` maps a directory relative to the output (``pages``, or
+    ``pages/host=example.org``) to the rows written there as ``part-K.parquet``.
+
+    Returns ``summary`` with ``files`` (the part's files, relative), what the marker holds.
     """
     root = Path(staging_path)
     name = part_name(k)
+    files = []
     for table, frame in tables.items():
         directory = root / table
         directory.mkdir(parents=True, exist_ok=True)
@@ -141,17 +153,52 @@ def write_part(
         tmp = directory / f".{name}.{uuid.uuid4().hex}.tmp"
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, target)
+        files.append(f"{table}/{name}.parquet")
+    summary = {**summary, FILES: files}
     write_text(root / MARKERS / f"{name}.json", json.dumps(summary, default=str))
-    return dict(summary)
+    return summary
+
+
+def part_files(directory: str | Path, table: str, k: int) -> list[Path]:
+    """The files of part ``k`` of ``table`` in a (staged or committed) stage output.
+
+    From the part's marker; outputs whose markers do not list files (written before
+    layouts) have one file, ``table/part-K.parquet``.
+    """
+    root = Path(directory)
+    name = part_name(k)
+    marker = root / MARKERS / f"{name}.json"
+    listed = json.loads(marker.read_text()).get(FILES) if marker.is_file() else None
+    if listed is None:
+        return [root / table / f"{name}.parquet"]
+    return [root / f for f in listed if f.split("/", 1)[0] == table]
+
+
+def read_part(
+    directory: str | Path, table: str, k: int, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """Part ``k`` of ``table`` as one frame (all its hosts' files, in host order).
+
+    A part without files (a host layout part whose table has no rows) is an empty frame
+    with ``columns``.
+    """
+    frames = [pd.read_parquet(f, columns=columns) for f in part_files(directory, table, k)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns or []})
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def read_table(directory: str | Path, table: str, parts: list[int] | None = None) -> pd.DataFrame:
-    """A committed table (all parts, or the given ones) as one pandas DataFrame."""
+    """A committed table (all parts, or the given ones) as one pandas DataFrame.
+
+    Files in path order (host directories, then parts); the host layout's files are read
+    one by one, so the frame has no ``host`` column (``domain`` holds the host).
+    """
     root = Path(directory) / table
     files = (
-        sorted(root.glob("part-*.parquet"))
+        sorted(root.rglob("part-*.parquet"))
         if parts is None
-        else [root / f"{part_name(k)}.parquet" for k in parts]
+        else [f for k in parts for f in part_files(directory, table, k)]
     )
     frames = [pd.read_parquet(f) for f in files]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -75,10 +75,13 @@ def write_by_time(frame: pd.DataFrame, root: Path, n_files: int) -> Path:
 
 
 def write_by_host(frame: pd.DataFrame, root: Path) -> Path:
-    """``host=X`` directories; the files hold ``url`` and no host column, rows shuffled."""
+    """``host=X`` directories (X percent-encoded, as pyarrow writes Hive directories); the
+    files hold ``url`` and no host column, rows shuffled."""
+    from urllib.parse import quote
+
     rng = np.random.default_rng(5)
     for host, part in frame.groupby("domain"):
-        d = root / f"host={host}"
+        d = root / f"host={quote(host, safe='')}"
         d.mkdir(parents=True)
         part = part.drop(columns="domain").rename(columns={"page": "url"})
         part.iloc[rng.permutation(len(part))].to_parquet(d / "log.parquet", index=False)
@@ -136,7 +139,19 @@ def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions)
         src = write_csv(log, tmp_path / "log", n_files=3)
     manifest = agg.aggregate(src, tmp_path / "stats", partitions=partitions)
     assert manifest["rows"] == len(log) and manifest["malformed_rows"]["rows"] == 0
-    assert manifest["partitions"] == partitions
+    # auto: host layout for the host-partitioned log, URL-hash buckets otherwise
+    assert manifest["layout"] == ("host" if layout == "host" else "url")
+    saved = json.loads((tmp_path / "stats" / "_manifest.json").read_text())
+    assert saved["layout"] == manifest["layout"] and saved["arguments"]["layout"] == saved["layout"]
+    if layout == "host":
+        # 5 hosts of ~1/5 of the rows each, parts of at most 1/3: one host per part
+        assert manifest["partitions"] == 5 and manifest["host_plan"]["hosts_split"] == 0
+        assert "Parquet metadata" in manifest["host_rows"]
+    else:
+        assert manifest["partitions"] == partitions
+        assert "URL-hash buckets" in manifest["layout_reason"]
+        if layout == "time":
+            assert "by day, not by host" in manifest["layout_reason"]
     check_same_statistics(tmp_path / "stats", in_memory(log))
 
 
@@ -241,10 +256,16 @@ def test_posteriors_equal_in_memory_grid(client, log, stats_dir):
         "lower_per_day",
         "upper_per_day",
     ]
+    check_posteriors(got, log)
+
+
+def check_posteriors(got: pd.DataFrame, log: pd.DataFrame) -> None:
+    """Posteriors (indexed by page) against the in-memory grid posterior under PRIORS."""
     obs = in_memory(log)
     stats = obs.interval_stats
     alpha, beta_days = PRIORS.arrays(obs.pages["domain"].to_numpy())
     post = grid_posterior(stats, gamma_log_prior(alpha, beta_days * 24), n_grid=201)
+    assert len(got) == stats.n_pages
     got = got.loc[stats.pages]
     np.testing.assert_allclose(got["rate_per_day"], post.mean() * 24, rtol=1e-10)
     np.testing.assert_allclose(got["lower_per_day"], post.quantile(0.05) * 24, rtol=1e-10)
@@ -276,7 +297,25 @@ def test_rates_equal_in_memory_solver(
         host_cap_per_day=host_cap,
     )
     got = read_table(tmp_path / "rates", "rates").set_index("page")
-    post = read_table(post_dir, "posteriors").set_index("page").loc[got.index]
+    post = read_table(post_dir, "posteriors").set_index("page")
+    check_rates(got, post, budget, objective, host_cap, min_interval, max_interval)
+    if host_cap:
+        assert m["hosts_at_cap"] >= 1
+    assert m["fetch_per_day"] == pytest.approx(got["fetch_per_day"].sum())
+
+
+def check_rates(
+    got: pd.DataFrame,
+    post: pd.DataFrame,
+    budget: float,
+    objective: str,
+    host_cap: float | None,
+    min_interval: float | None,
+    max_interval: float | None,
+) -> None:
+    """Rates (indexed by page) against :func:`optimal_rates` on the gathered posteriors."""
+    assert sorted(got.index) == sorted(post.index)
+    post = post.loc[got.index]
     _, codes = np.unique(post["domain"].to_numpy(dtype=str), return_inverse=True)
     want = (
         optimal_rates(
@@ -296,8 +335,160 @@ def test_rates_equal_in_memory_solver(
     if host_cap:
         per_host = got.groupby("domain")["fetch_per_day"].sum()
         assert (per_host <= host_cap * (1 + 1e-12)).all()
-        assert m["hosts_at_cap"] >= 1
-    assert m["fetch_per_day"] == pytest.approx(got["fetch_per_day"].sum())
+
+
+# ---------------------------------------------------------------------- the host layout
+#: host names that need escaping in a directory name; "007" would become 7 if read as a number
+ODD_HOSTS = ("a b", "x/y", "100%", "é.例え.jp", "../k=v")
+
+
+def relabel(log: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """The log with other hosts: ``giant`` puts 70% of the pages on one host, ``odd``
+    gives the five hosts names that need escaping."""
+    frame = log.copy()
+    if variant == "giant":
+        number = frame["page"].str[1:].astype(int)
+        frame["domain"] = np.where(number < 0.7 * N_PAGES, "giant.org", frame["domain"])
+    elif variant == "odd":
+        frame["domain"] = frame["domain"].map(
+            {f"site{i}.org": host for i, host in enumerate(ODD_HOSTS)}
+        )
+    return frame
+
+
+def host_files(out: Path, table: str, log: pd.DataFrame) -> dict[str, list[str]]:
+    """``{host: [part file names]}`` of a host-layout table; checks that each file holds
+    pages of its directory's host only (the hosts of ``log``)."""
+    from bayesrate.scaleout.layout import host_of_dir
+
+    root = out / table
+    assert not list(root.glob("*.parquet")), "flat files in a host layout table"
+    found: dict[str, list[str]] = {}
+    page_host = dict(zip(log["page"], log["domain"], strict=True))
+    for directory in sorted(root.iterdir()):
+        host = host_of_dir(directory.name)
+        files = sorted(f.name for f in directory.iterdir())
+        assert files and all(f.startswith("part-") and f.endswith(".parquet") for f in files)
+        for f in files:
+            pages = pd.read_parquet(directory / f, columns=["page"])["page"]
+            assert {page_host[p] for p in pages} == {host}
+        found[host] = files
+    return found
+
+
+def sorted_table(out: Path, table: str) -> pd.DataFrame:
+    frame = read_table(out, table)
+    keys = ["page", "tau_hours"] if table == "groups" else ["page"]
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+@pytest.mark.parametrize(("variant", "partitions"), [("plain", 2), ("giant", 4), ("odd", 3)])
+def test_host_layout_equals_url_layout_and_in_memory(client, log, tmp_path, variant, partitions):
+    """A host-partitioned log: every stage's output is partitioned by host (escaped
+    ``host=H`` directories, a giant host split over several parts) and holds what the URL
+    layout and the in-memory path give."""
+    frame = relabel(log, variant)
+    src = write_by_host(frame, tmp_path / "log")
+    PRIORS.save(tmp_path / "priors")
+    out = {}
+    for layout in ("auto", "url"):
+        m = agg.aggregate(src, tmp_path / f"stats-{layout}", partitions=partitions, layout=layout)
+        assert m["layout"] == ("host" if layout == "auto" else "url")
+        out[layout] = tmp_path / f"stats-{layout}"
+    host_out = out["auto"]
+    check_same_statistics(host_out, in_memory(frame))
+    for table in ("pages", "groups"):
+        pd.testing.assert_frame_equal(
+            sorted_table(host_out, table), sorted_table(out["url"], table), check_dtype=False
+        )
+    hosts = set(frame["domain"])
+    files = host_files(host_out, "pages", frame)
+    assert set(files) == hosts
+    assert set(host_files(host_out, "groups", frame)) <= hosts
+    # read back as a Hive dataset: a host column, decoded to the exact host names
+    import dask.dataframe as dd
+
+    for back in (pd.read_parquet(host_out / "pages"), dd.read_parquet(host_out / "pages")):
+        back = back.compute() if hasattr(back, "compute") else back
+        assert (back["host"].astype(str) == back["domain"]).all() and len(back) == N_PAGES
+    manifest = json.loads((host_out / "_manifest.json").read_text())
+    if variant == "giant":
+        # 0.7 of the rows on one host, parts of at most 1/4: split into ceil(0.7 * 4) = 3
+        assert manifest["host_plan"]["hosts_split"] == 1
+        assert manifest["host_plan"]["largest_split"] == 3
+        assert len(files["giant.org"]) >= 2
+        one = agg.aggregate(src, tmp_path / "stats-one", partitions=1)
+        assert one["layout"] == "host" and one["partitions"] == 1
+        for table in ("pages", "groups"):
+            pd.testing.assert_frame_equal(
+                sorted_table(host_out, table),
+                sorted_table(tmp_path / "stats-one", table),
+                check_dtype=False,
+            )
+    else:
+        assert manifest["host_plan"]["hosts_split"] == 0
+        assert all(len(f) == 1 for f in files.values())  # one part per host
+    # later stages keep the layout, and equal the URL layout's and the in-memory path's
+    post, rate = {}, {}
+    for layout, stats in out.items():
+        m = posteriors(stats, tmp_path / f"post-{layout}", tmp_path / "priors")
+        assert m["layout"] == ("host" if layout == "auto" else "url")
+        post[layout] = read_table(tmp_path / f"post-{layout}", "posteriors").set_index("page")
+        m = rates(
+            tmp_path / f"post-{layout}",
+            tmp_path / f"rates-{layout}",
+            budget_per_day=40.0,
+            host_cap_per_day=6.0,
+            max_interval_hours=500.0,
+        )
+        assert m["layout"] == ("host" if layout == "auto" else "url")
+        rate[layout] = read_table(tmp_path / f"rates-{layout}", "rates").set_index("page")
+    check_posteriors(post["auto"], frame)
+    pd.testing.assert_frame_equal(
+        post["auto"].sort_index(), post["url"].sort_index(), check_exact=False, rtol=1e-12
+    )
+    check_rates(rate["auto"], post["auto"], 40.0, "freshness", 6.0, None, 500.0)
+    pd.testing.assert_frame_equal(
+        rate["auto"].sort_index(), rate["url"].sort_index(), check_exact=False, rtol=1e-9
+    )
+    for table, root in (("posteriors", "post-auto"), ("rates", "rates-auto")):
+        assert host_files(tmp_path / root, table, frame).keys() == files.keys()
+        assert (tmp_path / root.replace("auto", "url") / table / "part-00000.parquet").is_file()
+
+
+def test_url_under_two_hosts_is_not_split_silently(client, log, tmp_path):
+    """A URL whose rows sit under two host directories: the host layout fails naming it
+    (its rows would be in two parts); the URL layout excludes it as 'domain varies'."""
+    frame = log.copy()
+    moved = (frame["page"] == "p0001") & (np.arange(len(frame)) % 2 == 0)
+    assert frame.loc[frame["page"] == "p0001", "domain"].iloc[0] == "site1.org"
+    frame.loc[moved, "domain"] = "site2.org"
+    src = write_by_host(frame, tmp_path / "log")
+    with pytest.raises(ObservationError) as info:
+        agg.aggregate(src, tmp_path / "stats", partitions=5)
+    assert "p0001 (site1.org, site2.org)" in str(info.value)
+    assert not (tmp_path / "stats").exists() and not list(tmp_path.glob(".stats.staging-*"))
+    m = agg.aggregate(src, tmp_path / "stats", partitions=5, layout="url", bad_rows="skip")
+    assert m["malformed_rows"]["rows"] == int((frame["page"] == "p0001").sum())
+    check_same_statistics(tmp_path / "stats", in_memory(log[log["page"] != "p0001"]))
+
+
+def test_host_plan_splits_big_hosts_and_packs_small_ones():
+    from bayesrate.scaleout.layout import host_dir, host_of_dir, plan_hosts
+
+    rows = pd.Series({"big": 950, "a": 10, "b": 30, "c": 40, "d": 400})
+    plan = plan_hosts(rows, 100)
+    assert plan.n_sub.tolist() == [1, 1, 10, 1, 4]  # a, b, big, c, d (sorted)
+    assert plan.parts_of("a") == plan.parts_of("b") == [0]  # small hosts share a part
+    assert len(plan.parts_of("big")) >= 9 and len(plan.parts_of("d")) >= 3
+    loads = np.zeros(plan.n_parts)
+    np.add.at(loads, plan.slots, np.repeat(rows.sort_index().to_numpy() / plan.n_sub, plan.n_sub))
+    assert loads.max() <= 100 and loads.sum() == rows.sum()
+    for host in (*ODD_HOSTS, "007", ".", ""):
+        name = host_dir(host)
+        assert "/" not in name and name.startswith("host=") and host_of_dir(name) == host
+    with pytest.raises(ObservationError, match="too long"):
+        host_dir("x" * 300)
 
 
 def read_all(out: Path) -> dict[str, pd.DataFrame]:
@@ -312,23 +503,34 @@ class SimulatedKill(RuntimeError):
     """The process dies here (a worker's task fails; nothing after it runs)."""
 
 
-def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", ["url", "host"])
+def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch, layout):
     """A run that dies after committing some parts (and leaves a half-written file), rerun
-    with the same arguments, commits exactly what one clean run commits."""
+    with the same arguments, commits exactly what one clean run commits (both layouts:
+    a time-partitioned log, and a host-partitioned one with a host split over parts)."""
     from bayesrate.scaleout import staging
     from bayesrate.scaleout.cluster import connect
 
-    src = write_by_time(log, tmp_path / "log", 4)
+    if layout == "url":
+        src = write_by_time(log, tmp_path / "log", 4)
+    else:
+        src = write_by_host(relabel(log, "giant"), tmp_path / "log")
     with connect(workers=2, processes=False):
-        agg.aggregate(src, tmp_path / "clean", partitions=6)
+        clean_manifest = agg.aggregate(src, tmp_path / "clean", partitions=6)
+        assert clean_manifest["layout"] == layout
+        n_parts = clean_manifest["partitions"]
         real = staging.write_part
         calls = []
 
         def dying(path, k, tables, summary):
             calls.append(k)
             if len(calls) > 2:
-                # a half-written table file, then the process "dies"
-                Path(path, "pages", f".part-{k:05d}.deadbeef.tmp").write_bytes(b"PAR1 garbage")
+                # the part's first file committed without its marker (garbage: a rerun
+                # must rewrite it), a half-written one, then the process "dies"
+                first = Path(path, next(iter(tables)))
+                first.mkdir(parents=True, exist_ok=True)
+                (first / f"part-{k:05d}.parquet").write_bytes(b"PAR1 garbage")
+                Path(first, f".part-{k:05d}.deadbeef.tmp").write_bytes(b"PAR1 garbage")
                 raise SimulatedKill("killed midway")
             return real(path, k, tables, summary)
 
@@ -339,9 +541,10 @@ def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch):
         staged = list(tmp_path.glob(".resumed.staging-*"))
         assert len(staged) == 1
         done_before = {p.name for p in (staged[0] / "_parts").iterdir()}
-        assert 1 <= len(done_before) < 6
+        assert 1 <= len(done_before) < n_parts
         monkeypatch.setattr(agg, "write_part", real)
         resumed = agg.aggregate(src, tmp_path / "resumed", partitions=6)
+        assert resumed["layout"] == layout and resumed["partitions"] == n_parts
     clean = json.loads((tmp_path / "clean" / "_manifest.json").read_text())
     for key in ("rows", "pages", "visits", "changes", "groups", "run_key"):
         assert resumed[key] == clean[key] if key != "run_key" else True
@@ -350,8 +553,19 @@ def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch):
     assert a.keys() == b.keys()
     for name in a:
         pd.testing.assert_frame_equal(a[name], b[name])
-    files = sorted(p.name for p in (tmp_path / "resumed" / "pages").iterdir())
-    assert files == [f"part-{k:05d}.parquet" for k in range(6)]
+
+    def files(out: Path) -> list[str]:
+        return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+
+    assert files(tmp_path / "resumed") == files(tmp_path / "clean")
+    pages = [f for f in files(tmp_path / "resumed") if f.startswith("pages/")]
+    if layout == "url":
+        assert pages == [f"pages/part-{k:05d}.parquet" for k in range(6)]
+    else:
+        assert {f.rsplit("/", 1)[1] for f in pages} == {
+            f"part-{k:05d}.parquet" for k in range(n_parts)
+        }
+        assert len([f for f in pages if f.startswith("pages/host=giant.org/")]) >= 2
 
 
 def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
@@ -370,6 +584,8 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
                 str(tmp_path / "s"),
                 "--partitions",
                 "2",
+                "--layout",
+                "host",
                 "--scheduler",
                 address,
                 "--no-progress",
@@ -377,6 +593,10 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
         )
         == 0
     )
+    # --layout host on a time-partitioned log: rows per host from a pass over the column
+    stats = json.loads((tmp_path / "s" / "_manifest.json").read_text())
+    assert stats["layout"] == "host" and stats["host_rows"] == "one pass over the domain column"
+    assert stats["host_plan"]["hosts"] == 5 and stats["partitions"] >= 2
     PRIORS.save(tmp_path / "priors")
     assert (
         main(
@@ -417,6 +637,10 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
     )
     manifest = json.loads(capsys.readouterr().out)
     assert manifest["pages"] == N_PAGES and manifest["fetch_per_day"] == pytest.approx(30)
+    assert manifest["layout"] == "host"
+    assert sorted(d.name for d in (tmp_path / "r" / "rates").iterdir()) == [
+        f"host=site{i}.org" for i in range(5)
+    ]
     # expected failures: a message naming the problem, exit status 1
     code = main(
         [
