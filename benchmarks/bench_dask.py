@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_dask.py [--rows 50000000] [--visits 100]
         [--memory-rows 10000000] [--workers 2] [--memory-limit 6GiB] [--dir /tmp/bench-dask]
+        [--layouts url,host]
 
 1. Writes a crawl log of ``--rows`` rows (``--rows / --visits`` URLs on 1,000 hosts, gaps of
    1–24 h, log-normal change rates) as Parquet partitioned by time: ``round=K/`` holds the
@@ -14,6 +15,10 @@ Usage::
    processes, one thread each, ``--memory-limit`` each) and reports each stage's wall
    time, input rows per second and the peak resident memory of every worker (sampled
    every 0.5 s).
+   With ``host`` in ``--layouts`` the same log is also rewritten partitioned by host
+   (``domain=H/``, one directory per host, by ``pyarrow.dataset.write_dataset``; not timed
+   as part of the path) and the three stages run on it in the host layout, the output
+   partitioned by host like the input: the same stages' time and memory in both layouts.
 3. Baseline: the in-memory path on the first ``--memory-rows`` rows' URLs (the same
    generator): ``pd.read_parquet`` → :meth:`Observations.from_frame` → interval
    statistics → :func:`grid_posterior` (201 points) → :func:`optimal_rates`, rows/s per
@@ -164,7 +169,31 @@ def in_memory(log: Path, rows: int, visits: int) -> dict:
     return out
 
 
-def scale_out(root: Path, shape: dict, workers: int, memory_limit: str) -> dict:
+def write_by_host(log: Path, out: Path) -> dict:
+    """The same log partitioned by host (Hive ``domain=H/`` directories)."""
+    import pyarrow.dataset as ds
+
+    t0 = time.perf_counter()
+    ds.write_dataset(
+        ds.dataset(log, format="parquet", partitioning="hive").to_batches(
+            columns=["page", "domain", "time", "changed"]
+        ),
+        out,
+        format="parquet",
+        partitioning=["domain"],
+        partitioning_flavor="hive",
+        max_rows_per_group=1_000_000,
+        existing_data_behavior="error",
+    )
+    return {
+        "write_seconds": time.perf_counter() - t0,
+        "files": sum(1 for _ in out.rglob("*.parquet")),
+    }
+
+
+def scale_out(
+    root: Path, shape: dict, workers: int, memory_limit: str, layout: str = "url"
+) -> dict:
     from bayesrate.priors import GammaPrior, PriorSet
     from bayesrate.scaleout.aggregate import aggregate
     from bayesrate.scaleout.cluster import connect
@@ -174,15 +203,19 @@ def scale_out(root: Path, shape: dict, workers: int, memory_limit: str) -> dict:
     PriorSet(GammaPrior(0.5, 10.0 / 24)).save(root / "priors")
     out = {}
     rows = shape["rows"]
+    log, tag = (root / "log", "") if layout == "url" else (root / "log-by-host", "-host")
     with connect(workers=workers, memory_limit=memory_limit) as client:
         stages = (
-            ("aggregate", lambda: aggregate(root / "log", root / "stats")),
-            ("posteriors", lambda: posteriors(root / "stats", root / "post", root / "priors")),
+            ("aggregate", lambda: aggregate(log, root / f"stats{tag}", layout=layout)),
+            (
+                "posteriors",
+                lambda: posteriors(root / f"stats{tag}", root / f"post{tag}", root / "priors"),
+            ),
             (
                 "rates",
                 lambda: rates(
-                    root / "post",
-                    root / "rates",
+                    root / f"post{tag}",
+                    root / f"rates{tag}",
                     budget_per_day=0.5 * shape["pages"],
                     host_cap_per_day=50.0,
                 ),
@@ -202,8 +235,8 @@ def scale_out(root: Path, shape: dict, workers: int, memory_limit: str) -> dict:
                 },
             }
             print(
-                f"[dask] {name}: {seconds:.0f} s, {rows / seconds:,.0f} log rows/s, peak worker "
-                f"RSS {mem.gib()} GiB"
+                f"[dask {layout}] {name}: {seconds:.0f} s, {rows / seconds:,.0f} log rows/s, "
+                f"peak worker RSS {mem.gib()} GiB, {manifest.get('partitions', '?')} parts"
             )
     return out
 
@@ -236,7 +269,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the log and outputs")
     parser.add_argument("--in-memory-only", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write results here")
+    parser.add_argument("--layouts", default="url", help="comma list: url (time log), host")
     args = parser.parse_args()
+    layouts = [x for x in args.layouts.split(",") if x]
     root = Path(args.dir)
     if args.in_memory_only:  # the baseline's own process
         print(json.dumps(in_memory(root / "log", int(args.in_memory_only), args.visits)))
@@ -271,14 +306,22 @@ def main() -> None:
         f"{m['posteriors_rows_per_second']:,.0f}, rates {m['rates_rows_per_second']:,.0f}; "
         f"peak RSS {m['peak_rss_gib']:.2f} GiB"
     )
-    results["dask"] = scale_out(root, shape, args.workers, args.memory_limit)
-    total = sum(v["seconds"] for v in results["dask"].values())
-    print(f"[dask] whole path: {total:.0f} s, {shape['rows'] / total:,.0f} log rows/s")
-    results["ratio_to_in_memory"] = ratios(results["dask"], m, shape["rows"], total)
-    print(
-        "[ratio] Dask rows/s / in-memory rows/s: "
-        + ", ".join(f"{k} {v:.2f}" for k, v in results["ratio_to_in_memory"].items())
-    )
+    if "host" in layouts:
+        results["log_by_host"] = write_by_host(root / "log", root / "log-by-host")
+        print(
+            f"[log] rewritten by host: {results['log_by_host']['files']} files in "
+            f"{results['log_by_host']['write_seconds']:.0f} s"
+        )
+    for layout in layouts:
+        key = "dask" if layout == "url" else f"dask_{layout}"
+        results[key] = scale_out(root, shape, args.workers, args.memory_limit, layout)
+        total = sum(v["seconds"] for v in results[key].values())
+        print(f"[dask {layout}] whole path: {total:.0f} s, {shape['rows'] / total:,.0f} log rows/s")
+        results[f"ratio_to_in_memory_{layout}"] = ratios(results[key], m, shape["rows"], total)
+        print(
+            f"[ratio {layout}] Dask rows/s / in-memory rows/s: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in results[f"ratio_to_in_memory_{layout}"].items())
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     if not args.keep:

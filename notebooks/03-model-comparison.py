@@ -71,9 +71,10 @@ if FAST:  # a few services and tiny draws: checks that the notebook runs, not it
     MIN_PAGES_PER_DOMAIN, MAX_DOMAINS = 8, 6
     SAMPLER = {name: {"draws": 150, "tune": 150, "chains": 2} for name in MODELS}
     PPC_DRAWS = 40
-else:  # services with several documents; default sampler settings, more draws for bursty
+else:  # services with several documents; 1,000 tuning steps for every model (the package
+    # default for censored and hierarchical is 300 since 2026-12-02), more draws for bursty
     MIN_PAGES_PER_DOMAIN, MAX_DOMAINS = 4, None
-    SAMPLER = {name: {} for name in MODELS} | {"bursty": {"draws": 3000}}
+    SAMPLER = {name: {"tune": 1000} for name in MODELS} | {"bursty": {"draws": 3000, "tune": 1000}}
     PPC_DRAWS = 200
 pd.set_option("display.precision", 4)
 pd.set_option("display.width", 120)
@@ -135,8 +136,8 @@ display(fig)
 # %% [markdown]
 # ## Method
 #
-# Each model is fitted with NUTS (nutpie) at its default settings — 4 chains × 1,000 draws
-# after 1,000 tuning steps; 2,500 draws for `modulated`, its default — from a seed derived
+# Each model is fitted with NUTS (nutpie) at 4 chains × 1,000 draws after 1,000 tuning
+# steps (2,500 draws for `modulated`, its default) — from a seed derived
 # from a fixed string. A fit counts only if it meets the package's convergence gates:
 # R-hat ≤ 1.01, bulk and tail ESS ≥ 400, no divergent transitions (`model.diagnostics_`).
 # A fit that misses a gate is reported as failed below, with the parameter that failed;
@@ -554,22 +555,23 @@ print("observed share of detections by hour:",
 # (1,044,043 visits once the collection's improbable silences are merged, 9,524 detected
 # changes over 13.9 years):
 #
-# * **Censored, hierarchical and modulated converged** (R-hat ≤ 1.0065, bulk ESS ≥ 2,053,
-#   tail ESS ≥ 1,893, no divergences). **The bursty model did not**, even with κ centred and
-#   3,000 draws: R-hat 1.012 and tail ESS 315 on one service's κ (89 s against 10 s for the
-#   hierarchical model; 47 gradient evaluations per draw against 28). Its numbers here are
-#   from a failed fit. At its defaults it missed the gates badly (R-hat 1.14, bulk ESS 22;
+# * **Censored, hierarchical and modulated converged** (R-hat ≤ 1.0070, bulk ESS ≥ 2,018,
+#   tail ESS ≥ 1,915, no divergences). **The bursty model did not**, even with κ centred and
+#   3,000 draws: R-hat 1.0104 on one document's log-rate (tail ESS 535; 119 s against 9 s
+#   for the hierarchical model; 45 gradient evaluations per draw against 15). Its numbers
+#   here are from a failed fit. At its defaults it missed the gates badly (R-hat 1.14, bulk ESS 22;
 #   see Method).
 # * **Pooling changes the quiet documents.** For the 60 documents with at most two
 #   detections, the hierarchical posterior mean rate is a median 0.69× the censored model's,
 #   whose Gamma(1, 1 day) prior pulls slow documents up; the censored model fails the
-#   population checks (log-scale spread p = 0.005, share of never-changed documents p = 0.005,
+#   population checks (log-scale spread p = 0.010, share of never-changed documents p = 0.000,
 #   conditional replication). Hierarchical and modulated agree on the services: median
-#   document rates from 0.0010 to 0.048 changes per day, 90% intervals spanning a factor of
-#   7.3 (median). The bursty model's service rates are barely identified (up to 2.95 per
-#   day, intervals spanning a factor of 46).
-# * **Leave-one-page-out prefers `modulated`**: ΔELPD 161.4 ± 37.8 over `hierarchical` and
-#   900.6 ± 48.7 over `censored`; Pareto k is above its threshold for 1 and 2 documents. The
+#   document rates from 0.0009–0.0010 to 0.048–0.049 changes per day, 90% intervals spanning
+#   a factor of 7.3–7.4 (median). The bursty model's service rates are barely identified (up
+#   to 3.03 per day, intervals spanning a factor of 46).
+# * **Leave-one-page-out prefers `modulated`**: ΔELPD 159.9 ± 38.0 over `hierarchical` and
+#   899.4 ± 48.9 over `censored`; Pareto k is above its threshold for 2 documents of the
+#   modulated model (none of the hierarchical). The
 #   bursty model cannot be ranked: the package's leave-one-page-out is not written for it.
 # * **The weekly rhythm is real.** Tuesday to Thursday hold 15.8–16.7% of detections,
 #   Saturday 12.1% and Sunday 10.4% (flat: 14.3%). The modulated model's day multipliers
@@ -578,13 +580,13 @@ print("observed share of detections by hour:",
 # * **The blind spots are shared by all four models.** Gap CV observed 1.67 against 0.90–0.92
 #   replicated (p = 0.000 for every model, the bursty one included); the hour-of-day check
 #   is extreme for all (p = 0.000), and `modulated` reads era effects as hours (18:00
-#   replicated 0.284 of detections against 0.275 observed, 00:00 0.225 against 0.250).
-#   The bursty model's small κ (median over services 0.0104) is interval-level
+#   replicated 0.284 of detections against 0.275 observed, 00:00 0.226 against 0.250).
+#   The bursty model's small κ (median over services 0.0106) is interval-level
 #   overdispersion, not clustering in time.
 # * **Per-document schedules are in range on these 221 documents, not on all 877.** The
 #   share of a document's detections in its busiest hour-of-week cell is reproduced by the
-#   fitted documents' replications here (p = 0.14 hierarchical, 0.165 modulated; the
-#   censored model's prior pulls slow documents up and misses, p = 0.000). On all 877
+#   fitted documents' replications here (p = 0.155 hierarchical, 0.195 modulated; the
+#   censored model's prior pulls slow documents up and misses, p = 0.005). On all 877
 #   documents (`bayesrate calibrate`, `docs/calibration.md`) the same check is extreme
 #   (p = 0.000), with 74 of 535 documents flagged individually, e.g. Zillow's privacy
 #   policy with 21% of its 504 detections at the Wednesday 00:00 visit: weekly jobs.

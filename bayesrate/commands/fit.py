@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="posterior draws per chain (default 1000; modulated 2500)",
     )
     parser.add_argument(
-        "--tune", type=non_negative_int, help="warm-up draws per chain (default 1000)"
+        "--tune",
+        type=non_negative_int,
+        help="warm-up draws per chain (default 300; modulated and bursty 1000)",
     )
     parser.add_argument("--chains", type=positive_int, help="chains (default 4)")
     parser.add_argument("--seed", help="seed (int or string; default 0)")

@@ -59,6 +59,11 @@ class BurstyModel(HierarchicalModel):
 
     model_type: ClassVar[str] = "bursty"
     conditional_pages: ClassVar[bool] = False
+    #: κ per domain mixes slowly (docs/models.md): a longer warm-up than the default
+    sampler_defaults: ClassVar[dict[str, Any]] = {
+        **HierarchicalModel.sampler_defaults,
+        "tune": 1000,
+    }
     #: the marginal likelihood of :mod:`bayesrate.checks.marginal` is the Poisson's: not yet
     #: written for Gamma-mixed intervals, so ``bayesrate calibrate`` does not offer this model
     marginal_loo: ClassVar[bool] = False

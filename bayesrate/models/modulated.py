@@ -58,6 +58,7 @@ class ModulatedModel(HierarchicalModel):
     sampler_defaults: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.sampler_defaults,
         "draws": 2500,
+        "tune": 1000,
         "target_accept": 0.95,
     }
     default_model_config: ClassVar[dict[str, Any]] = {

@@ -19,6 +19,6 @@ one by one into a staging directory, the whole output committed by rename) in th
 of :mod:`~bayesrate.scaleout.layout`: by host (``host=H/`` directories, whole hosts per
 part) for a log partitioned by host, by URL hash otherwise (a URL's rows are spread over
 a time-partitioned log's partitions); later stages keep the layout. A killed run rerun
-with the same arguments neither duplicates nor loses output. :mod:`~bayesrate.scaleout.cluster` connects to a
-Dask scheduler or starts a local cluster.
+with the same arguments neither duplicates nor loses output.
+:mod:`~bayesrate.scaleout.cluster` connects to a Dask scheduler or starts a local cluster.
 """
