@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_dask.py [--rows 50000000] [--visits 100]
         [--memory-rows 10000000] [--workers 2] [--memory-limit 6GiB] [--dir /tmp/bench-dask]
-        [--layouts url,host]
+        [--layouts url,host,host-url] [--input-rows N]
 
 1. Writes a crawl log of ``--rows`` rows (``--rows / --visits`` URLs on 1,000 hosts, gaps of
    1–24 h, log-normal change rates) as Parquet partitioned by time: ``round=K/`` holds the
@@ -19,7 +19,10 @@ Usage::
    (``domain=H/``, one directory per host, one row group per host file, by
    ``pyarrow.dataset.write_dataset``; not timed as part of the path) and the three stages
    run on it in the host layout, the output partitioned by host like the input: the same
-   stages' time and memory in both layouts.
+   stages' time and memory in both layouts. ``host-url`` runs the URL layout on the
+   by-host log: the layout's own cost on the same input. ``--input-rows`` is passed to
+   ``aggregate`` (rows per input partition; 1 reads every row group as its own partition,
+   as the reader did before it packed small pieces together).
 3. Baseline: the in-memory path on the first ``--memory-rows`` rows' URLs (the same
    generator): ``pd.read_parquet`` → :meth:`Observations.from_frame` → interval
    statistics → :func:`grid_posterior` (201 points) → :func:`optimal_rates`, rows/s per
@@ -196,8 +199,21 @@ def write_by_host(log: Path, out: Path) -> dict:
     return {"write_seconds": time.perf_counter() - t0, "files": len(files)}
 
 
+#: variant -> (input log directory, layout, output suffix)
+VARIANTS = {
+    "url": ("log", "url", ""),
+    "host": ("log-by-host", "host", "-host"),
+    "host-url": ("log-by-host", "url", "-host-url"),
+}
+
+
 def scale_out(
-    root: Path, shape: dict, workers: int, memory_limit: str, layout: str = "url"
+    root: Path,
+    shape: dict,
+    workers: int,
+    memory_limit: str,
+    variant: str = "url",
+    input_rows: int | None = None,
 ) -> dict:
     from bayesrate.priors import GammaPrior, PriorSet
     from bayesrate.scaleout.aggregate import aggregate
@@ -208,10 +224,14 @@ def scale_out(
     PriorSet(GammaPrior(0.5, 10.0 / 24)).save(root / "priors")
     out = {}
     rows = shape["rows"]
-    log, tag = (root / "log", "") if layout == "url" else (root / "log-by-host", "-host")
+    directory, layout, tag = VARIANTS[variant]
+    log = root / directory
     with connect(workers=workers, memory_limit=memory_limit) as client:
         stages = (
-            ("aggregate", lambda: aggregate(log, root / f"stats{tag}", layout=layout)),
+            (
+                "aggregate",
+                lambda: aggregate(log, root / f"stats{tag}", layout=layout, input_rows=input_rows),
+            ),
             (
                 "posteriors",
                 lambda: posteriors(root / f"stats{tag}", root / f"post{tag}", root / "priors"),
@@ -240,8 +260,13 @@ def scale_out(
                 },
             }
             print(
-                f"[dask {layout}] {name}: {seconds:.0f} s, {rows / seconds:,.0f} log rows/s, "
+                f"[dask {variant}] {name}: {seconds:.0f} s, {rows / seconds:,.0f} log rows/s, "
                 f"peak worker RSS {mem.gib()} GiB, {manifest.get('partitions', '?')} parts"
+                + (
+                    f", {manifest['input_partitions']} input partitions"
+                    if "input_partitions" in manifest
+                    else ""
+                )
             )
     return out
 
@@ -274,9 +299,17 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the log and outputs")
     parser.add_argument("--in-memory-only", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write results here")
-    parser.add_argument("--layouts", default="url", help="comma list: url (time log), host")
+    parser.add_argument(
+        "--layouts",
+        default="url",
+        help="comma list: url (time log), host (by-host log), host-url (by-host log, URL layout)",
+    )
+    parser.add_argument("--input-rows", type=int, help="rows per input partition of aggregate")
     args = parser.parse_args()
     layouts = [x for x in args.layouts.split(",") if x]
+    unknown = set(layouts) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown layouts {sorted(unknown)}; use {sorted(VARIANTS)}")
     root = Path(args.dir)
     if args.in_memory_only:  # the baseline's own process
         print(json.dumps(in_memory(root / "log", int(args.in_memory_only), args.visits)))
@@ -311,7 +344,7 @@ def main() -> None:
         f"{m['posteriors_rows_per_second']:,.0f}, rates {m['rates_rows_per_second']:,.0f}; "
         f"peak RSS {m['peak_rss_gib']:.2f} GiB"
     )
-    if "host" in layouts:
+    if any(VARIANTS[x][0] == "log-by-host" for x in layouts):
         results["log_by_host"] = write_by_host(root / "log", root / "log-by-host")
         print(
             f"[log] rewritten by host: {results['log_by_host']['files']} files in "
@@ -319,7 +352,9 @@ def main() -> None:
         )
     for layout in layouts:
         key = "dask" if layout == "url" else f"dask_{layout}"
-        results[key] = scale_out(root, shape, args.workers, args.memory_limit, layout)
+        results[key] = scale_out(
+            root, shape, args.workers, args.memory_limit, layout, args.input_rows
+        )
         total = sum(v["seconds"] for v in results[key].values())
         print(f"[dask {layout}] whole path: {total:.0f} s, {shape['rows'] / total:,.0f} log rows/s")
         results[f"ratio_to_in_memory_{layout}"] = ratios(results[key], m, shape["rows"], total)

@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="partitions after the shuffle (default: ~2 M rows each)",
     )
     p.add_argument(
+        "--input-rows",
+        type=positive_int,
+        help="rows per input partition: small row groups and files are read together up "
+        "to this many (default: 2 M; sets the read's tasks and memory, not the output)",
+    )
+    p.add_argument(
         "--layout",
         choices=("auto", "url", "host"),
         default="auto",
@@ -188,6 +194,7 @@ def _aggregate(args: argparse.Namespace) -> int:
         time_unit=args.time_unit,
         timezone=args.timezone,
         partitions=args.partitions,
+        input_rows=args.input_rows,
         bad_rows=args.bad_rows,
         layout=args.layout,
     )

@@ -54,7 +54,7 @@ from bayesrate.scaleout.staging import Staging, load_manifest, read_part, write_
 from bayesrate.sufficient import IntervalStats
 
 #: rows per partition after the shuffle, when the number of partitions is not given
-ROWS_PER_PARTITION = 2_000_000
+ROWS_PER_PARTITION = logs.ROWS_PER_PARTITION
 #: changed intervals per block of the hour-of-week overlap (bounds its (n, 168) array)
 OVERLAP_BLOCK = 50_000
 PAGE_COLUMNS = (
@@ -73,14 +73,7 @@ HOW_COLUMNS = ("domain", "hour_of_week", "unchanged_hours", "changed_hours")
 
 def default_partitions(spec: logs.LogSpec) -> int:
     """Partitions after the shuffle: about :data:`ROWS_PER_PARTITION` rows each."""
-    import pyarrow.parquet as pq
-
-    rows = 0
-    for i, name in enumerate(spec.sources):
-        if name.lower().endswith((".parquet", ".pq")):
-            rows += pq.ParquetFile(name).metadata.num_rows
-        else:  # CSV: estimate from the size (~40 bytes per row)
-            rows += os.path.getsize(spec.sources[i]) // 40
+    rows = int(spec.estimated_rows().sum())
     return max(1, -(-rows // ROWS_PER_PARTITION))
 
 
@@ -104,6 +97,7 @@ def aggregate(
     bad_rows: str = "error",
     shuffle_method: str | None = None,
     layout: str = "auto",
+    input_rows: int | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run stage 1 (see the module docstring); returns the manifest.
@@ -116,6 +110,11 @@ def aggregate(
         part make the number of parts differ (the manifest's ``partitions``).
     layout
         ``"auto"``, ``"url"`` or ``"host"`` (:mod:`~bayesrate.scaleout.layout`).
+    input_rows
+        Rows per input partition (default :data:`ROWS_PER_PARTITION`): consecutive Parquet
+        row groups and files are read together up to this many rows
+        (:func:`~bayesrate.scaleout.logs.batches`). It sets the tasks and the memory of the
+        read, not the output.
 
     Raises
     ------
@@ -137,6 +136,9 @@ def aggregate(
     spec = logs.scan(input_path, kind=kind, time_unit=time_unit)
     chosen, reason = L.choose(spec, layout)
     n_parts = int(partitions or default_partitions(spec))
+    in_rows = int(input_rows or ROWS_PER_PARTITION)
+    if in_rows < 1:
+        raise ObservationError(f"input_rows must be >= 1, got {input_rows}")
     arguments = {
         "stage": "aggregate",
         "input": str(Path(input_path).absolute()),
@@ -161,7 +163,7 @@ def aggregate(
     n_out = n_parts if plan is None else plan.n_parts
     done, todo = staging.pending(n_out)
     if todo:
-        frame = logs.read_log(spec)
+        frame = logs.read_log(spec, in_rows)
         kwargs = {"shuffle_method": shuffle_method} if shuffle_method else {}
         if plan is None:
             shuffled = frame.shuffle(PAGE, npartitions=n_parts, **kwargs)
@@ -197,7 +199,8 @@ def aggregate(
         "kind": kind,
         **layout_doc,
         "partitions": n_out,
-        "input_partitions": len(spec.pieces),
+        "input_partitions": len(logs.batches(spec, in_rows)),
+        "input_pieces": len(spec.pieces),
         "files": len(spec.sources),
         **totals,
         "malformed_rows": problems,

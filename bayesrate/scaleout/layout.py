@@ -48,8 +48,6 @@ from bayesrate.scaleout import logs
 LAYOUTS = ("auto", "url", "host")
 #: the Hive key of the host directories of a host-layout output
 HOST_KEY = "host"
-#: bytes of a CSV row, to estimate a CSV file's rows from its size
-CSV_ROW_BYTES = 40
 #: longest directory name most file systems accept (bytes)
 MAX_NAME_BYTES = 255
 #: the column that carries each row's part number through the shuffle
@@ -119,21 +117,18 @@ def url_hash(values: Any) -> np.ndarray:
 def host_rows(spec: logs.LogSpec) -> tuple[pd.Series, str]:
     """Rows per host (sorted by host) and how they were counted.
 
-    From the Parquet metadata of each piece (CSV: the file's size / :data:`CSV_ROW_BYTES`)
-    when the log is host-partitioned; otherwise one pass over the domain column.
+    From the Parquet metadata of each piece (CSV: the file's size /
+    :data:`~bayesrate.scaleout.logs.CSV_ROW_BYTES`) when the log is host-partitioned;
+    otherwise one pass over the domain column.
     """
     if host_partitioned(spec):
-        import os
-
         rows: dict[str, int] = {}
-        for (source, _, _), n in zip(spec.pieces, spec.piece_rows, strict=True):
-            if n < 0:
-                n = max(1, os.path.getsize(spec.sources[source]) // CSV_ROW_BYTES)
+        for (source, _, _), n in zip(spec.pieces, spec.estimated_rows().tolist(), strict=True):
             host = spec.hosts[source]
             rows[host] = rows.get(host, 0) + int(n)
         counted = "Parquet metadata row counts per host directory"
         if any(n < 0 for n in spec.piece_rows):
-            counted += f" (CSV files: size / {CSV_ROW_BYTES} bytes)"
+            counted += f" (CSV files: size / {logs.CSV_ROW_BYTES} bytes)"
         return pd.Series(rows, dtype=np.int64).sort_index(), counted
     import dask
 

@@ -14,9 +14,13 @@ values, as the reader does), and :attr:`LogSpec.piece_rows` each piece's row cou
 the Parquet metadata: together the rows per host of a host-partitioned log, without
 reading it (:mod:`~bayesrate.scaleout.layout`).
 
-Every Parquet row group (every CSV file) is one partition, read only when a task needs it
-(:func:`dask.dataframe.from_map`). Identifiers are read as text exactly as written (no
-missing-value guessing, as :func:`bayesrate.io.table.load_table`). Each row gets its file
+Every Parquet row group (every CSV file) is one *piece*. Consecutive pieces (in file order:
+a host directory's files together) are packed into input partitions of at most
+:data:`ROWS_PER_PARTITION` rows (:func:`batches`; a larger piece is a partition of its own),
+each read only when a task needs it (:func:`dask.dataframe.from_map`): a log of many small
+files or row groups costs no more tasks than one written in large ones. Identifiers are
+read as text exactly as written (no missing-value guessing, as
+:func:`bayesrate.io.table.load_table`). Each row gets its file
 (``source``, an index into :attr:`LogSpec.sources`) and row number (``row``), and a
 ``problem`` code for what is wrong with it on its own (:mod:`~bayesrate.scaleout.problems`):
 bad rows travel with the others and are counted, never dropped silently.
@@ -54,6 +58,10 @@ _SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 ID_DTYPE = pd.StringDtype("pyarrow")
 _OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)\s*$")
 _UNREADABLE = (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError)
+#: rows per partition aimed at, on input (pieces packed together) and after the shuffle
+ROWS_PER_PARTITION = 2_000_000
+#: bytes of a CSV row, to estimate a CSV file's rows from its size
+CSV_ROW_BYTES = 40
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,19 @@ class LogSpec:
             "row": pd.Series(dtype=np.int64),
         }
         return pd.DataFrame(cols)
+
+    def estimated_rows(self) -> np.ndarray:
+        """Rows per piece: the Parquet metadata's count, or a CSV file's size /
+        :data:`CSV_ROW_BYTES` (at least 1)."""
+        import os
+
+        return np.array(
+            [
+                n if n >= 0 else max(1, os.path.getsize(self.sources[s]) // CSV_ROW_BYTES)
+                for (s, _, _), n in zip(self.pieces, self.piece_rows, strict=True)
+            ],
+            dtype=np.int64,
+        )
 
 
 def find_files(path: str | Path) -> list[str]:
@@ -176,18 +197,52 @@ def _csv_header(name: str) -> list[str]:
         raise ObservationError(f"cannot read {name}: {exc}") from exc
 
 
-def read_log(spec: LogSpec) -> Any:
-    """The log as a lazy Dask DataFrame of canonical rows with problem codes."""
+def batches(spec: LogSpec, rows: int = ROWS_PER_PARTITION) -> list[tuple[int, ...]]:
+    """Consecutive pieces packed into input partitions of at most ``rows`` rows.
+
+    Returns piece indices per partition, in order; every piece appears exactly once (a
+    piece larger than ``rows`` is a partition of its own).
+    """
+    if rows < 1:
+        raise ValueError(f"rows per input partition must be >= 1, got {rows}")
+    out: list[tuple[int, ...]] = []
+    current: list[int] = []
+    filled = 0
+    for i, n in enumerate(spec.estimated_rows().tolist()):
+        if current and filled + n > rows:
+            out.append(tuple(current))
+            current, filled = [], 0
+        current.append(i)
+        filled += n
+    if current:
+        out.append(tuple(current))
+    return out
+
+
+def read_log(spec: LogSpec, rows: int = ROWS_PER_PARTITION) -> Any:
+    """The log as a lazy Dask DataFrame of canonical rows with problem codes.
+
+    One partition per batch of pieces (:func:`batches`, at most ``rows`` rows each).
+    """
     import dask.dataframe as dd
 
     return dd.from_map(
-        read_piece,
-        list(spec.pieces),
+        read_batch,
+        batches(spec, rows),
         spec=spec,
         meta=spec.meta(),
         divisions=None,
         enforce_metadata=False,
     )
+
+
+def read_batch(batch: tuple[int, ...], spec: LogSpec) -> pd.DataFrame:
+    """One input partition: the pieces of a batch (indices into ``spec.pieces``), read and
+    concatenated in order."""
+    frames = [read_piece(spec.pieces[i], spec) for i in batch]
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True)
 
 
 def read_piece(piece: tuple[int, int, int], spec: LogSpec) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from bayesrate.io.fetch_log import from_fetch_log
 from bayesrate.observations import Observations
 from bayesrate.priors import GammaPrior, PriorSet
 from bayesrate.scaleout import aggregate as agg
+from bayesrate.scaleout import logs
 from bayesrate.scaleout.posteriors import posteriors
 from bayesrate.scaleout.rates import rates
 from bayesrate.scaleout.staging import read_table
@@ -127,18 +128,29 @@ def check_same_statistics(out: Path, want: Observations, timezone: str = "UTC") 
 
 
 @pytest.mark.parametrize(
-    ("layout", "partitions"),
-    [("time", 1), ("time", 5), ("host", 3), ("csv", 4)],
+    ("layout", "partitions", "input_rows"),
+    [("time", 1, None), ("time", 5, 1), ("time", 5, 300), ("host", 3, 250), ("csv", 4, None)],
 )
-def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions):
+def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions, input_rows):
+    """Several partitionings of the same log, read one piece per partition (input_rows 1)
+    or with pieces packed together across files (the default packs the whole log)."""
     if layout == "time":
         src = write_by_time(log, tmp_path / "log", n_files=6)
     elif layout == "host":
         src = write_by_host(log, tmp_path / "log")
     else:
         src = write_csv(log, tmp_path / "log", n_files=3)
-    manifest = agg.aggregate(src, tmp_path / "stats", partitions=partitions)
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=partitions, input_rows=input_rows)
     assert manifest["rows"] == len(log) and manifest["malformed_rows"]["rows"] == 0
+    spec = logs.scan(src)
+    rows = spec.estimated_rows()
+    batches = logs.batches(spec, input_rows or logs.ROWS_PER_PARTITION)
+    assert manifest["input_partitions"] == len(batches)
+    assert manifest["input_pieces"] == len(spec.pieces)
+    if layout == "time":
+        assert len(spec.pieces) > 6  # row groups of 97 rows: several per file
+        # 1 row: a piece per partition; 300 rows: 3 row groups per partition, across files
+        assert len(batches) == {None: 1, 1: len(spec.pieces), 300: -(-len(rows) // 3)}[input_rows]
     # auto: host layout for the host-partitioned log, URL-hash buckets otherwise
     assert manifest["layout"] == ("host" if layout == "host" else "url")
     saved = json.loads((tmp_path / "stats" / "_manifest.json").read_text())
@@ -153,6 +165,22 @@ def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions)
         if layout == "time":
             assert "by day, not by host" in manifest["layout_reason"]
     check_same_statistics(tmp_path / "stats", in_memory(log))
+
+
+def test_batches_pack_consecutive_pieces():
+    """Every piece once, in order; a batch over the target only when it is one piece."""
+    rows = [5, 5, 20, 1, 1, 1, 7, 0, 3]
+    spec = logs.LogSpec(
+        kind="crawl",
+        sources=("a.parquet",),
+        pieces=tuple((0, g, 0) for g in range(len(rows))),
+        piece_rows=tuple(rows),
+    )
+    assert logs.batches(spec, 10) == [(0, 1), (2,), (3, 4, 5, 6, 7), (8,)]
+    assert logs.batches(spec, 1) == [(i,) for i in range(len(rows))]
+    assert logs.batches(spec, 10**9) == [tuple(range(len(rows)))]
+    with pytest.raises(ValueError, match=">= 1"):
+        logs.batches(spec, 0)
 
 
 def test_fetch_log_changes_from_digests(client, log, tmp_path):
