@@ -148,6 +148,62 @@ class Homogeneous(_PoissonProcess):
 
 
 @dataclass(frozen=True, eq=False)
+class PiecewiseConstant(_PoissonProcess):
+    """Poisson changes at ``rates[i]`` per hour on ``(edges[i], edges[i + 1]]``.
+
+    Before the first edge the rate is ``rates[0]``, after the last ``rates[-1]`` (e.g. a
+    page's rate times a shared shock per epoch).
+
+    Parameters
+    ----------
+    edges
+        ``k + 1`` increasing times (hours).
+    rates
+        ``k`` rates per hour, ``>= 0``.
+    """
+
+    edges: np.ndarray
+    rates: np.ndarray
+
+    def __post_init__(self) -> None:
+        edges = np.asarray(self.edges, dtype=np.float64)
+        rates = np.asarray(self.rates, dtype=np.float64)
+        if edges.ndim != 1 or len(edges) != len(rates) + 1 or len(rates) < 1:
+            raise ValueError("need k + 1 edges for k >= 1 rates")
+        if not (np.diff(edges) > 0).all() or not np.isfinite(edges).all():
+            raise ValueError("edges must be finite and increasing")
+        if not (np.isfinite(rates) & (rates >= 0)).all():
+            raise ValueError("rates must be finite and >= 0")
+        object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "rates", rates)
+
+    def _cumulative(self, t: np.ndarray) -> np.ndarray:
+        """Expected changes from the first edge to ``t`` (negative before it)."""
+        t = np.asarray(t, dtype=np.float64)
+        at_edges = np.concatenate([[0.0], np.cumsum(self.rates * np.diff(self.edges))])
+        inside = np.interp(t, self.edges, at_edges)
+        before = (t - self.edges[0]) * self.rates[0]
+        after = at_edges[-1] + (t - self.edges[-1]) * self.rates[-1]
+        return np.where(t < self.edges[0], before, np.where(t > self.edges[-1], after, inside))
+
+    def integrated_rate(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        return self._cumulative(end) - self._cumulative(start)
+
+    def sample(self, start: float, end: float, rng: np.random.Generator) -> np.ndarray:
+        start, end = _check_window(start, end)
+        cuts = np.unique(np.clip(np.concatenate([[start], self.edges, [end]]), start, end))
+        out = []
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            mean = float(self.integrated_rate(np.array(lo), np.array(hi)))
+            out.append(_uniform_times(lo, hi, int(rng.poisson(mean)), rng))
+        return np.sort(np.concatenate(out)) if out else np.zeros(0)
+
+    @property
+    def mean_rate(self) -> float:
+        return float(np.sum(self.rates * np.diff(self.edges)) / (self.edges[-1] - self.edges[0]))
+
+
+@dataclass(frozen=True, eq=False)
 class HourOfWeekModulated(_PoissonProcess):
     """Poisson changes at ``rate * multipliers[hour_of_week(t, timezone)]`` per hour.
 

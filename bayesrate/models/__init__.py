@@ -2,8 +2,10 @@
 
 ``MODELS`` maps the CLI names to classes: ``censored`` (independent pages), ``hierarchical``
 (pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
-rates × hour-of-day × day-of-week effects) and ``bursty`` (hierarchical page rates,
-each interval's exposure Gamma-mixed, shape pooled per domain). See ``docs/models.md``.
+rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
+each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
+(hierarchical page rates × epoch effects shared globally and per domain). See
+``docs/models.md``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.modulated import ModulatedModel
+from bayesrate.models.shocks import ShockModel
 
 MODELS: dict[str, type[RateModel]] = {
     "censored": CensoredModel,
     "hierarchical": HierarchicalModel,
     "modulated": ModulatedModel,
     "bursty": BurstyModel,
+    "shocks": ShockModel,
 }
 
 
@@ -40,5 +44,6 @@ __all__ = [
     "HierarchicalModel",
     "ModulatedModel",
     "RateModel",
+    "ShockModel",
     "get_model",
 ]

@@ -661,11 +661,10 @@ class RateModel:
             group's ``group_page``, ``group_trials``, ``group_length_hours`` and
             ``group_end_bucket`` (the hour-of-week bucket of its detecting visits), and
             each page's ``domain`` and ``known_domain``. The groups are those of
-            :func:`bayesrate.models.groups.visit_patterns` on the model's clock.
+            :func:`bayesrate.models.groups.visit_patterns` on the model's clock (the shocks
+            model splits them further by epoch).
         """
         import pymc as pm
-
-        from bayesrate.models.groups import visit_patterns
 
         if page_rates not in PAGE_RATES:
             raise ValueError(f"page_rates must be one of {PAGE_RATES}, got {page_rates!r}")
@@ -676,7 +675,7 @@ class RateModel:
             fitted = posterior[DIM_PAGE].values
             if not np.array_equal(fitted, _labels(observations.pages.index)):
                 raise ValueError("page_rates='posterior' needs the fitted pages, in order")
-        patterns = visit_patterns(observations, self.timezone)
+        patterns = self._prediction_patterns(observations)
         model = self._predictive_model(observations, patterns, page_rates)
         with _quiet_pymc_sampling_log():
             out = pm.sample_posterior_predictive(
@@ -687,6 +686,13 @@ class RateModel:
                 progressbar=False,
             )
         return self._prediction(observations, patterns, out)
+
+    def _prediction_patterns(self, observations: Observations):
+        """The groups :meth:`predict` draws (:func:`~bayesrate.models.groups.visit_patterns`
+        on the model's clock)."""
+        from bayesrate.models.groups import visit_patterns
+
+        return visit_patterns(observations, self.timezone)
 
     def _prediction(self, observations: Observations, patterns, out) -> xr.DataTree:
         """``predict``'s result: PyMC's draws, page totals, the groups' descriptions."""
@@ -745,13 +751,20 @@ class RateModel:
     def _predictive_detections(self, data: Observations, groups: IntervalGroups, log_rate):
         """Every group's observed ``detections`` and its :data:`DETECTION_PROBABILITY`
         (in the current model context)."""
+        from bayesrate.models import likelihood as lik
+
+        log_multiplier = self._predictive_log_multiplier()
+        self._add_predictive_detections(groups, log_rate, lik.log_exposure(groups, log_multiplier))
+
+    @staticmethod
+    def _add_predictive_detections(groups: IntervalGroups, log_rate, log_pattern) -> None:
+        """``detections`` of ``groups`` at pattern log-exposures ``log_pattern``, and their
+        :data:`DETECTION_PROBABILITY` (in the current model context)."""
         import pymc as pm
 
         from bayesrate.constants import DIM_GROUP
         from bayesrate.models import likelihood as lik
 
-        log_multiplier = self._predictive_log_multiplier()
-        log_pattern = lik.log_exposure(groups, log_multiplier)
         lik.detections(groups, log_rate, log_pattern)
         log_lam = lik.group_log_rate(groups, log_rate, log_pattern)
         pm.Deterministic(DETECTION_PROBABILITY, -pm.math.expm1(-pm.math.exp(log_lam)),

@@ -187,7 +187,14 @@ class QuietSpan:
         return pt.inc_subtensor(pt.zeros(busy.n_pages)[busy.page], -busy_exposure) + span
 
 
-def quiet(groups: IntervalGroups, log_rate, log_multiplier=None, span: QuietSpan | None = None):
+def quiet(
+    groups: IntervalGroups,
+    log_rate,
+    log_multiplier=None,
+    span: QuietSpan | None = None,
+    *,
+    log_pattern=None,
+):
     """The observed ``quiet``: per page, the groups without a detection (current model).
 
     Parameters
@@ -201,6 +208,9 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None, span: QuietSpan
     span
         With ``log_multiplier``: the quiet exposure as span minus busy groups (the same
         value, in O(pages + groups)); ``None``: ``groups``' own exposure.
+    log_pattern
+        Instead of ``log_multiplier``: the log exposure of every pattern ``groups.pattern``
+        indexes (the shocks model's, whose patterns differ by domain), summed per page.
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -215,24 +225,38 @@ def quiet(groups: IntervalGroups, log_rate, log_multiplier=None, span: QuietSpan
     by_span = span is not None and log_multiplier is not None
     exposure_basis = (
         None
-        if by_span
+        if by_span or log_pattern is not None
         else sum_by_page((trials[:, None] * groups.basis[pattern]).T, page, n_pages).T
     )
-    params = [log_rate] if log_multiplier is None else [log_rate, log_multiplier]
-    signature = "(p)->(p)" if log_multiplier is None else "(p),(h)->(p)"
+    by_pattern = log_pattern is not None
+    if by_pattern and log_multiplier is not None:
+        raise ValueError("give log_multiplier or log_pattern, not both")
+    if by_pattern:
+        params, signature = [log_rate, log_pattern], "(p),(q)->(p)"
+    elif log_multiplier is None:
+        params, signature = [log_rate], "(p)->(p)"
+    else:
+        params, signature = [log_rate, log_multiplier], "(p),(h)->(p)"
 
     def multiplier(extra):
         return pt.ones(1) if not extra else pt.exp(extra[0])
 
+    def pattern_log_exposure(extra):
+        if by_pattern:
+            return extra[0]
+        return pt.log(pt.dot(groups.basis, multiplier(extra)))
+
     def dist(log_rate, *rest):
         *extra, _size = rest
-        m = multiplier(extra)
-        log_lam = group_log_rate(groups, log_rate, pt.log(pt.dot(groups.basis, m)))
+        log_lam = group_log_rate(groups, log_rate, pattern_log_exposure(extra))
         draws = pm.Binomial.dist(n=trials, p=_detection_probability(log_lam))
         return pt.zeros((n_pages,), dtype="int64")[pt.as_tensor_variable(page)].inc(draws)
 
     def logp(value, log_rate, *extra):
-        if by_span:
+        if by_pattern:
+            weights = trials * pt.exp(extra[0][pt.as_tensor_variable(pattern)])
+            exposure = pt.zeros(n_pages)[pt.as_tensor_variable(page)].inc(weights)
+        elif by_span:
             exposure = span.exposure(multiplier(extra))
         else:
             exposure = pt.dot(exposure_basis, multiplier(extra))

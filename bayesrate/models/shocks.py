@@ -1,0 +1,339 @@
+"""Shocks model: hierarchical page rates × shared epoch effects (mass edits, quiet years).
+
+Real sites change many pages at once (template edits, mass reformatting, policy updates),
+and their activity varies from year to year. The page level is
+:class:`~bayesrate.models.hierarchical.HierarchicalModel`'s; on top of it every epoch (a span
+of ``epoch_days``, counted back from the data's last visit: :mod:`bayesrate.models.epochs`)
+has a log-rate effect shared by the pages of a domain::
+
+    sigma_shock_global ~ Gamma(2, 2/shock_sd_scale)
+    sigma_shock_domain ~ Gamma(2, 2/shock_sd_scale)              (if domain_shocks)
+    shock[d, e] = sigma_shock_global·z_global[e] + sigma_shock_domain·z_domain[d, e]
+    λ_p(t) = exp(log_rate[p] + shock[domain(p), epoch(t)])
+
+(``z`` standard normal, non-centred, and summing to zero: over epochs, and for the
+domain shocks over domains too, so that ``log_rate`` is a page's level averaged over the
+fitted epochs and the global shock the domains' mean; a single epoch or domain has no
+such effect). Each interval's integrated rate is exact,
+``Λ = λ_p Σ_e hours_e·exp(shock[d, e])``, and intervals with the same hours per epoch form
+one Binomial group per page: sufficient statistics per (page, epoch, interval length).
+
+A future epoch draws fresh shocks from the same distribution, so the predictive of a
+future window carries the uncertainty of a shock year; ``rate`` is a page's expected rate
+in a future epoch, ``exp(log_rate + (σ_global² + σ_domain²)/2)``. The posterior also holds
+``shock`` (domain, epoch), its columns labelled by each epoch's start (ISO, UTC).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from bayesrate.constants import (
+    DIM_DOMAIN,
+    DIM_EPOCH,
+    DIM_FUTURE_EPOCH,
+    DIM_NEW_DOMAIN,
+    DIM_PAGE,
+    HOURS_PER_DAY,
+)
+from bayesrate.models.base import check_config_numbers
+from bayesrate.models.hierarchical import PARAMETERISATIONS, HierarchicalModel
+
+if TYPE_CHECKING:
+    import pymc as pm
+    import xarray as xr
+
+    from bayesrate.models.epochs import EpochPatterns
+    from bayesrate.models.groups import IntervalGroups
+    from bayesrate.observations import Observations
+
+SHOCK_SIGMAS = ("sigma_shock_global", "sigma_shock_domain")
+
+
+class ShockModel(HierarchicalModel):
+    """Pooled page rates with epoch effects shared globally and per domain."""
+
+    model_type: ClassVar[str] = "shocks"
+    conditional_pages: ClassVar[bool] = False
+    #: the leave-one-page-out of :mod:`bayesrate.checks.marginal` integrates a constant rate
+    marginal_loo: ClassVar[bool] = False
+    default_model_config: ClassVar[dict[str, Any]] = {
+        **HierarchicalModel.default_model_config,
+        "epoch_days": 90.0,
+        "shock_sd_scale": 0.5,
+        "domain_shocks": True,
+        "shock_parameterisation": "auto",
+    }
+
+    def _validate_config(self) -> None:
+        super()._validate_config()
+        check_config_numbers(self.model_config, positive=("epoch_days", "shock_sd_scale"))
+        if not isinstance(self.model_config["domain_shocks"], bool):
+            raise ValueError("domain_shocks must be true or false")
+        if self.model_config["shock_parameterisation"] not in PARAMETERISATIONS:
+            raise ValueError(f"shock_parameterisation must be one of {PARAMETERISATIONS}")
+
+    @property
+    def epoch_hours(self) -> float:
+        return float(self.model_config["epoch_days"]) * HOURS_PER_DAY
+
+    def epochs(self, data: Observations) -> EpochPatterns:
+        """``data``'s intervals on the epoch grid anchored at its last visit."""
+        from bayesrate.models.epochs import epoch_patterns
+
+        cache = getattr(self, "_epoch_cache", None)
+        if cache is None or cache[0] is not data:
+            self._epoch_cache = (data, epoch_patterns(data, self.epoch_hours))
+        return self._epoch_cache[1]
+
+    def epoch_labels(self, patterns: EpochPatterns) -> np.ndarray:
+        """Start of each epoch column, ISO 8601 UTC."""
+        from bayesrate.clock import to_timestamp
+
+        k = patterns.first_epoch + np.arange(patterns.n_epochs)
+        starts = patterns.anchor + k * patterns.epoch_hours
+        return np.array([to_timestamp(h).isoformat() for h in starts])
+
+    def coords(self, data: Observations) -> dict[str, Any]:
+        coords = super().coords(data)
+        coords[DIM_EPOCH] = self.epoch_labels(self.epochs(data))
+        return coords
+
+    def fitted_groups(self, data: Observations) -> IntervalGroups:
+        """Groups by (page, hours per epoch): equal integrated rates."""
+        return self.epochs(data).groups
+
+    # ------------------------------------------------------------------ graph
+    def _build(self, data: Observations) -> pm.Model:
+        import pymc as pm
+
+        from bayesrate.models import epochs as E
+        from bayesrate.models import likelihood as lik
+
+        patterns = self.epochs(data)
+        with pm.Model(coords=self.coords(data)) as model:
+            log_rate = self._page_log_rates(data)
+            log_pattern = E.log_exposure(patterns, self._shocks(data))
+            detected = patterns.groups.detected > 0
+            lik.detections(patterns.subset(detected), log_rate, log_pattern)
+            lik.quiet(patterns.subset(~detected), log_rate, log_pattern=log_pattern)
+        self._build_notes["epochs"] = {
+            "epoch_days": self.model_config["epoch_days"],
+            "epochs": patterns.n_epochs,
+            "patterns": patterns.n_patterns,
+            "straddling_patterns": int(np.sum(np.bincount(patterns.entry_pattern) > 1)),
+        }
+        return model
+
+    def shock_information(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
+        """Expected Fisher information about each shock at plug-in page rates (the Cho
+        estimates): ``(epochs,)`` for the global shocks, ``(domains, epochs)`` per domain.
+
+        Each group's ``n·x²/(eˣ − 1)`` (``x = λ̂τ``) counts for the epoch of its pattern's
+        first piece (a straddling interval's split does not matter for the choice).
+        """
+        from bayesrate.models.hierarchical import plugin_log_rates
+
+        patterns = self.epochs(data)
+        g = patterns.groups
+        plug = plugin_log_rates(data.interval_stats)
+        one_sided = (data.interval_stats.n_changes == 0) | (
+            data.interval_stats.n_changes >= data.interval_stats.n_intervals
+        )
+        lam = np.exp(np.where(np.isfinite(plug) & ~one_sided, plug, -np.inf))
+        x = lam[g.page] * g.basis[g.pattern, 0]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            term = np.where(x > 0, x**2 / np.expm1(x), 0.0)
+        term = np.where(np.isfinite(term), term, 0.0) * g.trials
+        first = np.searchsorted(patterns.entry_pattern, np.arange(patterns.n_patterns))
+        epoch = patterns.entry_epoch[first][g.pattern]
+        domain = patterns.pattern_domain[g.pattern]
+        n_domains, n_epochs = len(data.domains), patterns.n_epochs
+        cell = np.bincount(
+            domain * n_epochs + epoch, weights=term, minlength=n_domains * n_epochs
+        ).reshape(n_domains, n_epochs)
+        return cell.sum(axis=0), cell
+
+    def choose_shock_parameterisation(self, data: Observations) -> tuple[bool, bool]:
+        """Whether the global and the domain shocks are centred.
+
+        ``auto``: centred when the median shock's information times the prior variance
+        (``shock_sd_scale²``) exceeds ``centre_threshold`` (the page rule's criterion): many
+        pages per epoch pin the shocks, and a non-centred parameterisation then mixes
+        slowly; few leave them to the prior, and a centred one makes a funnel.
+        """
+        choice = self.model_config["shock_parameterisation"]
+        if choice != "auto":
+            return choice == "centred", choice == "centred"
+        info_global, info_domain = self.shock_information(data)
+        prior_var = self.model_config["shock_sd_scale"] ** 2
+        threshold = self.model_config["centre_threshold"]
+        score_g = float(np.median(info_global)) * prior_var if info_global.size else 0.0
+        score_d = float(np.median(info_domain)) * prior_var if info_domain.size else 0.0
+        self._build_notes["shock_parameterisation"] = {
+            "rule": choice,
+            "global_score": score_g,
+            "domain_score": score_d,
+            "global_centred": score_g > threshold,
+            "domain_centred": score_d > threshold,
+        }
+        return score_g > threshold, score_d > threshold
+
+    def _shocks(self, data: Observations):
+        """``shock`` (domain, epoch) in the current model; returns the tensor."""
+        import pymc as pm
+
+        scale = self.model_config["shock_sd_scale"]
+        coords = pm.modelcontext(None).coords
+        n_domains, n_epochs = len(coords[DIM_DOMAIN]), len(coords[DIM_EPOCH])
+        centred_g, centred_d = self.choose_shock_parameterisation(data)
+        sigma_g = pm.Gamma("sigma_shock_global", alpha=2.0, beta=2.0 / scale)
+        if n_epochs < 2:
+            shock_global = pm.Deterministic("shock_global", pm.math.zeros(n_epochs), dims=DIM_EPOCH)
+        elif centred_g:
+            shock_global = pm.ZeroSumNormal("shock_global", sigma=sigma_g, dims=DIM_EPOCH)
+        else:
+            z_g = pm.ZeroSumNormal("z_shock_global", sigma=1.0, dims=DIM_EPOCH)
+            shock_global = pm.Deterministic("shock_global", sigma_g * z_g, dims=DIM_EPOCH)
+        shock = pm.math.ones((n_domains, 1)) * shock_global[None, :]
+        if self.model_config["domain_shocks"]:
+            sigma_d = pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
+            if n_domains > 1 and n_epochs > 1:
+                dims = (DIM_DOMAIN, DIM_EPOCH)
+                if centred_d:
+                    deviation = pm.ZeroSumNormal(
+                        "shock_domain", sigma=sigma_d, dims=dims, n_zerosum_axes=2
+                    )
+                else:
+                    z = pm.ZeroSumNormal("z_shock_domain", sigma=1.0, dims=dims, n_zerosum_axes=2)
+                    deviation = sigma_d * z
+                shock = shock + deviation
+        return pm.Deterministic("shock", shock, dims=(DIM_DOMAIN, DIM_EPOCH))
+
+    # ------------------------------------------------------------------ predictive
+    def _prediction_patterns(self, observations: Observations) -> EpochPatterns:
+        """The visit patterns split by epoch of the fitted grid (so that each group has one
+        integrated rate and one hour of its detecting visits)."""
+        from bayesrate.models.epochs import epoch_patterns
+        from bayesrate.models.groups import visit_patterns
+
+        fitted = self.fitted_grid()
+        visits = visit_patterns(observations, self.timezone)
+        refine = visits.group_pattern[visits.interval_group]
+        try:
+            return epoch_patterns(
+                observations,
+                fitted.epoch_hours,
+                fitted.anchor,
+                first_epoch=fitted.first_epoch,
+                refine=refine,
+            )
+        except ValueError as exc:
+            raise ValueError(f"cannot predict visits before the fitted epochs: {exc}") from exc
+
+    def _prediction(self, observations: Observations, patterns, out) -> xr.DataTree:
+        return super()._prediction(observations, patterns.visit_patterns(self.timezone), out)
+
+    def _predictive_model(self, data: Observations, patterns, page_rates: str) -> pm.Model:
+        """Every group of ``data`` on the fitted epoch grid: fitted epochs keep their
+        posterior shocks, later epochs and new domains draw fresh ones."""
+        import pymc as pm
+
+        from bayesrate.constants import DIM_GROUP
+        from bayesrate.models import epochs as E
+        from bayesrate.models.base import _labels
+
+        coords = {
+            DIM_PAGE: _labels(data.pages.index),
+            DIM_GROUP: np.arange(patterns.groups.n_groups),
+        }
+        with pm.Model(coords=coords) as model:
+            if page_rates == "posterior":
+                log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
+            else:
+                log_rate = self._population_log_rates(data)
+            log_pattern = E.log_exposure(patterns, self._predictive_shocks(data, patterns.n_epochs))
+            self._add_predictive_detections(patterns.groups, log_rate, log_pattern)
+        return model
+
+    def _predictive_shocks(self, data: Observations, n_epochs: int):
+        """``(data's domains, n_epochs)`` shocks: the fitted ones where the fit has them
+        (placeholders whose values come from the posterior); a new domain adds fresh domain
+        shocks to the fitted global ones; epochs after the fit draw fresh shocks."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        model = pm.modelcontext(None)
+        post = self.idata_["posterior"]
+        fitted = pd.Index([str(d) for d in post[DIM_DOMAIN].values])
+        n_fit = post.sizes[DIM_EPOCH]
+        model.add_coords({DIM_DOMAIN: fitted, DIM_EPOCH: post[DIM_EPOCH].values})
+        shock = pm.Flat("shock", dims=(DIM_DOMAIN, DIM_EPOCH))
+        shock_global = pm.Flat("shock_global", dims=DIM_EPOCH)
+        sigma_g = pm.HalfFlat("sigma_shock_global")
+        by_domain = self.model_config["domain_shocks"]
+        sigma_d = pm.HalfFlat("sigma_shock_domain") if by_domain else 0.0
+        domains = [str(d) for d in data.domains]
+        row = fitted.get_indexer(domains)
+        rows = shock[np.maximum(row, 0)]
+        new = np.flatnonzero(row < 0)
+        if len(new):
+            model.add_coords({DIM_NEW_DOMAIN: [domains[i] for i in new]})
+            z = pm.Normal("new_domain_z_shock", 0.0, 1.0, dims=(DIM_NEW_DOMAIN, DIM_EPOCH))
+            rows = pt.set_subtensor(rows[new], shock_global[None, :] + sigma_d * z)
+        if n_epochs > n_fit:
+            n_new = n_epochs - n_fit
+            model.add_coords({DIM_FUTURE_EPOCH: np.arange(n_new)})
+            z_g = pm.Normal("future_z_shock_global", 0.0, 1.0, dims=DIM_FUTURE_EPOCH)
+            future = pt.ones((len(domains), 1)) * (sigma_g * z_g)[None, :]
+            if by_domain:
+                z_d = pm.Normal("future_z_shock_domain", 0.0, 1.0, shape=(len(domains), n_new))
+                future = future + sigma_d * z_d
+            rows = pt.concatenate([rows, future], axis=1)
+        return rows[:, :n_epochs]
+
+    def fitted_grid(self) -> EpochPatterns:
+        """The epoch grid of the fitted data."""
+        if self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        return self.epochs(self.data_)
+
+    # ------------------------------------------------------------------ results
+    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
+        names = super().diagnostic_vars(idata)
+        return [*names, "shock"] if "shock" in idata["posterior"].data_vars else names
+
+    def log_rate_offset(self, post: xr.Dataset):
+        """``(σ_global² + σ_domain²)/2``: the mean of a future epoch's ``exp(shock)``."""
+        variance = sum(post[s] ** 2 for s in SHOCK_SIGMAS if s in post)
+        return variance / 2
+
+    def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
+        """``(draws, pages)`` exact log-likelihood at each kept draw (its own shocks)."""
+        from bayesrate.draws import stack_draws
+        from bayesrate.likelihood import CensoredGroups, loglik
+        from bayesrate.models.epochs import log_exposure_draws
+
+        post, log_rate = self._loglik_draws(max_draws)
+        patterns = self.fitted_grid()
+        shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+        log_e = log_exposure_draws(patterns, shock)
+        g = patterns.groups
+        busy = g.detected > 0
+        out = np.empty_like(log_rate)
+        for i in range(len(log_rate)):
+            exposure = np.exp(log_e[i])
+            unchanged = np.bincount(
+                g.page, weights=(g.trials - g.detected) * exposure[g.pattern], minlength=g.n_pages
+            )
+            groups = CensoredGroups(
+                unchanged=unchanged,
+                group_page=g.page[busy],
+                group_log_exposure=log_e[i][g.pattern[busy]],
+                group_count=g.detected[busy].astype(np.float64),
+            )
+            out[i] = loglik(groups, log_rate[i])
+        return out
