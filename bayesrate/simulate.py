@@ -25,6 +25,7 @@ Two simulation paths, equal in law:
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -193,7 +194,7 @@ class PiecewiseConstant(_PoissonProcess):
         start, end = _check_window(start, end)
         cuts = np.unique(np.clip(np.concatenate([[start], self.edges, [end]]), start, end))
         out = []
-        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        for lo, hi in itertools.pairwise(cuts):
             mean = float(self.integrated_rate(np.array(lo), np.array(hi)))
             out.append(_uniform_times(lo, hi, int(rng.poisson(mean)), rng))
         return np.sort(np.concatenate(out)) if out else np.zeros(0)

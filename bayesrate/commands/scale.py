@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--input-rows",
         type=positive_int,
         help="rows per input partition: small row groups and files are read together up "
-        "to this many (default: 2 M; sets the read's tasks and memory, not the output)",
+        "to this many (default: 1 M; sets the read's tasks and memory, not the output)",
     )
     p.add_argument(
         "--layout",

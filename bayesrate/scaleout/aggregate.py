@@ -111,7 +111,8 @@ def aggregate(
     layout
         ``"auto"``, ``"url"`` or ``"host"`` (:mod:`~bayesrate.scaleout.layout`).
     input_rows
-        Rows per input partition (default :data:`ROWS_PER_PARTITION`): consecutive Parquet
+        Rows per input partition at most (default
+        :data:`~bayesrate.scaleout.logs.INPUT_ROWS_PER_PARTITION`, 1 M): consecutive Parquet
         row groups and files are read together up to this many rows
         (:func:`~bayesrate.scaleout.logs.batches`). It sets the tasks and the memory of the
         read, not the output.
@@ -136,7 +137,7 @@ def aggregate(
     spec = logs.scan(input_path, kind=kind, time_unit=time_unit)
     chosen, reason = L.choose(spec, layout)
     n_parts = int(partitions or default_partitions(spec))
-    in_rows = int(input_rows or ROWS_PER_PARTITION)
+    in_rows = int(input_rows or logs.INPUT_ROWS_PER_PARTITION)
     if in_rows < 1:
         raise ObservationError(f"input_rows must be >= 1, got {input_rows}")
     arguments = {

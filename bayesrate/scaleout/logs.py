@@ -16,11 +16,12 @@ reading it (:mod:`~bayesrate.scaleout.layout`).
 
 Every Parquet row group (every CSV file) is one *piece*. Consecutive pieces (in file order:
 a host directory's files together) are packed into input partitions of at most
-:data:`ROWS_PER_PARTITION` rows (:func:`batches`; a larger piece is a partition of its own),
-each read only when a task needs it (:func:`dask.dataframe.from_map`): a log of many small
-files or row groups costs no more tasks than one written in large ones. Identifiers are
-read as text exactly as written (no missing-value guessing, as
-:func:`bayesrate.io.table.load_table`). Each row gets its file
+:data:`INPUT_ROWS_PER_PARTITION` rows (:func:`batches`; a larger piece is a partition of its
+own; a file's consecutive row groups are read in one call), each read only when a task
+needs it (:func:`dask.dataframe.from_map`): a log of many small files or row groups costs
+no more tasks than one written in large ones. Identifiers are read as text exactly as
+written (no missing-value guessing, as :func:`bayesrate.io.table.load_table`). Each row
+gets its file
 (``source``, an index into :attr:`LogSpec.sources`) and row number (``row``), and a
 ``problem`` code for what is wrong with it on its own (:mod:`~bayesrate.scaleout.problems`):
 bad rows travel with the others and are counted, never dropped silently.
@@ -58,8 +59,11 @@ _SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 ID_DTYPE = pd.StringDtype("pyarrow")
 _OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)\s*$")
 _UNREADABLE = (OSError, ValueError, EOFError, zlib.error, pd.errors.ParserError)
-#: rows per partition aimed at, on input (pieces packed together) and after the shuffle
+#: rows per partition after the shuffle, when the number of partitions is not given
 ROWS_PER_PARTITION = 2_000_000
+#: rows per input partition at most (small row groups and files packed together): half the
+#: shuffle's, so the read adds little to a worker's peak memory
+INPUT_ROWS_PER_PARTITION = 1_000_000
 #: bytes of a CSV row, to estimate a CSV file's rows from its size
 CSV_ROW_BYTES = 40
 
@@ -197,7 +201,7 @@ def _csv_header(name: str) -> list[str]:
         raise ObservationError(f"cannot read {name}: {exc}") from exc
 
 
-def batches(spec: LogSpec, rows: int = ROWS_PER_PARTITION) -> list[tuple[int, ...]]:
+def batches(spec: LogSpec, rows: int = INPUT_ROWS_PER_PARTITION) -> list[tuple[int, ...]]:
     """Consecutive pieces packed into input partitions of at most ``rows`` rows.
 
     Returns piece indices per partition, in order; every piece appears exactly once (a
@@ -219,7 +223,7 @@ def batches(spec: LogSpec, rows: int = ROWS_PER_PARTITION) -> list[tuple[int, ..
     return out
 
 
-def read_log(spec: LogSpec, rows: int = ROWS_PER_PARTITION) -> Any:
+def read_log(spec: LogSpec, rows: int = INPUT_ROWS_PER_PARTITION) -> Any:
     """The log as a lazy Dask DataFrame of canonical rows with problem codes.
 
     One partition per batch of pieces (:func:`batches`, at most ``rows`` rows each).
@@ -238,18 +242,30 @@ def read_log(spec: LogSpec, rows: int = ROWS_PER_PARTITION) -> Any:
 
 def read_batch(batch: tuple[int, ...], spec: LogSpec) -> pd.DataFrame:
     """One input partition: the pieces of a batch (indices into ``spec.pieces``), read and
-    concatenated in order."""
-    frames = [read_piece(spec.pieces[i], spec) for i in batch]
+    concatenated in order; a file's consecutive row groups are read in one call."""
+    frames = []
+    i = 0
+    while i < len(batch):
+        source, first_group, first_row = spec.pieces[batch[i]]
+        groups = [first_group]
+        while (
+            first_group >= 0
+            and i + len(groups) < len(batch)
+            and spec.pieces[batch[i + len(groups)]][0] == source
+        ):
+            groups.append(spec.pieces[batch[i + len(groups)]][1])
+        frames.append(read_rows(source, groups, first_row, spec))
+        i += len(groups)
     if len(frames) == 1:
         return frames[0]
     return pd.concat(frames, ignore_index=True)
 
 
-def read_piece(piece: tuple[int, int, int], spec: LogSpec) -> pd.DataFrame:
-    """One partition: read, name the columns, convert times and flags, set problem codes."""
-    source, row_group, first_row = piece
+def read_rows(source: int, row_groups: list[int], first_row: int, spec: LogSpec) -> pd.DataFrame:
+    """Consecutive row groups of one file (``[-1]``: a CSV file), starting at row
+    ``first_row``: read, name the columns, convert times and flags, set problem codes."""
     name = spec.sources[source]
-    raw = _read_raw(name, row_group)
+    raw = _read_raw(name, row_groups)
     raw = _with_hive_columns(raw, name)
     page_col = _pick(raw, PAGE_NAMES, name, required=True)
     domain_col = _pick(raw, DOMAIN_NAMES, name, required=False)
@@ -286,13 +302,12 @@ def read_piece(piece: tuple[int, int, int], spec: LogSpec) -> pd.DataFrame:
     )
 
 
-def _read_raw(name: str, row_group: int) -> pd.DataFrame:
+def _read_raw(name: str, row_groups: list[int]) -> pd.DataFrame:
     try:
-        if row_group >= 0:
+        if row_groups[0] >= 0:
             import pyarrow.parquet as pq
 
-            table = pq.ParquetFile(name).read_row_group(row_group)
-            return table.to_pandas()
+            return pq.ParquetFile(name).read_row_groups(row_groups).to_pandas()
         return pd.read_csv(
             name,
             dtype=str,
@@ -328,7 +343,7 @@ def _with_hive_columns(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 def piece_domains(piece: tuple[int, int, int], spec: LogSpec) -> pd.Series:
     """Rows per domain of one piece, reading only its domain column (if it has one).
 
-    The domains are those :func:`read_piece` gives the rows (missing ones are not
+    The domains are those :func:`read_rows` gives the rows (missing ones are not
     counted: those rows are problems, wherever they go).
     """
     source, row_group, _ = piece

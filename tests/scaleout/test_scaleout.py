@@ -144,7 +144,7 @@ def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions,
     assert manifest["rows"] == len(log) and manifest["malformed_rows"]["rows"] == 0
     spec = logs.scan(src)
     rows = spec.estimated_rows()
-    batches = logs.batches(spec, input_rows or logs.ROWS_PER_PARTITION)
+    batches = logs.batches(spec, input_rows or logs.INPUT_ROWS_PER_PARTITION)
     assert manifest["input_partitions"] == len(batches)
     assert manifest["input_pieces"] == len(spec.pieces)
     if layout == "time":
