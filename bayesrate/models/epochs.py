@@ -241,7 +241,7 @@ def log_exposure(patterns: EpochPatterns, shock):
     import pytensor.tensor as pt
 
     cell = pt.as_tensor_variable(patterns.entry_cell(patterns.n_epochs))
-    weights = patterns.entry_hours * pt.exp(shock.reshape((-1,))[cell])
+    weights = patterns.entry_hours * pt.exp(pt.as_tensor_variable(shock).reshape((-1,))[cell])
     index = pt.as_tensor_variable(patterns.entry_pattern)
     return pt.log(pt.zeros(patterns.n_patterns)[index].inc(weights))
 
@@ -254,4 +254,5 @@ def log_exposure_draws(patterns: EpochPatterns, shock: np.ndarray) -> np.ndarray
     if not patterns.n_patterns:
         return np.zeros((shock.shape[0], 0))
     starts = np.searchsorted(patterns.entry_pattern, np.arange(patterns.n_patterns))
-    return np.log(np.add.reduceat(weights, starts, axis=1))
+    with np.errstate(divide="ignore"):  # a pattern of zero hours has exposure 0
+        return np.log(np.add.reduceat(weights, starts, axis=1))

@@ -56,11 +56,11 @@ from bayesrate.studies import Progress, StudyResult, silent
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
 POINT_METHODS = ("naive", "cho", "mle")
-MODEL_METHODS = ("censored", "hierarchical", "modulated", "bursty")
+MODEL_METHODS = ("censored", "hierarchical", "modulated", "bursty", "shocks")
 METHODS = (*POINT_METHODS, *MODEL_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
-#: the hierarchical model's, docs/models.md)
-DEFAULT_METHODS = tuple(m for m in METHODS if m != "bursty")
+#: the hierarchical model's, docs/models.md; ``shocks`` on request)
+DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("bursty", "shocks"))
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
@@ -381,6 +381,7 @@ class _Groups:
     count: np.ndarray
     key: np.ndarray  # interval length (hours) or overlap-pattern index
     patterns: np.ndarray | None = None  # (n_patterns, 168) hour-of-week overlaps
+    epochs: Any = None  # the shocks model's EpochPatterns (key: its pattern)
 
 
 def length_groups(d: _Design) -> _Groups:
@@ -411,6 +412,26 @@ def pattern_groups(d: _Design, timezone: str) -> _Groups:
     uniq, count = np.unique(key, return_counts=True)
     page, pattern = np.divmod(uniq, len(patterns))
     return _Groups(page, count, pattern, patterns)
+
+
+def epoch_groups(d: _Design, model) -> _Groups:
+    """Test intervals grouped by (page, hours per epoch) on a shocks model's fitted grid."""
+    from bayesrate.models.epochs import interval_patterns
+
+    grid = model.fitted_grid()
+    patterns = interval_patterns(
+        d.interval_start,
+        d.interval_end,
+        d.interval_page,
+        d.interval_truth > 0,
+        d.train.domain_codes,
+        d.n_pages,
+        grid.anchor,
+        grid.epoch_hours,
+        first_epoch=grid.first_epoch,
+    )
+    g = patterns.groups
+    return _Groups(g.page, g.trials, g.pattern, epochs=patterns)
 
 
 def count_predictive(
@@ -540,6 +561,8 @@ def model_prediction(
     mean_rate = stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
     if "log_kappa" in post:
         return _bursty_prediction(post, d, groups, base, keep, mean_rate)
+    if "shock" in post:
+        return _shock_prediction(model, d, groups, base, keep, mean_rate, seed)
     if "log_multiplier" not in post:
         return _Prediction(
             group_lambda=base[:, groups.page] * groups.key[None, :],
@@ -580,6 +603,51 @@ def _bursty_prediction(post, d: _Design, groups: _Groups, base, keep, mean_rate)
         rate_per_hour=mean_rate,
         group_shape=kappa[:, groups.page],
         window_shape=kappa * (d.window_hours * intervals / span)[None, :],
+    )
+
+
+def _shock_prediction(
+    model, d: _Design, groups: _Groups, base, keep, mean_rate, seed: int | str
+) -> _Prediction:
+    """The shocks model's predictive: fitted shocks for the fitted epochs, fresh draws of the
+    shock distribution (global and per domain, per posterior draw) for every later epoch."""
+    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
+    from bayesrate.draws import stack_draws
+    from bayesrate.models.epochs import interval_patterns, log_exposure_draws
+
+    post = model.idata_["posterior"]
+    fitted = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)[keep]
+    grid = model.fitted_grid()
+    window = interval_patterns(
+        np.full(d.n_pages, d.split),
+        d.split + d.window_hours,
+        np.arange(d.n_pages),
+        np.zeros(d.n_pages),
+        d.train.domain_codes,
+        d.n_pages,
+        grid.anchor,
+        grid.epoch_hours,
+        first_epoch=grid.first_epoch,
+    )
+    n_epochs = max(groups.epochs.n_epochs, window.n_epochs, fitted.shape[2])
+    n_new = n_epochs - fitted.shape[2]
+    rng = rng_from(f"{seed}-future-shocks")
+    n_draws, n_domains = fitted.shape[:2]
+    future = np.zeros((n_draws, n_domains, n_new))
+    for name, shape in (
+        ("sigma_shock_global", (n_draws, 1, n_new)),
+        ("sigma_shock_domain", (n_draws, n_domains, n_new)),
+    ):
+        if name in post:
+            sigma = stack_draws(post[name])[keep]
+            future += sigma[:, None, None] * rng.standard_normal(shape)
+    shock = np.concatenate([fitted, future], axis=2)
+    group_log_e = log_exposure_draws(groups.epochs, shock)[:, groups.key]
+    window_log_e = log_exposure_draws(window, shock)[:, window.groups.pattern]
+    return _Prediction(
+        group_lambda=base[:, groups.page] * np.exp(group_log_e),
+        window_lambda=base[:, window.groups.page] * np.exp(window_log_e),
+        rate_per_hour=mean_rate,
     )
 
 
@@ -792,7 +860,12 @@ def _forecast_of(
     if "kappa" in model.idata_["posterior"]:
         diag["kappa_per_domain_q05_q50_q95"] = _domain_quantiles(model.idata_["posterior"]["kappa"])
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
-    groups = pattern_groups(d, model.model_config["timezone"]) if name == "modulated" else by_length
+    if name == "modulated":
+        groups = pattern_groups(d, model.model_config["timezone"])
+    elif name == "shocks":
+        groups = epoch_groups(d, model)
+    else:
+        groups = by_length
     return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
 
 

@@ -1,0 +1,263 @@
+"""Tests of the epoch statistics and the shocks model against independent oracles.
+
+Oracles: interval/epoch overlaps by a double loop over epochs; the integrated rate of
+:class:`bayesrate.simulate.PiecewiseConstant` (a page's rate times ``exp(shock)`` per
+epoch) for a per-interval Bernoulli log-likelihood from the raw visits; and recovery of
+the shocks and page rates on a world simulated with known shocks.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from bayesrate import simulate as sim
+from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
+from bayesrate.draws import stack_draws
+from bayesrate.models import HierarchicalModel, ShockModel, get_model
+from bayesrate.models import epochs as E
+from tests.helpers import seed_of
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import pymc  # noqa: F401
+
+L = 90 * 24.0
+END = 475_000.0
+
+
+def _overlaps_by_loop(start, end, anchor, epoch_hours, lo=-20, hi=20):
+    """{(interval, epoch): hours > 0} by checking every epoch in [lo, hi)."""
+    out = {}
+    for i, (s, t) in enumerate(zip(start, end, strict=True)):
+        for k in range(lo, hi):
+            a, b = anchor + k * epoch_hours, anchor + (k + 1) * epoch_hours
+            h = min(t, b) - max(s, a)
+            if h > 0:
+                out[(i, k)] = h
+    return out
+
+
+def test_epoch_overlap_against_a_loop():
+    rng = np.random.default_rng(seed_of("epoch-overlap"))
+    anchor, epoch_hours = 1000.0, 50.0
+    start = anchor + rng.uniform(-400, 200, 300)
+    end = start + rng.choice([0.5, 3.0, 49.0, 120.0, 333.0], 300)
+    # ends and starts exactly on boundaries, and an interval ending at the anchor
+    start[:3] = [anchor - 100.0, anchor - 50.0, anchor - 7.0]
+    end[:3] = [anchor - 50.0, anchor, anchor + 50.0]
+    owner, epoch, hours = E.epoch_overlap(start, end, anchor, epoch_hours)
+    want = _overlaps_by_loop(start, end, anchor, epoch_hours)
+    got = {(int(i), int(k)): h for i, k, h in zip(owner, epoch, hours, strict=True) if h > 0}
+    assert got.keys() == want.keys()
+    for key, h in want.items():
+        assert got[key] == pytest.approx(h, abs=1e-9)
+    assert (hours >= 0).all() and np.allclose(np.bincount(owner, hours), end - start)
+    # the boundary cases: one piece each, in the epoch that holds them
+    assert [int(k) for k in epoch[:3]] == [-2, -1, -1]  # (a−100, a−50], (a−50, a]
+    assert np.array_equal(np.sort(epoch[owner == 2]), [-1, 0])
+
+
+def test_patterns_group_equal_exposures():
+    """Every interval's group has its page, and its pattern its own hours per epoch."""
+    rng = np.random.default_rng(seed_of("epoch-patterns"))
+    n_pages, n = 7, 400
+    page = rng.integers(0, n_pages, n)
+    start = END - rng.uniform(0, 4 * L, n)
+    end = np.minimum(start + rng.choice([24.0, 24.0, 24.0, 168.0, 500.0], n), END)
+    changed = rng.random(n) < 0.4
+    page_domain = np.array([0, 0, 1, 1, 2, 2, 2])
+    pat = E.interval_patterns(start, end, page, changed, page_domain, n_pages, END, L)
+    g = pat.groups
+    assert g.trials.sum() == n and (np.diff(g.page) >= 0).all()
+    assert np.array_equal(np.bincount(pat.interval_group, changed, len(g.page)), g.detected)
+    want = _overlaps_by_loop(start, end, END, L, lo=-6, hi=1)
+    for i in range(n):
+        grp = pat.interval_group[i]
+        assert g.page[grp] == page[i]
+        q = g.pattern[grp]
+        assert pat.pattern_domain[q] == page_domain[page[i]]
+        rows = pat.entry_pattern == q
+        pieces = zip(pat.entry_epoch[rows], pat.entry_hours[rows], strict=True)
+        mine = {pat.first_epoch + int(k): h for k, h in pieces if h > 0}
+        theirs = {k: h for (j, k), h in want.items() if j == i}
+        assert mine.keys() == theirs.keys()
+        assert all(mine[k] == pytest.approx(theirs[k], abs=1e-6) for k in theirs)
+    # (page, epoch, length) sufficiency: fewer groups than intervals
+    assert len(g.page) < n
+
+
+def test_log_exposure_numpy_and_pytensor_agree_with_the_sum():
+    rng = np.random.default_rng(seed_of("epoch-exposure"))
+    start = END - rng.uniform(0, 3 * L, 60)
+    end = np.minimum(start + rng.choice([24.0, 400.0], 60), END)
+    pat = E.interval_patterns(
+        start, end, np.arange(60) % 4, np.zeros(60), np.array([0, 1, 1, 0]), 4, END, L
+    )
+    shock = rng.normal(0, 0.7, (3, 2, pat.n_epochs))
+    got = E.log_exposure_draws(pat, shock)
+    want = np.zeros_like(got)
+    for q in range(pat.n_patterns):
+        rows = pat.entry_pattern == q
+        d = pat.pattern_domain[q]
+        want[:, q] = np.log(
+            (pat.entry_hours[rows] * np.exp(shock[:, d, pat.entry_epoch[rows]])).sum(axis=1)
+        )
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    tensor = E.log_exposure(pat, shock[1]).eval()
+    np.testing.assert_allclose(tensor, want[1], rtol=1e-12)
+
+
+def _shock_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, sg: float, sd: float):
+    """Daily visits (random phase) over ``n_epochs`` epochs ending at END; a page's rate is
+    ``exp(θ_p + g_e + d_{domain, e})`` in epoch ``e``."""
+    rng = sim.rng_from(seed)
+    edges = END - L * np.arange(n_epochs, -1, -1)
+    g = sg * rng.standard_normal(n_epochs)
+    d = sd * rng.standard_normal((n_domains, n_epochs))
+    theta = rng.normal(math.log(0.3 / 24), 1.0, n_pages)
+    dom = np.arange(n_pages) % n_domains
+    shock = g[None, :] + d
+    procs = [sim.PiecewiseConstant(edges, np.exp(theta[p] + shock[dom[p]])) for p in range(n_pages)]
+    visits = []
+    for _ in range(n_pages):
+        v = np.arange(edges[0] + rng.uniform(0, 24), END + 1e-9, 24.0)
+        visits.append(np.append(v[v < END], END))
+    data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
+    return data.observations, theta, shock, edges
+
+
+def _brute_force(obs, log_rate, shock, edges) -> np.ndarray:
+    """Per page: Σ over raw intervals of log P(detected) or log P(not), the integrated rate
+    from :class:`PiecewiseConstant` (``exp(log_rate) · exp(shock)`` per epoch)."""
+    out = np.zeros(obs.n_pages)
+    for p in range(obs.n_pages):
+        sl = slice(obs.offsets[p], obs.offsets[p + 1])
+        t, c = obs.time[sl], obs.changed[sl]
+        rates = np.exp(log_rate[p] + shock[obs.domain_codes[p]])
+        lam = sim.PiecewiseConstant(edges, rates).integrated_rate(t[:-1], t[1:])
+        out[p] = np.sum(np.where(c[1:] > 0, np.log(-np.expm1(-lam)), -lam))
+    return out
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _shock_world("shocks-small", 12, 3, 4, 0.8, 0.5)
+
+
+def test_model_logp_equals_brute_force(small):
+    """The model's observed log-probability (detections + quiet) moves between two points
+    exactly as the per-interval Bernoulli sum does (the Binomial constants cancel), and
+    ``page_loglik`` equals that sum."""
+    obs, _, _, edges = small
+    model = ShockModel(model_config={"parameterisation": "noncentred"})
+    pm_model = model.build_model(obs)
+    grid = model.fitted_grid()
+    assert grid.anchor == END and grid.first_epoch == -4 and grid.n_epochs == 4
+    outputs = pm_model.replace_rvs_by_values([pm_model["log_rate"], pm_model["shock"]])
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    loglik = pm_model.compile_fn(
+        pm_model.logp(vars=pm_model.observed_RVs, sum=True),
+        inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )
+    rng = np.random.default_rng(seed_of("shocks-point"))
+    base = pm_model.initial_point()
+    got, want = [], []
+    for _ in range(3):
+        point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in base.items()}
+        log_rate, shock = values(point)
+        assert np.ptp(shock) > 0.3  # shocks that matter
+        got.append(float(loglik(point)))
+        per_page = _brute_force(obs, log_rate, shock, edges)
+        want.append(per_page.sum())
+    assert got[1] - got[0] == pytest.approx(want[1] - want[0], rel=1e-9, abs=1e-7)
+    assert got[2] - got[0] == pytest.approx(want[2] - want[0], rel=1e-9, abs=1e-7)
+
+
+@pytest.fixture(scope="module")
+def fitted(small):
+    obs = small[0]
+    model = ShockModel(sampler_config={"draws": 200, "tune": 200, "chains": 2, "seed": "shk"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    return model
+
+
+def test_page_loglik_equals_brute_force(small, fitted):
+    obs, _, _, edges = small
+    post = fitted.thinned_posterior(5)
+    log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+    shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+    got = fitted.page_loglik(5)
+    assert got.shape == (len(log_rate), obs.n_pages)
+    for i in range(len(log_rate)):
+        np.testing.assert_allclose(got[i], _brute_force(obs, log_rate[i], shock[i], edges), rtol=1e-10)
+
+
+def test_rate_is_the_future_epoch_mean(fitted):
+    post = fitted.idata_["posterior"]
+    variance = post["sigma_shock_global"] ** 2 + post["sigma_shock_domain"] ** 2
+    want = np.exp(post["log_rate"] + variance / 2)
+    np.testing.assert_allclose(post["rate"].values, want.transpose(*post["rate"].dims).values)
+    # zero-sum shocks: every domain's shocks average 0 over the epochs
+    np.testing.assert_allclose(post["shock"].mean(DIM_EPOCH).values, 0.0, atol=1e-9)
+
+
+def test_predict_draws_fresh_shocks_after_the_fit(small, fitted):
+    """Visits inside the fit use its shocks (the posterior predictive mean of a page's
+    detections follows its observed count); visits after it draw new shocks per draw."""
+    obs = small[0]
+    inside = fitted.predict(obs, n_draws=100, page_rates="posterior", seed="in")
+    mean = inside["posterior_predictive"]["page_detections"].mean(("chain", "draw")).values
+    assert np.corrcoef(mean, obs.changes_per_page)[0, 1] > 0.95
+    # the same pages one year later, daily: two fresh epochs per draw
+    later = obs.replace(time=obs.time + 2 * L)
+    future = fitted.predict(later, n_draws=100, page_rates="posterior", seed="out")
+    names = set(future["posterior_predictive"].data_vars)
+    assert "detections" in names and "page_detections" in names
+    with pytest.raises(ValueError, match="before the fitted epochs"):
+        fitted.predict(obs.replace(time=obs.time - 10 * L), n_draws=10)
+
+
+def test_registered_and_validated():
+    assert get_model("shocks") is ShockModel and issubclass(ShockModel, HierarchicalModel)
+    with pytest.raises(ValueError, match="epoch_days"):
+        ShockModel(model_config={"epoch_days": 0})
+    with pytest.raises(ValueError, match="shock_parameterisation"):
+        ShockModel(model_config={"shock_parameterisation": "sideways"})
+    with pytest.raises(ValueError, match="domain_shocks"):
+        ShockModel(model_config={"domain_shocks": "yes"})
+
+
+@pytest.mark.slow
+def test_recovers_shocks_and_page_rates():
+    """A world with known shocks (σ_global 0.6, σ_domain 0.3; 240 pages, 3 domains, 8
+    epochs): the 90% intervals of the page log-rates cover the truth for 85-95% of pages,
+    the shocks' for at least 75% of the 24 cells, and each σ's holds its truth."""
+    obs, theta, shock, _ = _shock_world("shocks-recovery", 240, 3, 8, 0.6, 0.3)
+    model = ShockModel(sampler_config={"draws": 1000, "tune": 500, "chains": 4, "seed": "rec"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    assert model.diagnostics_.divergences == 0 and model.diagnostics_.r_hat_max < 1.02
+    post = model.idata_["posterior"]
+    # the model's zero-sum decomposition of the truth
+    level = shock.mean(axis=1)
+    true_shock = shock - level[:, None]
+    true_rate = theta + level[obs.domain_codes]
+    order = np.argsort(obs.pages.index.to_numpy())  # simulated pages are labelled in order
+    lr = stack_draws(post["log_rate"], DIM_PAGE)
+    lo, hi = np.quantile(lr, [0.05, 0.95], axis=0)
+    covered = (lo <= true_rate[order]) & (true_rate[order] <= hi)
+    assert 0.85 <= covered.mean() <= 0.95, covered.mean()
+    s = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+    lo, hi = np.quantile(s, [0.05, 0.95], axis=0)
+    assert ((lo <= true_shock) & (true_shock <= hi)).mean() >= 0.75
+    for name, truth in (("sigma_shock_global", 0.6), ("sigma_shock_domain", 0.3)):
+        q = np.quantile(stack_draws(post[name]), [0.05, 0.95])
+        assert q[0] <= truth <= q[1], (name, q)
