@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.models.groups import PATTERN_RESOLUTION_HOURS, IntervalGroups
+from bayesrate.observations import concat_ranges
 
 
 def epoch_overlap(
@@ -91,19 +92,50 @@ class EpochPatterns:
         width = self.n_epochs if n_epochs is None else n_epochs
         return self.pattern_domain[self.entry_pattern] * width + self.entry_epoch
 
-    def subset(self, mask: np.ndarray) -> IntervalGroups:
-        """The groups where ``mask`` holds, keeping the pattern numbering (the patterns'
-        exposures are computed once for all groups)."""
+    def select(self, mask: np.ndarray) -> EpochPatterns:
+        """The groups where ``mask`` holds, with only the patterns they use (renumbered);
+        ``interval_group`` is dropped (−1 for every interval)."""
         g = self.groups
         mask = np.asarray(mask, dtype=bool)
-        return IntervalGroups(
-            n_pages=g.n_pages,
-            page=g.page[mask],
-            pattern=g.pattern[mask],
-            trials=g.trials[mask],
-            detected=g.detected[mask],
-            basis=g.basis,
+        used, pattern = np.unique(g.pattern[mask], return_inverse=True)
+        new_number = np.full(self.n_patterns, -1, dtype=np.int64)
+        new_number[used] = np.arange(len(used))
+        keep = new_number[self.entry_pattern] >= 0
+        return EpochPatterns(
+            anchor=self.anchor,
+            epoch_hours=self.epoch_hours,
+            first_epoch=self.first_epoch,
+            n_epochs=self.n_epochs,
+            groups=IntervalGroups(
+                n_pages=g.n_pages,
+                page=g.page[mask],
+                pattern=pattern.reshape(-1).astype(np.int64),
+                trials=g.trials[mask],
+                detected=g.detected[mask],
+                basis=g.basis[used],
+            ),
+            pattern_domain=self.pattern_domain[used],
+            pattern_start=self.pattern_start[used],
+            pattern_end=self.pattern_end[used],
+            interval_group=np.full(len(self.interval_group), -1, dtype=np.int64),
+            entry_pattern=new_number[self.entry_pattern[keep]],
+            entry_epoch=self.entry_epoch[keep],
+            entry_hours=self.entry_hours[keep],
         )
+
+    def page_hours(self) -> np.ndarray:
+        """``(n_pages, n_epochs)``: each page's interval hours in each epoch (all groups,
+        trials included): the exposure of its quiet intervals is this times ``exp(shock)``."""
+        g = self.groups
+        starts = np.searchsorted(self.entry_pattern, g.pattern)
+        ends = np.searchsorted(self.entry_pattern, g.pattern, side="right")
+        counts = ends - starts
+        entry = concat_ranges(starts, counts)
+        group = np.repeat(np.arange(len(g.page)), counts)
+        out = np.zeros((g.n_pages, self.n_epochs))
+        hours = g.trials[group] * self.entry_hours[entry]
+        np.add.at(out, (g.page[group], self.entry_epoch[entry]), hours)
+        return out
 
     def visit_patterns(self, timezone: str = "UTC"):
         """The same groups as :class:`~bayesrate.models.groups.VisitPatterns` (for the
@@ -244,6 +276,15 @@ def log_exposure(patterns: EpochPatterns, shock):
     weights = patterns.entry_hours * pt.exp(pt.as_tensor_variable(shock).reshape((-1,))[cell])
     index = pt.as_tensor_variable(patterns.entry_pattern)
     return pt.log(pt.zeros(patterns.n_patterns)[index].inc(weights))
+
+
+def page_exposure(page_hours: np.ndarray, page_domain: np.ndarray, shock):
+    """``(n_pages,)`` ``Σ_e hours[p, e]·exp(shock[domain(p), e])`` (PyTensor): dense, no
+    scatter (a scatter over many small patterns cost ~10x more per gradient)."""
+    import pytensor.tensor as pt
+
+    rows = pt.exp(pt.as_tensor_variable(shock))[pt.as_tensor_variable(page_domain)]
+    return (rows * page_hours).sum(axis=1)
 
 
 def log_exposure_draws(patterns: EpochPatterns, shock: np.ndarray) -> np.ndarray:

@@ -193,7 +193,7 @@ def quiet(
     log_multiplier=None,
     span: QuietSpan | None = None,
     *,
-    log_pattern=None,
+    effects=None,
 ):
     """The observed ``quiet``: per page, the groups without a detection (current model).
 
@@ -208,9 +208,11 @@ def quiet(
     span
         With ``log_multiplier``: the quiet exposure as span minus busy groups (the same
         value, in O(pages + groups)); ``None``: ``groups``' own exposure.
-    log_pattern
-        Instead of ``log_multiplier``: the log exposure of every pattern ``groups.pattern``
-        indexes (the shocks model's, whose patterns differ by domain), summed per page.
+    effects
+        Instead of ``log_multiplier``: ``(param, log_pattern_of, page_exposure_of)``, a
+        parameter tensor of two dims (the shocks model's ``shock``), the log exposure of
+        every pattern ``groups.pattern`` indexes as a function of it (for drawing), and each
+        page's quiet exposure as a function of it (for the log-probability).
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -225,14 +227,14 @@ def quiet(
     by_span = span is not None and log_multiplier is not None
     exposure_basis = (
         None
-        if by_span or log_pattern is not None
+        if by_span or effects is not None
         else sum_by_page((trials[:, None] * groups.basis[pattern]).T, page, n_pages).T
     )
-    by_pattern = log_pattern is not None
+    by_pattern = effects is not None
     if by_pattern and log_multiplier is not None:
-        raise ValueError("give log_multiplier or log_pattern, not both")
+        raise ValueError("give log_multiplier or effects, not both")
     if by_pattern:
-        params, signature = [log_rate, log_pattern], "(p),(q)->(p)"
+        params, signature = [log_rate, effects[0]], "(p),(d,e)->(p)"
     elif log_multiplier is None:
         params, signature = [log_rate], "(p)->(p)"
     else:
@@ -243,7 +245,7 @@ def quiet(
 
     def pattern_log_exposure(extra):
         if by_pattern:
-            return extra[0]
+            return effects[1](extra[0])
         return pt.log(pt.dot(groups.basis, multiplier(extra)))
 
     def dist(log_rate, *rest):
@@ -254,8 +256,7 @@ def quiet(
 
     def logp(value, log_rate, *extra):
         if by_pattern:
-            weights = trials * pt.exp(extra[0][pt.as_tensor_variable(pattern)])
-            exposure = pt.zeros(n_pages)[pt.as_tensor_variable(page)].inc(weights)
+            exposure = effects[2](extra[0])
         elif by_span:
             exposure = span.exposure(multiplier(extra))
         else:

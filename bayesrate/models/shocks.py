@@ -116,10 +116,20 @@ class ShockModel(HierarchicalModel):
         patterns = self.epochs(data)
         with pm.Model(coords=self.coords(data)) as model:
             log_rate = self._page_log_rates(data)
-            log_pattern = E.log_exposure(patterns, self._shocks(data))
+            shock = self._shocks(data)
             detected = patterns.groups.detected > 0
-            lik.detections(patterns.subset(detected), log_rate, log_pattern)
-            lik.quiet(patterns.subset(~detected), log_rate, log_pattern=log_pattern)
+            busy, quiet = patterns.select(detected), patterns.select(~detected)
+            lik.detections(busy.groups, log_rate, E.log_exposure(busy, shock))
+            hours, domain = quiet.page_hours(), data.domain_codes
+            lik.quiet(
+                quiet.groups,
+                log_rate,
+                effects=(
+                    shock,
+                    lambda s: E.log_exposure(quiet, s),
+                    lambda s: E.page_exposure(hours, domain, s),
+                ),
+            )
         self._build_notes["epochs"] = {
             "epoch_days": self.model_config["epoch_days"],
             "epochs": patterns.n_epochs,

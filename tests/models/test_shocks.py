@@ -196,7 +196,8 @@ def test_page_loglik_equals_brute_force(small, fitted):
     got = fitted.page_loglik(5)
     assert got.shape == (len(log_rate), obs.n_pages)
     for i in range(len(log_rate)):
-        np.testing.assert_allclose(got[i], _brute_force(obs, log_rate[i], shock[i], edges), rtol=1e-10)
+        want = _brute_force(obs, log_rate[i], shock[i], edges)
+        np.testing.assert_allclose(got[i], want, rtol=1e-10)
 
 
 def test_rate_is_the_future_epoch_mean(fitted):
@@ -222,6 +223,24 @@ def test_predict_draws_fresh_shocks_after_the_fit(small, fitted):
     assert "detections" in names and "page_detections" in names
     with pytest.raises(ValueError, match="before the fitted epochs"):
         fitted.predict(obs.replace(time=obs.time - 10 * L), n_draws=10)
+
+
+def test_save_load_keeps_the_grid(small, fitted, tmp_path):
+    """A loaded fit rebuilds the same epoch grid from its saved data and predicts alike."""
+    path = fitted.save(tmp_path / "shocks.nc")
+    loaded = ShockModel.load(path)
+    a, b = fitted.fitted_grid(), loaded.fitted_grid()
+    assert (a.anchor, a.first_epoch, a.n_epochs) == (b.anchor, b.first_epoch, b.n_epochs)
+    assert list(loaded.idata_["posterior"][DIM_EPOCH].values) == list(
+        fitted.idata_["posterior"][DIM_EPOCH].values
+    )
+    later = small[0].replace(time=small[0].time + L)
+    x = fitted.predict(later, n_draws=20, page_rates="posterior", seed="same")
+    y = loaded.predict(later, n_draws=20, page_rates="posterior", seed="same")
+    np.testing.assert_array_equal(
+        x["posterior_predictive"]["page_detections"].values,
+        y["posterior_predictive"]["page_detections"].values,
+    )
 
 
 def test_registered_and_validated():
