@@ -4,7 +4,8 @@
 (pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
 rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
 each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
-(hierarchical page rates × epoch effects shared globally and per domain). See
+(hierarchical page rates × epoch effects shared globally and per domain) and ``drift``
+(the same effects as a random walk). See
 ``docs/models.md``.
 """
 
@@ -16,7 +17,7 @@ from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.modulated import ModulatedModel
-from bayesrate.models.shocks import ShockModel
+from bayesrate.models.shocks import DriftModel, ShockModel
 
 MODELS: dict[str, type[RateModel]] = {
     "censored": CensoredModel,
@@ -24,6 +25,7 @@ MODELS: dict[str, type[RateModel]] = {
     "modulated": ModulatedModel,
     "bursty": BurstyModel,
     "shocks": ShockModel,
+    "drift": DriftModel,
 }
 
 
@@ -41,6 +43,7 @@ __all__ = [
     "CensoredModel",
     "ConvergenceWarning",
     "Diagnostics",
+    "DriftModel",
     "HierarchicalModel",
     "ModulatedModel",
     "RateModel",

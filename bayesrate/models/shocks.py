@@ -51,6 +51,20 @@ if TYPE_CHECKING:
     from bayesrate.observations import Observations
 
 SHOCK_SIGMAS = ("sigma_shock_global", "sigma_shock_domain")
+#: ``iid``: a fresh shock per epoch around the page's average level; ``random_walk``: the
+#: level moves by a step per epoch and the page's ``log_rate`` is its level now
+SHOCK_PROCESSES = ("iid", "random_walk")
+
+
+def walk_back(steps):
+    """Levels from steps, 0 at the last epoch: ``level[..., e] = −Σ_{j ≥ e} steps[..., j]``
+    (``steps[..., j]`` is the move into epoch ``j + 1``); PyTensor or numpy."""
+    import pytensor.tensor as pt
+
+    steps = pt.as_tensor_variable(steps)
+    back = pt.cumsum(steps[..., ::-1], axis=-1)[..., ::-1]
+    last = pt.zeros((*(steps.shape[i] for i in range(steps.ndim - 1)), 1))
+    return pt.concatenate([-back, last], axis=-1)
 
 
 class ShockModel(HierarchicalModel):
@@ -66,6 +80,7 @@ class ShockModel(HierarchicalModel):
         "shock_sd_scale": 0.5,
         "domain_shocks": True,
         "shock_parameterisation": "auto",
+        "shock_process": "iid",
     }
 
     def _validate_config(self) -> None:
@@ -73,6 +88,8 @@ class ShockModel(HierarchicalModel):
         check_config_numbers(self.model_config, positive=("epoch_days", "shock_sd_scale"))
         if not isinstance(self.model_config["domain_shocks"], bool):
             raise ValueError("domain_shocks must be true or false")
+        if self.model_config["shock_process"] not in SHOCK_PROCESSES:
+            raise ValueError(f"shock_process must be one of {SHOCK_PROCESSES}")
         if self.model_config["shock_parameterisation"] not in PARAMETERISATIONS:
             raise ValueError(f"shock_parameterisation must be one of {PARAMETERISATIONS}")
 
@@ -201,6 +218,13 @@ class ShockModel(HierarchicalModel):
         n_domains, n_epochs = len(coords[DIM_DOMAIN]), len(coords[DIM_EPOCH])
         centred_g, centred_d = self.choose_shock_parameterisation(data)
         sigma_g = pm.Gamma("sigma_shock_global", alpha=2.0, beta=2.0 / scale)
+        sigma_d = (
+            pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
+            if self.model_config["domain_shocks"]
+            else None
+        )
+        if self.model_config["shock_process"] == "random_walk":
+            return self._walk_shocks(n_domains, n_epochs, sigma_g, sigma_d, centred_g, centred_d)
         if n_epochs < 2:
             shock_global = pm.Deterministic("shock_global", pm.math.zeros(n_epochs), dims=DIM_EPOCH)
         elif centred_g:
@@ -209,19 +233,39 @@ class ShockModel(HierarchicalModel):
             z_g = pm.ZeroSumNormal("z_shock_global", sigma=1.0, dims=DIM_EPOCH)
             shock_global = pm.Deterministic("shock_global", sigma_g * z_g, dims=DIM_EPOCH)
         shock = pm.math.ones((n_domains, 1)) * shock_global[None, :]
-        if self.model_config["domain_shocks"]:
-            sigma_d = pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
-            if n_domains > 1 and n_epochs > 1:
-                dims = (DIM_DOMAIN, DIM_EPOCH)
-                if centred_d:
-                    deviation = pm.ZeroSumNormal(
-                        "shock_domain", sigma=sigma_d, dims=dims, n_zerosum_axes=2
-                    )
-                else:
-                    z = pm.ZeroSumNormal("z_shock_domain", sigma=1.0, dims=dims, n_zerosum_axes=2)
-                    deviation = sigma_d * z
-                shock = shock + deviation
+        if sigma_d is not None and n_domains > 1 and n_epochs > 1:
+            dims = (DIM_DOMAIN, DIM_EPOCH)
+            if centred_d:
+                deviation = pm.ZeroSumNormal(
+                    "shock_domain", sigma=sigma_d, dims=dims, n_zerosum_axes=2
+                )
+            else:
+                z = pm.ZeroSumNormal("z_shock_domain", sigma=1.0, dims=dims, n_zerosum_axes=2)
+                deviation = sigma_d * z
+            shock = shock + deviation
         return pm.Deterministic("shock", shock, dims=(DIM_DOMAIN, DIM_EPOCH))
+
+    def _walk_shocks(self, n_domains, n_epochs, sigma_g, sigma_d, centred_g, centred_d):
+        """Random-walk shocks, 0 in the last fitted epoch (``log_rate`` is the current
+        level): a step into each later epoch, global plus (summing to zero over domains)
+        per domain."""
+        import pymc as pm
+
+        n_steps = max(n_epochs - 1, 0)
+        if centred_g:
+            step_g = pm.Normal("step_global", 0.0, sigma_g, shape=n_steps)
+        else:
+            step_g = sigma_g * pm.Normal("z_step_global", 0.0, 1.0, shape=n_steps)
+        steps = pm.math.ones((n_domains, 1)) * step_g[None, :]
+        if sigma_d is not None and n_domains > 1 and n_steps:
+            shape = (n_steps, n_domains)  # zero-sum over the last axis: the domains
+            if centred_d:
+                step_d = pm.ZeroSumNormal("step_domain", sigma=sigma_d, shape=shape)
+            else:
+                step_d = sigma_d * pm.ZeroSumNormal("z_step_domain", sigma=1.0, shape=shape)
+            steps = steps + step_d.T
+        pm.Deterministic("shock_global", walk_back(step_g), dims=DIM_EPOCH)
+        return pm.Deterministic("shock", walk_back(steps), dims=(DIM_DOMAIN, DIM_EPOCH))
 
     # ------------------------------------------------------------------ predictive
     def _prediction_patterns(self, observations: Observations) -> EpochPatterns:
@@ -289,11 +333,17 @@ class ShockModel(HierarchicalModel):
         domains = [str(d) for d in data.domains]
         row = fitted.get_indexer(domains)
         rows = shock[np.maximum(row, 0)]
+        walk = self.model_config["shock_process"] == "random_walk"
         new = np.flatnonzero(row < 0)
         if len(new):
             model.add_coords({DIM_NEW_DOMAIN: [domains[i] for i in new]})
-            z = pm.Normal("new_domain_z_shock", 0.0, 1.0, dims=(DIM_NEW_DOMAIN, DIM_EPOCH))
-            rows = pt.set_subtensor(rows[new], shock_global[None, :] + sigma_d * z)
+            if walk:  # a fresh domain walk, 0 at the last fitted epoch
+                z = pm.Normal("new_domain_z_step", 0.0, 1.0, shape=(len(new), n_fit - 1))
+                deviation = walk_back(sigma_d * z)
+            else:
+                z = pm.Normal("new_domain_z_shock", 0.0, 1.0, dims=(DIM_NEW_DOMAIN, DIM_EPOCH))
+                deviation = sigma_d * z
+            rows = pt.set_subtensor(rows[new], shock_global[None, :] + deviation)
         if n_epochs > n_fit:
             n_new = n_epochs - n_fit
             model.add_coords({DIM_FUTURE_EPOCH: np.arange(n_new)})
@@ -302,6 +352,8 @@ class ShockModel(HierarchicalModel):
             if by_domain:
                 z_d = pm.Normal("future_z_shock_domain", 0.0, 1.0, shape=(len(domains), n_new))
                 future = future + sigma_d * z_d
+            if walk:  # the level walks on from the last fitted epoch
+                future = rows[:, -1:] + pt.cumsum(future, axis=1)
             rows = pt.concatenate([rows, future], axis=1)
         return rows[:, :n_epochs]
 
@@ -347,3 +399,15 @@ class ShockModel(HierarchicalModel):
             )
             out[i] = loglik(groups, log_rate[i])
         return out
+
+
+class DriftModel(ShockModel):
+    """The shocks model with random-walk shocks: the shared level drifts from epoch to
+    epoch, ``log_rate`` is each page's level in the last fitted epoch, and a forecast's
+    uncertainty grows with the number of epochs ahead."""
+
+    model_type: ClassVar[str] = "drift"
+    default_model_config: ClassVar[dict[str, Any]] = {
+        **ShockModel.default_model_config,
+        "shock_process": "random_walk",
+    }

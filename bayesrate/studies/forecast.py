@@ -56,11 +56,11 @@ from bayesrate.studies import Progress, StudyResult, silent
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
 POINT_METHODS = ("naive", "cho", "mle")
-MODEL_METHODS = ("censored", "hierarchical", "modulated", "bursty", "shocks")
+MODEL_METHODS = ("censored", "hierarchical", "modulated", "bursty", "shocks", "drift")
 METHODS = (*POINT_METHODS, *MODEL_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
-#: the hierarchical model's, docs/models.md; ``shocks`` on request)
-DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("bursty", "shocks"))
+#: the hierarchical model's, docs/models.md; ``shocks`` and ``drift`` on request)
+DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("bursty", "shocks", "drift"))
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
@@ -610,7 +610,8 @@ def _shock_prediction(
     model, d: _Design, groups: _Groups, base, keep, mean_rate, seed: int | str
 ) -> _Prediction:
     """The shocks model's predictive: fitted shocks for the fitted epochs, fresh draws of the
-    shock distribution (global and per domain, per posterior draw) for every later epoch."""
+    shock distribution (global and per domain, per posterior draw) for every later epoch:
+    independent shocks, or (``random_walk``) steps from the last fitted level."""
     from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
     from bayesrate.draws import stack_draws
     from bayesrate.models.epochs import interval_patterns, log_exposure_draws
@@ -641,6 +642,8 @@ def _shock_prediction(
         if name in post:
             sigma = stack_draws(post[name])[keep]
             future += sigma[:, None, None] * rng.standard_normal(shape)
+    if model.model_config["shock_process"] == "random_walk":  # on from the last level
+        future = fitted[:, :, -1:] + np.cumsum(future, axis=2)
     shock = np.concatenate([fitted, future], axis=2)
     group_log_e = log_exposure_draws(groups.epochs, shock)[:, groups.key]
     window_log_e = log_exposure_draws(window, shock)[:, window.groups.pattern]
@@ -862,7 +865,7 @@ def _forecast_of(
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
     if name == "modulated":
         groups = pattern_groups(d, model.model_config["timezone"])
-    elif name == "shocks":
+    elif name in ("shocks", "drift"):
         groups = epoch_groups(d, model)
     else:
         groups = by_length

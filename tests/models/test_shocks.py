@@ -19,6 +19,7 @@ from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
 from bayesrate.draws import stack_draws
 from bayesrate.models import HierarchicalModel, ShockModel, get_model
 from bayesrate.models import epochs as E
+from bayesrate.models.shocks import walk_back
 from tests.helpers import seed_of
 
 with warnings.catch_warnings():
@@ -249,6 +250,8 @@ def test_registered_and_validated():
         ShockModel(model_config={"epoch_days": 0})
     with pytest.raises(ValueError, match="shock_parameterisation"):
         ShockModel(model_config={"shock_parameterisation": "sideways"})
+    with pytest.raises(ValueError, match="shock_process"):
+        ShockModel(model_config={"shock_process": "ar2"})
     with pytest.raises(ValueError, match="domain_shocks"):
         ShockModel(model_config={"domain_shocks": "yes"})
 
@@ -280,3 +283,39 @@ def test_recovers_shocks_and_page_rates():
     for name, truth in (("sigma_shock_global", 0.6), ("sigma_shock_domain", 0.3)):
         q = np.quantile(stack_draws(post[name]), [0.05, 0.95])
         assert q[0] <= truth <= q[1], (name, q)
+
+
+def test_walk_back_levels():
+    steps = np.array([[0.5, -0.2, 0.1], [1.0, 0.0, -1.0]])
+    got = walk_back(steps).eval()
+    # level[e + 1] − level[e] = steps[e]; the last level is 0
+    np.testing.assert_allclose(np.diff(got, axis=1), steps)
+    np.testing.assert_allclose(got[:, -1], 0.0)
+    assert got.shape == (2, 4)
+    assert walk_back(np.zeros(0)).eval().tolist() == [0.0]
+
+
+def test_random_walk_logp_equals_brute_force(small):
+    """The random-walk shocks are 0 in the last epoch, and the model's log-probability moves
+    with the per-interval Bernoulli sum."""
+    obs, _, _, edges = small
+    model = ShockModel(model_config={"shock_process": "random_walk"})
+    pm_model = model.build_model(obs)
+    outputs = pm_model.replace_rvs_by_values([pm_model["log_rate"], pm_model["shock"]])
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    loglik = pm_model.compile_fn(
+        pm_model.logp(vars=pm_model.observed_RVs, sum=True),
+        inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )
+    rng = np.random.default_rng(seed_of("walk-point"))
+    base = pm_model.initial_point()
+    got, want = [], []
+    for _ in range(2):
+        point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in base.items()}
+        log_rate, shock = values(point)
+        np.testing.assert_allclose(shock[:, -1], 0.0)
+        assert np.ptp(shock) > 0.3
+        got.append(float(loglik(point)))
+        want.append(_brute_force(obs, log_rate, shock, edges).sum())
+    assert got[1] - got[0] == pytest.approx(want[1] - want[0], rel=1e-9, abs=1e-7)
