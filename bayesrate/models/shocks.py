@@ -7,8 +7,9 @@ of ``epoch_days``, counted back from the data's last visit: :mod:`bayesrate.mode
 has a log-rate effect shared by the pages of a domain::
 
     sigma_shock_global ~ Gamma(2, 2/shock_sd_scale)
-    sigma_shock_domain ~ Gamma(2, 2/shock_sd_scale)              (if domain_shocks)
+    sigma_shock_domain ~ Gamma(2, 2/shock_sd_scale)
     shock[d, e] = sigma_shock_global·z_global[e] + sigma_shock_domain·z_domain[d, e]
+                  (the domain part only for domains of ≥ domain_shock_min_pages pages)
     λ_p(t) = exp(log_rate[p] + shock[domain(p), epoch(t)])
 
 (``z`` standard normal, non-centred, and summing to zero: over epochs, and for the
@@ -20,7 +21,7 @@ one Binomial group per page: sufficient statistics per (page, epoch, interval le
 
 A future epoch draws fresh shocks from the same distribution, so the predictive of a
 future window carries the uncertainty of a shock year; ``rate`` is a page's expected rate
-in a future epoch, ``exp(log_rate + (σ_global² + σ_domain²)/2)``. The posterior also holds
+in a future epoch, ``exp(log_rate + σ_global²/2 [+ σ_domain²/2]``). The posterior also holds
 ``shock`` (domain, epoch), its columns labelled by each epoch's start (ISO, UTC).
 """
 
@@ -35,7 +36,6 @@ from bayesrate.constants import (
     DIM_DOMAIN,
     DIM_EPOCH,
     DIM_FUTURE_EPOCH,
-    DIM_NEW_DOMAIN,
     DIM_PAGE,
     HOURS_PER_DAY,
 )
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from bayesrate.models.groups import IntervalGroups
     from bayesrate.observations import Observations
 
-SHOCK_SIGMAS = ("sigma_shock_global", "sigma_shock_domain")
 #: ``iid``: a fresh shock per epoch around the page's average level; ``random_walk``: the
 #: level moves by a step per epoch and the page's ``log_rate`` is its level now
 SHOCK_PROCESSES = ("iid", "random_walk")
@@ -79,13 +78,16 @@ class ShockModel(HierarchicalModel):
         "epoch_days": 90.0,
         "shock_sd_scale": 0.5,
         "domain_shocks": True,
+        "domain_shock_min_pages": 3,
         "shock_parameterisation": "auto",
         "shock_process": "iid",
     }
 
     def _validate_config(self) -> None:
         super()._validate_config()
-        check_config_numbers(self.model_config, positive=("epoch_days", "shock_sd_scale"))
+        check_config_numbers(
+            self.model_config, positive=("epoch_days", "shock_sd_scale", "domain_shock_min_pages")
+        )
         if not isinstance(self.model_config["domain_shocks"], bool):
             raise ValueError("domain_shocks must be true or false")
         if self.model_config["shock_process"] not in SHOCK_PROCESSES:
@@ -209,6 +211,39 @@ class ShockModel(HierarchicalModel):
         }
         return score_g > threshold, score_d > threshold
 
+    def shocked_domains(self, data: Observations) -> np.ndarray:
+        """Which domains have shocks of their own: those with at least
+        ``domain_shock_min_pages`` pages (a shock shared by one or two pages is not told
+        apart from their own changes of rate); the others follow the global shocks."""
+        if not self.model_config["domain_shocks"]:
+            return np.zeros(len(data.domains), dtype=bool)
+        pages = np.bincount(data.domain_codes, minlength=len(data.domains))
+        return pages >= self.model_config["domain_shock_min_pages"]
+
+    def _domain_deviation(self, n_domains: int, n_rows: int, name: str, centred: bool, shocked):
+        """``(n_domains, n_rows)`` domain parts (zero-sum over the shocked domains and, for
+        shocks, over epochs); 0 for the other domains. ``None`` if no domain has its own."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        index = np.flatnonzero(shocked)
+        if len(index) < 2 or n_rows < 1 or (name == "shock_domain" and n_rows < 2):
+            return None
+        scale = self.model_config["shock_sd_scale"]
+        sigma_d = pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
+        if name == "shock_domain":  # (shocked domains, epochs), zero-sum both ways
+            shape, axes = (len(index), n_rows), 2
+        else:  # steps (steps, shocked domains), zero-sum over the domains
+            shape, axes = (n_rows, len(index)), 1
+        if centred:
+            part = pm.ZeroSumNormal(name, sigma=sigma_d, shape=shape, n_zerosum_axes=axes)
+        else:
+            z = pm.ZeroSumNormal(f"z_{name}", sigma=1.0, shape=shape, n_zerosum_axes=axes)
+            part = sigma_d * z
+        if name != "shock_domain":
+            part = part.T
+        return pt.set_subtensor(pt.zeros((n_domains, n_rows))[index], part)
+
     def _shocks(self, data: Observations):
         """``shock`` (domain, epoch) in the current model; returns the tensor."""
         import pymc as pm
@@ -217,14 +252,20 @@ class ShockModel(HierarchicalModel):
         coords = pm.modelcontext(None).coords
         n_domains, n_epochs = len(coords[DIM_DOMAIN]), len(coords[DIM_EPOCH])
         centred_g, centred_d = self.choose_shock_parameterisation(data)
+        shocked = self.shocked_domains(data)
         sigma_g = pm.Gamma("sigma_shock_global", alpha=2.0, beta=2.0 / scale)
-        sigma_d = (
-            pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
-            if self.model_config["domain_shocks"]
-            else None
-        )
         if self.model_config["shock_process"] == "random_walk":
-            return self._walk_shocks(n_domains, n_epochs, sigma_g, sigma_d, centred_g, centred_d)
+            n_steps = max(n_epochs - 1, 0)
+            if centred_g:
+                step_g = pm.Normal("step_global", 0.0, sigma_g, shape=n_steps)
+            else:
+                step_g = sigma_g * pm.Normal("z_step_global", 0.0, 1.0, shape=n_steps)
+            steps = pm.math.ones((n_domains, 1)) * step_g[None, :]
+            step_d = self._domain_deviation(n_domains, n_steps, "step_domain", centred_d, shocked)
+            if step_d is not None:
+                steps = steps + step_d
+            pm.Deterministic("shock_global", walk_back(step_g), dims=DIM_EPOCH)
+            return pm.Deterministic("shock", walk_back(steps), dims=(DIM_DOMAIN, DIM_EPOCH))
         if n_epochs < 2:
             shock_global = pm.Deterministic("shock_global", pm.math.zeros(n_epochs), dims=DIM_EPOCH)
         elif centred_g:
@@ -233,39 +274,10 @@ class ShockModel(HierarchicalModel):
             z_g = pm.ZeroSumNormal("z_shock_global", sigma=1.0, dims=DIM_EPOCH)
             shock_global = pm.Deterministic("shock_global", sigma_g * z_g, dims=DIM_EPOCH)
         shock = pm.math.ones((n_domains, 1)) * shock_global[None, :]
-        if sigma_d is not None and n_domains > 1 and n_epochs > 1:
-            dims = (DIM_DOMAIN, DIM_EPOCH)
-            if centred_d:
-                deviation = pm.ZeroSumNormal(
-                    "shock_domain", sigma=sigma_d, dims=dims, n_zerosum_axes=2
-                )
-            else:
-                z = pm.ZeroSumNormal("z_shock_domain", sigma=1.0, dims=dims, n_zerosum_axes=2)
-                deviation = sigma_d * z
+        deviation = self._domain_deviation(n_domains, n_epochs, "shock_domain", centred_d, shocked)
+        if deviation is not None:
             shock = shock + deviation
         return pm.Deterministic("shock", shock, dims=(DIM_DOMAIN, DIM_EPOCH))
-
-    def _walk_shocks(self, n_domains, n_epochs, sigma_g, sigma_d, centred_g, centred_d):
-        """Random-walk shocks, 0 in the last fitted epoch (``log_rate`` is the current
-        level): a step into each later epoch, global plus (summing to zero over domains)
-        per domain."""
-        import pymc as pm
-
-        n_steps = max(n_epochs - 1, 0)
-        if centred_g:
-            step_g = pm.Normal("step_global", 0.0, sigma_g, shape=n_steps)
-        else:
-            step_g = sigma_g * pm.Normal("z_step_global", 0.0, 1.0, shape=n_steps)
-        steps = pm.math.ones((n_domains, 1)) * step_g[None, :]
-        if sigma_d is not None and n_domains > 1 and n_steps:
-            shape = (n_steps, n_domains)  # zero-sum over the last axis: the domains
-            if centred_d:
-                step_d = pm.ZeroSumNormal("step_domain", sigma=sigma_d, shape=shape)
-            else:
-                step_d = sigma_d * pm.ZeroSumNormal("z_step_domain", sigma=1.0, shape=shape)
-            steps = steps + step_d.T
-        pm.Deterministic("shock_global", walk_back(step_g), dims=DIM_EPOCH)
-        return pm.Deterministic("shock", walk_back(steps), dims=(DIM_DOMAIN, DIM_EPOCH))
 
     # ------------------------------------------------------------------ predictive
     def _prediction_patterns(self, observations: Observations) -> EpochPatterns:
@@ -315,8 +327,9 @@ class ShockModel(HierarchicalModel):
 
     def _predictive_shocks(self, data: Observations, n_epochs: int):
         """``(data's domains, n_epochs)`` shocks: the fitted ones where the fit has them
-        (placeholders whose values come from the posterior); a new domain adds fresh domain
-        shocks to the fitted global ones; epochs after the fit draw fresh shocks."""
+        (placeholders whose values come from the posterior); a new domain follows the fitted
+        global ones; epochs after the fit draw fresh shocks (the domain part for the
+        domains that have their own)."""
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -328,30 +341,23 @@ class ShockModel(HierarchicalModel):
         shock = pm.Flat("shock", dims=(DIM_DOMAIN, DIM_EPOCH))
         shock_global = pm.Flat("shock_global", dims=DIM_EPOCH)
         sigma_g = pm.HalfFlat("sigma_shock_global")
-        by_domain = self.model_config["domain_shocks"]
-        sigma_d = pm.HalfFlat("sigma_shock_domain") if by_domain else 0.0
         domains = [str(d) for d in data.domains]
         row = fitted.get_indexer(domains)
         rows = shock[np.maximum(row, 0)]
         walk = self.model_config["shock_process"] == "random_walk"
         new = np.flatnonzero(row < 0)
-        if len(new):
-            model.add_coords({DIM_NEW_DOMAIN: [domains[i] for i in new]})
-            if walk:  # a fresh domain walk, 0 at the last fitted epoch
-                z = pm.Normal("new_domain_z_step", 0.0, 1.0, shape=(len(new), n_fit - 1))
-                deviation = walk_back(sigma_d * z)
-            else:
-                z = pm.Normal("new_domain_z_shock", 0.0, 1.0, dims=(DIM_NEW_DOMAIN, DIM_EPOCH))
-                deviation = sigma_d * z
-            rows = pt.set_subtensor(rows[new], shock_global[None, :] + deviation)
+        if len(new):  # a new domain follows the global shocks
+            rows = pt.set_subtensor(rows[new], pt.ones((len(new), 1)) * shock_global[None, :])
+        own = (row >= 0) & self.shocked_domains(self.data_)[np.maximum(row, 0)]
         if n_epochs > n_fit:
             n_new = n_epochs - n_fit
             model.add_coords({DIM_FUTURE_EPOCH: np.arange(n_new)})
             z_g = pm.Normal("future_z_shock_global", 0.0, 1.0, dims=DIM_FUTURE_EPOCH)
             future = pt.ones((len(domains), 1)) * (sigma_g * z_g)[None, :]
-            if by_domain:
+            if "sigma_shock_domain" in post and own.any():
+                sigma_d = pm.HalfFlat("sigma_shock_domain")
                 z_d = pm.Normal("future_z_shock_domain", 0.0, 1.0, shape=(len(domains), n_new))
-                future = future + sigma_d * z_d
+                future = future + sigma_d * z_d * own[:, None]
             if walk:  # the level walks on from the last fitted epoch
                 future = rows[:, -1:] + pt.cumsum(future, axis=1)
             rows = pt.concatenate([rows, future], axis=1)
@@ -369,9 +375,22 @@ class ShockModel(HierarchicalModel):
         return [*names, "shock"] if "shock" in idata["posterior"].data_vars else names
 
     def log_rate_offset(self, post: xr.Dataset):
-        """``(σ_global² + σ_domain²)/2``: the mean of a future epoch's ``exp(shock)``."""
-        variance = sum(post[s] ** 2 for s in SHOCK_SIGMAS if s in post)
-        return variance / 2
+        """``σ_global²/2``: the log mean of a future epoch's ``exp(global shock)`` (a domain
+        with shocks of its own adds ``σ_domain²/2``: :meth:`_add_derived`)."""
+        return post["sigma_shock_global"] ** 2 / 2
+
+    def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
+        import xarray as xr
+
+        post = super()._add_derived(post, data)
+        if "sigma_shock_domain" in post:
+            own = xr.DataArray(self.shocked_domains(data).astype(float), dims=DIM_DOMAIN)
+            extra = own * post["sigma_shock_domain"] ** 2 / 2
+            post["domain_log_rate_mean"] = post["domain_log_rate_mean"] + extra
+            per_page = extra.isel({DIM_DOMAIN: xr.DataArray(data.domain_codes, dims=DIM_PAGE)})
+            post["rate"] = post["rate"] * np.exp(per_page.drop_vars(DIM_DOMAIN, errors="ignore"))
+            post["rate"].attrs["units"] = "changes per hour (expected in a future epoch)"
+        return post
 
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
         """``(draws, pages)`` exact log-likelihood at each kept draw (its own shocks)."""

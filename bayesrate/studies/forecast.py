@@ -610,7 +610,8 @@ def _shock_prediction(
     model, d: _Design, groups: _Groups, base, keep, mean_rate, seed: int | str
 ) -> _Prediction:
     """The shocks model's predictive: fitted shocks for the fitted epochs, fresh draws of the
-    shock distribution (global and per domain, per posterior draw) for every later epoch:
+    shock distribution (global, and per domain for the domains with shocks of their own; per
+    posterior draw) for every later epoch:
     independent shocks, or (``random_walk``) steps from the last fitted level."""
     from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
     from bayesrate.draws import stack_draws
@@ -635,13 +636,14 @@ def _shock_prediction(
     rng = rng_from(f"{seed}-future-shocks")
     n_draws, n_domains = fitted.shape[:2]
     future = np.zeros((n_draws, n_domains, n_new))
-    for name, shape in (
-        ("sigma_shock_global", (n_draws, 1, n_new)),
-        ("sigma_shock_domain", (n_draws, n_domains, n_new)),
+    own = model.shocked_domains(model.data_).astype(float)[None, :, None]
+    for name, shape, mask in (
+        ("sigma_shock_global", (n_draws, 1, n_new), 1.0),
+        ("sigma_shock_domain", (n_draws, n_domains, n_new), own),
     ):
         if name in post:
             sigma = stack_draws(post[name])[keep]
-            future += sigma[:, None, None] * rng.standard_normal(shape)
+            future += sigma[:, None, None] * rng.standard_normal(shape) * mask
     if model.model_config["shock_process"] == "random_walk":  # on from the last level
         future = fitted[:, :, -1:] + np.cumsum(future, axis=2)
     shock = np.concatenate([fitted, future], axis=2)

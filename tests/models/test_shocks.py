@@ -149,15 +149,11 @@ def small():
     return _shock_world("shocks-small", 12, 3, 4, 0.8, 0.5)
 
 
-def test_model_logp_equals_brute_force(small):
-    """The model's observed log-probability (detections + quiet) moves between two points
-    exactly as the per-interval Bernoulli sum does (the Binomial constants cancel), and
-    ``page_loglik`` equals that sum."""
-    obs, _, _, edges = small
-    model = ShockModel(model_config={"parameterisation": "noncentred"})
+def _logp_moves_with_brute_force(model, obs, edges, seed: str, n_points: int = 3):
+    """The model's observed log-probability (detections + quiet) at random points, less its
+    value at the first, against the per-interval Bernoulli sum's (the Binomial constants
+    cancel); returns the shocks of each point."""
     pm_model = model.build_model(obs)
-    grid = model.fitted_grid()
-    assert grid.anchor == END and grid.first_epoch == -4 and grid.n_epochs == 4
     outputs = pm_model.replace_rvs_by_values([pm_model["log_rate"], pm_model["shock"]])
     values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
     loglik = pm_model.compile_fn(
@@ -165,18 +161,28 @@ def test_model_logp_equals_brute_force(small):
         inputs=pm_model.value_vars,
         on_unused_input="ignore",
     )
-    rng = np.random.default_rng(seed_of("shocks-point"))
+    rng = np.random.default_rng(seed_of(seed))
     base = pm_model.initial_point()
-    got, want = [], []
-    for _ in range(3):
+    got, want, shocks = [], [], []
+    for _ in range(n_points):
         point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in base.items()}
         log_rate, shock = values(point)
         assert np.ptp(shock) > 0.3  # shocks that matter
         got.append(float(loglik(point)))
-        per_page = _brute_force(obs, log_rate, shock, edges)
-        want.append(per_page.sum())
-    assert got[1] - got[0] == pytest.approx(want[1] - want[0], rel=1e-9, abs=1e-7)
-    assert got[2] - got[0] == pytest.approx(want[2] - want[0], rel=1e-9, abs=1e-7)
+        want.append(_brute_force(obs, log_rate, shock, edges).sum())
+        shocks.append(shock)
+    for i in range(1, n_points):
+        assert got[i] - got[0] == pytest.approx(want[i] - want[0], rel=1e-9, abs=1e-7)
+    return shocks
+
+
+def test_model_logp_equals_brute_force(small):
+    """Independent shocks on the epoch grid anchored at the last visit."""
+    obs, _, _, edges = small
+    model = ShockModel(model_config={"parameterisation": "noncentred"})
+    _logp_moves_with_brute_force(model, obs, edges, "shocks-point")
+    grid = model.fitted_grid()
+    assert grid.anchor == END and grid.first_epoch == -4 and grid.n_epochs == 4
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +209,7 @@ def test_page_loglik_equals_brute_force(small, fitted):
 
 def test_rate_is_the_future_epoch_mean(fitted):
     post = fitted.idata_["posterior"]
+    assert fitted.shocked_domains(fitted.data_).all()  # 4 pages per domain
     variance = post["sigma_shock_global"] ** 2 + post["sigma_shock_domain"] ** 2
     want = np.exp(post["log_rate"] + variance / 2)
     np.testing.assert_allclose(post["rate"].values, want.transpose(*post["rate"].dims).values)
@@ -242,6 +249,26 @@ def test_save_load_keeps_the_grid(small, fitted, tmp_path):
         x["posterior_predictive"]["page_detections"].values,
         y["posterior_predictive"]["page_detections"].values,
     )
+
+
+def test_small_domains_follow_the_global_shocks():
+    """Domains of fewer than ``domain_shock_min_pages`` pages have no shocks of their own."""
+    obs, _, _, _ = _shock_world("shocks-small-domains", 9, 3, 3, 0.5, 0.5)
+    model = ShockModel(model_config={"domain_shock_min_pages": 4})
+    assert not model.shocked_domains(obs).any()  # 3 pages each
+    pm_model = model.build_model(obs)
+    assert "sigma_shock_domain" not in pm_model.named_vars
+    values = pm_model.compile_fn(
+        pm_model.replace_rvs_by_values([pm_model["shock"], pm_model["shock_global"]]),
+        inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )
+    rng = np.random.default_rng(seed_of("small-domains"))
+    point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in pm_model.initial_point().items()}
+    shock, shock_global = values(point)
+    assert np.ptp(shock_global) > 0.1
+    np.testing.assert_allclose(shock, np.broadcast_to(shock_global, shock.shape))
+    assert ShockModel(model_config={"domain_shock_min_pages": 3}).shocked_domains(obs).all()
 
 
 def test_registered_and_validated():
@@ -296,26 +323,8 @@ def test_walk_back_levels():
 
 
 def test_random_walk_logp_equals_brute_force(small):
-    """The random-walk shocks are 0 in the last epoch, and the model's log-probability moves
-    with the per-interval Bernoulli sum."""
+    """Random-walk shocks: 0 in the last epoch."""
     obs, _, _, edges = small
     model = ShockModel(model_config={"shock_process": "random_walk"})
-    pm_model = model.build_model(obs)
-    outputs = pm_model.replace_rvs_by_values([pm_model["log_rate"], pm_model["shock"]])
-    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
-    loglik = pm_model.compile_fn(
-        pm_model.logp(vars=pm_model.observed_RVs, sum=True),
-        inputs=pm_model.value_vars,
-        on_unused_input="ignore",
-    )
-    rng = np.random.default_rng(seed_of("walk-point"))
-    base = pm_model.initial_point()
-    got, want = [], []
-    for _ in range(2):
-        point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in base.items()}
-        log_rate, shock = values(point)
+    for shock in _logp_moves_with_brute_force(model, obs, edges, "walk-point", n_points=2):
         np.testing.assert_allclose(shock[:, -1], 0.0)
-        assert np.ptp(shock) > 0.3
-        got.append(float(loglik(point)))
-        want.append(_brute_force(obs, log_rate, shock, edges).sum())
-    assert got[1] - got[0] == pytest.approx(want[1] - want[0], rel=1e-9, abs=1e-7)
