@@ -189,7 +189,8 @@ class ShockModel(HierarchicalModel):
     def choose_shock_parameterisation(self, data: Observations) -> tuple[bool, bool]:
         """Whether the global and the domain shocks are centred.
 
-        ``auto``: centred when the median shock's information times the prior variance
+        ``auto``: centred when the median shock's information (for the domain shocks: over
+        the cells they have, active epochs of domains with shocks) times the prior variance
         (``shock_sd_scale²``) exceeds ``centre_threshold`` (the page rule's criterion): many
         pages per epoch pin the shocks, and a non-centred parameterisation then mixes
         slowly; few leave them to the prior, and a centred one makes a funnel.
@@ -201,7 +202,8 @@ class ShockModel(HierarchicalModel):
         prior_var = self.model_config["shock_sd_scale"] ** 2
         threshold = self.model_config["centre_threshold"]
         score_g = float(np.median(info_global)) * prior_var if info_global.size else 0.0
-        score_d = float(np.median(info_domain)) * prior_var if info_domain.size else 0.0
+        own = self.active_cells(data) & self.shocked_domains(data)[:, None]
+        score_d = float(np.median(info_domain[own])) * prior_var if own.any() else 0.0
         self._build_notes["shock_parameterisation"] = {
             "rule": choice,
             "global_score": score_g,
@@ -220,29 +222,51 @@ class ShockModel(HierarchicalModel):
         pages = np.bincount(data.domain_codes, minlength=len(data.domains))
         return pages >= self.model_config["domain_shock_min_pages"]
 
-    def _domain_deviation(self, n_domains: int, n_rows: int, name: str, centred: bool, shocked):
-        """``(n_domains, n_rows)`` domain parts (zero-sum over the shocked domains and, for
-        shocks, over epochs); 0 for the other domains. ``None`` if no domain has its own."""
+    def active_cells(self, data: Observations) -> np.ndarray:
+        """``(domains, epochs)``: whether the domain has any interval hours in the epoch."""
+        patterns = self.epochs(data)
+        hours = np.zeros((len(data.domains), patterns.n_epochs))
+        np.add.at(hours, (data.domain_codes, slice(None)), patterns.page_hours())
+        return hours > 0
+
+    def _domain_deviation(self, data: Observations, name: str, centred: bool):
+        """``(domains, n_rows)`` domain parts, 0 for domains without shocks of their own;
+        ``None`` if fewer than two domains have them.
+
+        Shocks (``name == "shock_domain"``): one value per *active* cell (a domain's epoch
+        with data), centred over the domain's active cells, so that its pages' level is
+        their average over the epochs they were seen in (a zero-sum over every epoch
+        would leave the level of a domain seen in a few epochs to the prior of the
+        others: a ridge; on ota-contrib R-hat 1.036). Steps (``"step_domain"``): every
+        step, zero-sum over the domains.
+        """
         import pymc as pm
         import pytensor.tensor as pt
 
+        shocked = self.shocked_domains(data)
         index = np.flatnonzero(shocked)
-        if len(index) < 2 or n_rows < 1 or (name == "shock_domain" and n_rows < 2):
+        n_domains, n_epochs = len(data.domains), self.epochs(data).n_epochs
+        n_rows = n_epochs if name == "shock_domain" else n_epochs - 1
+        if len(index) < 2 or n_rows < 1:
             return None
         scale = self.model_config["shock_sd_scale"]
         sigma_d = pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
-        if name == "shock_domain":  # (shocked domains, epochs), zero-sum both ways
-            shape, axes = (len(index), n_rows), 2
-        else:  # steps (steps, shocked domains), zero-sum over the domains
-            shape, axes = (n_rows, len(index)), 1
+        if name == "shock_domain":
+            active = self.active_cells(data) & shocked[:, None]
+            rows, cols = np.nonzero(active)
+            if centred:
+                values = pm.Normal(name, 0.0, sigma_d, shape=len(rows))
+            else:
+                values = sigma_d * pm.Normal(f"z_{name}", 0.0, 1.0, shape=len(rows))
+            counts = np.maximum(active.sum(axis=1), 1)
+            means = pt.zeros(n_domains)[rows].inc(values) / counts
+            return pt.zeros((n_domains, n_rows))[rows, cols].set(values - means[rows])
+        shape = (n_rows, len(index))  # zero-sum over the last axis: the domains
         if centred:
-            part = pm.ZeroSumNormal(name, sigma=sigma_d, shape=shape, n_zerosum_axes=axes)
+            part = pm.ZeroSumNormal(name, sigma=sigma_d, shape=shape)
         else:
-            z = pm.ZeroSumNormal(f"z_{name}", sigma=1.0, shape=shape, n_zerosum_axes=axes)
-            part = sigma_d * z
-        if name != "shock_domain":
-            part = part.T
-        return pt.set_subtensor(pt.zeros((n_domains, n_rows))[index], part)
+            part = sigma_d * pm.ZeroSumNormal(f"z_{name}", sigma=1.0, shape=shape)
+        return pt.set_subtensor(pt.zeros((n_domains, n_rows))[index], part.T)
 
     def _shocks(self, data: Observations):
         """``shock`` (domain, epoch) in the current model; returns the tensor."""
@@ -252,7 +276,6 @@ class ShockModel(HierarchicalModel):
         coords = pm.modelcontext(None).coords
         n_domains, n_epochs = len(coords[DIM_DOMAIN]), len(coords[DIM_EPOCH])
         centred_g, centred_d = self.choose_shock_parameterisation(data)
-        shocked = self.shocked_domains(data)
         sigma_g = pm.Gamma("sigma_shock_global", alpha=2.0, beta=2.0 / scale)
         if self.model_config["shock_process"] == "random_walk":
             n_steps = max(n_epochs - 1, 0)
@@ -261,7 +284,7 @@ class ShockModel(HierarchicalModel):
             else:
                 step_g = sigma_g * pm.Normal("z_step_global", 0.0, 1.0, shape=n_steps)
             steps = pm.math.ones((n_domains, 1)) * step_g[None, :]
-            step_d = self._domain_deviation(n_domains, n_steps, "step_domain", centred_d, shocked)
+            step_d = self._domain_deviation(data, "step_domain", centred_d)
             if step_d is not None:
                 steps = steps + step_d
             pm.Deterministic("shock_global", walk_back(step_g), dims=DIM_EPOCH)
@@ -274,7 +297,7 @@ class ShockModel(HierarchicalModel):
             z_g = pm.ZeroSumNormal("z_shock_global", sigma=1.0, dims=DIM_EPOCH)
             shock_global = pm.Deterministic("shock_global", sigma_g * z_g, dims=DIM_EPOCH)
         shock = pm.math.ones((n_domains, 1)) * shock_global[None, :]
-        deviation = self._domain_deviation(n_domains, n_epochs, "shock_domain", centred_d, shocked)
+        deviation = self._domain_deviation(data, "shock_domain", centred_d)
         if deviation is not None:
             shock = shock + deviation
         return pm.Deterministic("shock", shock, dims=(DIM_DOMAIN, DIM_EPOCH))

@@ -328,3 +328,33 @@ def test_random_walk_logp_equals_brute_force(small):
     model = ShockModel(model_config={"shock_process": "random_walk"})
     for shock in _logp_moves_with_brute_force(model, obs, edges, "walk-point", n_points=2):
         np.testing.assert_allclose(shock[:, -1], 0.0)
+
+
+def test_domain_shocks_centre_over_their_active_epochs():
+    """A domain seen only in the last two of four epochs has domain shocks there only,
+    averaging zero over them (its pages' level is their average over those epochs)."""
+    from bayesrate.observations import Observations
+
+    obs, _, _, _ = _shock_world("shocks-active", 12, 3, 4, 0.5, 0.5)
+    frame = obs.to_frame()
+    late = frame["domain"].eq("d2").to_numpy() & (frame["time"].to_numpy() <= END - 2 * L)
+    frame = frame.loc[~late]
+    first = ~frame.duplicated("page")
+    frame.loc[first, "changed"] = np.nan
+    obs = Observations.from_frame(frame.sort_values(["page", "time"]))
+    model = ShockModel(model_config={"domain_shock_min_pages": 1})
+    active = model.active_cells(obs)
+    assert active[:2].all() and active[2].tolist() == [False, False, True, True]
+    pm_model = model.build_model(obs)
+    values = pm_model.compile_fn(
+        pm_model.replace_rvs_by_values([pm_model["shock"], pm_model["shock_global"]]),
+        inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )
+    rng = np.random.default_rng(seed_of("active-cells"))
+    point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in pm_model.initial_point().items()}
+    shock, shock_global = values(point)
+    deviation = shock - shock_global[None, :]
+    np.testing.assert_allclose(deviation[2, :2], 0.0, atol=1e-12)
+    np.testing.assert_allclose(deviation.sum(axis=1), 0.0, atol=1e-9)
+    assert np.ptp(deviation[2, 2:]) > 0.01
