@@ -341,7 +341,7 @@ class ShockModel(HierarchicalModel):
 
     def _predictive_model(self, data: Observations, patterns, page_rates: str) -> pm.Model:
         """Every group of ``data`` on the fitted epoch grid: fitted epochs keep their
-        posterior shocks, later epochs and new domains draw fresh ones."""
+        posterior shocks, later epochs draw fresh ones (:meth:`_predictive_shocks`)."""
         import pymc as pm
 
         from bayesrate.constants import DIM_GROUP
