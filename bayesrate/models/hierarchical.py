@@ -76,12 +76,18 @@ def fisher_information(stats: IntervalStats, log_rate: np.ndarray) -> np.ndarray
 
     ``Σ_groups n·x²/(eˣ − 1)``, ``x = λτ`` (0 where ``log_rate`` is not finite).
     """
+    term = interval_information(log_rate[stats.group_page], stats.group_tau)
+    return np.bincount(stats.group_page, weights=stats.group_n * term, minlength=stats.n_pages)
+
+
+def interval_information(log_rate: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """Expected Fisher information about ``log λ`` of one interval of length ``τ``:
+    ``x²/(eˣ − 1)``, ``x = λτ`` (0 where ``log_rate`` is not finite)."""
     lam = np.exp(np.where(np.isfinite(log_rate), log_rate, -np.inf))
-    x = lam[stats.group_page] * stats.group_tau
+    x = lam * tau
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         term = np.where(x > 0, x**2 / np.expm1(x), 0.0)
-    term = np.where(np.isfinite(term), term, 0.0)
-    return np.bincount(stats.group_page, weights=stats.group_n * term, minlength=stats.n_pages)
+    return np.where(np.isfinite(term), term, 0.0)
 
 
 class HierarchicalModel(RateModel):

@@ -164,19 +164,14 @@ class ShockModel(HierarchicalModel):
         Each group's ``n·x²/(eˣ − 1)`` (``x = λ̂τ``) counts for the epoch of its pattern's
         first piece (a straddling interval's split does not matter for the choice).
         """
-        from bayesrate.models.hierarchical import plugin_log_rates
+        from bayesrate.models.hierarchical import interval_information, plugin_log_rates
 
         patterns = self.epochs(data)
         g = patterns.groups
-        plug = plugin_log_rates(data.interval_stats)
-        one_sided = (data.interval_stats.n_changes == 0) | (
-            data.interval_stats.n_changes >= data.interval_stats.n_intervals
-        )
-        lam = np.exp(np.where(np.isfinite(plug) & ~one_sided, plug, -np.inf))
-        x = lam[g.page] * g.basis[g.pattern, 0]
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            term = np.where(x > 0, x**2 / np.expm1(x), 0.0)
-        term = np.where(np.isfinite(term), term, 0.0) * g.trials
+        stats = data.interval_stats
+        one_sided = (stats.n_changes == 0) | (stats.n_changes >= stats.n_intervals)
+        plug = np.where(one_sided, -np.inf, plugin_log_rates(stats))
+        term = interval_information(plug[g.page], g.basis[g.pattern, 0]) * g.trials
         first = np.searchsorted(patterns.entry_pattern, np.arange(patterns.n_patterns))
         epoch = patterns.entry_epoch[first][g.pattern]
         domain = patterns.pattern_domain[g.pattern]
@@ -224,10 +219,13 @@ class ShockModel(HierarchicalModel):
 
     def active_cells(self, data: Observations) -> np.ndarray:
         """``(domains, epochs)``: whether the domain has any interval hours in the epoch."""
-        patterns = self.epochs(data)
-        hours = np.zeros((len(data.domains), patterns.n_epochs))
-        np.add.at(hours, (data.domain_codes, slice(None)), patterns.page_hours())
-        return hours > 0
+        cache = getattr(self, "_active_cache", None)
+        if cache is None or cache[0] is not data:
+            patterns = self.epochs(data)
+            hours = np.zeros((len(data.domains), patterns.n_epochs))
+            np.add.at(hours, (data.domain_codes, slice(None)), patterns.page_hours())
+            self._active_cache = (data, hours > 0)
+        return self._active_cache[1]
 
     def _domain_deviation(self, data: Observations, name: str, centred: bool):
         """``(domains, n_rows)`` domain parts, 0 for domains without shocks of their own;

@@ -251,6 +251,18 @@ def test_save_load_keeps_the_grid(small, fitted, tmp_path):
     )
 
 
+def _shocks_at_a_random_point(pm_model, seed: str):
+    """``shock`` and ``shock_global`` at the initial point moved by N(0, 0.5) noise."""
+    values = pm_model.compile_fn(
+        pm_model.replace_rvs_by_values([pm_model["shock"], pm_model["shock_global"]]),
+        inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )
+    rng = np.random.default_rng(seed_of(seed))
+    point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in pm_model.initial_point().items()}
+    return values(point)
+
+
 def test_small_domains_follow_the_global_shocks():
     """Domains of fewer than ``domain_shock_min_pages`` pages have no shocks of their own."""
     obs, _, _, _ = _shock_world("shocks-small-domains", 9, 3, 3, 0.5, 0.5)
@@ -258,14 +270,7 @@ def test_small_domains_follow_the_global_shocks():
     assert not model.shocked_domains(obs).any()  # 3 pages each
     pm_model = model.build_model(obs)
     assert "sigma_shock_domain" not in pm_model.named_vars
-    values = pm_model.compile_fn(
-        pm_model.replace_rvs_by_values([pm_model["shock"], pm_model["shock_global"]]),
-        inputs=pm_model.value_vars,
-        on_unused_input="ignore",
-    )
-    rng = np.random.default_rng(seed_of("small-domains"))
-    point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in pm_model.initial_point().items()}
-    shock, shock_global = values(point)
+    shock, shock_global = _shocks_at_a_random_point(pm_model, "small-domains")
     assert np.ptp(shock_global) > 0.1
     np.testing.assert_allclose(shock, np.broadcast_to(shock_global, shock.shape))
     assert ShockModel(model_config={"domain_shock_min_pages": 3}).shocked_domains(obs).all()
@@ -346,14 +351,7 @@ def test_domain_shocks_centre_over_their_active_epochs():
     active = model.active_cells(obs)
     assert active[:2].all() and active[2].tolist() == [False, False, True, True]
     pm_model = model.build_model(obs)
-    values = pm_model.compile_fn(
-        pm_model.replace_rvs_by_values([pm_model["shock"], pm_model["shock_global"]]),
-        inputs=pm_model.value_vars,
-        on_unused_input="ignore",
-    )
-    rng = np.random.default_rng(seed_of("active-cells"))
-    point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in pm_model.initial_point().items()}
-    shock, shock_global = values(point)
+    shock, shock_global = _shocks_at_a_random_point(pm_model, "active-cells")
     deviation = shock - shock_global[None, :]
     np.testing.assert_allclose(deviation[2, :2], 0.0, atol=1e-12)
     np.testing.assert_allclose(deviation.sum(axis=1), 0.0, atol=1e-9)
