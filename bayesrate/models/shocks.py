@@ -103,10 +103,16 @@ class ShockModel(HierarchicalModel):
         """``data``'s intervals on the epoch grid anchored at its last visit."""
         from bayesrate.models.epochs import epoch_patterns
 
-        cache = getattr(self, "_epoch_cache", None)
+        return self._cached(data, "epochs", lambda: epoch_patterns(data, self.epoch_hours))
+
+    def _cached(self, data: Observations, name: str, compute):
+        """``compute()`` once per data object (the grid and what derives from it)."""
+        cache = getattr(self, "_data_cache", None)
         if cache is None or cache[0] is not data:
-            self._epoch_cache = (data, epoch_patterns(data, self.epoch_hours))
-        return self._epoch_cache[1]
+            cache = self._data_cache = (data, {})
+        if name not in cache[1]:
+            cache[1][name] = compute()
+        return cache[1][name]
 
     def epoch_labels(self, patterns: EpochPatterns) -> np.ndarray:
         """Start of each epoch column, ISO 8601 UTC."""
@@ -219,13 +225,14 @@ class ShockModel(HierarchicalModel):
 
     def active_cells(self, data: Observations) -> np.ndarray:
         """``(domains, epochs)``: whether the domain has any interval hours in the epoch."""
-        cache = getattr(self, "_active_cache", None)
-        if cache is None or cache[0] is not data:
+
+        def compute() -> np.ndarray:
             patterns = self.epochs(data)
             hours = np.zeros((len(data.domains), patterns.n_epochs))
             np.add.at(hours, (data.domain_codes, slice(None)), patterns.page_hours())
-            self._active_cache = (data, hours > 0)
-        return self._active_cache[1]
+            return hours > 0
+
+        return self._cached(data, "active_cells", compute)
 
     def _domain_deviation(self, data: Observations, name: str, centred: bool):
         """``(domains, n_rows)`` domain parts, 0 for domains without shocks of their own;

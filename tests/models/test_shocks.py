@@ -227,8 +227,14 @@ def test_predict_draws_fresh_shocks_after_the_fit(small, fitted):
     # the same pages one year later, daily: two fresh epochs per draw
     later = obs.replace(time=obs.time + 2 * L)
     future = fitted.predict(later, n_draws=100, page_rates="posterior", seed="out")
-    names = set(future["posterior_predictive"].data_vars)
-    assert "detections" in names and "page_detections" in names
+
+    def shared(tree) -> float:
+        """Mean correlation across pages of their per-draw counts (a shared shock: > 0)."""
+        counts = tree["posterior_predictive"]["page_detections"].stack(s=("chain", "draw"))
+        return float(np.nanmean(np.corrcoef(counts.values)[np.triu_indices(obs.n_pages, 1)]))
+
+    # fresh shocks shared by the pages make their counts move together from draw to draw
+    assert shared(future) > shared(inside) + 0.1
     with pytest.raises(ValueError, match="before the fitted epochs"):
         fitted.predict(obs.replace(time=obs.time - 10 * L), n_draws=10)
 
