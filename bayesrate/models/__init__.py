@@ -17,6 +17,7 @@ from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.modulated import ModulatedModel
+from bayesrate.models.dynamic import DynamicModel
 from bayesrate.models.shocks import DriftModel, ShockModel
 
 MODELS: dict[str, type[RateModel]] = {
@@ -26,6 +27,7 @@ MODELS: dict[str, type[RateModel]] = {
     "bursty": BurstyModel,
     "shocks": ShockModel,
     "drift": DriftModel,
+    "dynamic": DynamicModel,
 }
 
 

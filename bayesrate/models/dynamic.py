@@ -1,0 +1,452 @@
+"""Dynamic model: every page's log-rate drifts, a random walk over epochs, marginalised exactly.
+
+Epochs are spans of ``epoch_days`` counted back from the data's last visit (the grid of
+:mod:`bayesrate.models.epochs`). A page's rate is constant within an epoch and moves
+between epochs by a random walk whose step size is pooled per domain::
+
+    mu_global, sigma_domain, mu_domain[d], sigma_page      as the hierarchical model's
+    log λ[p, first(p)] ~ Normal(mu_domain[domain(p)], sigma_page)   (first epoch with data)
+    log λ[p, e + 1]    ~ Normal(log λ[p, e], sigma_walk[domain(p)])
+    sigma_walk[d]       = sigma_walk_global · exp(walk_domain_sd · z_walk[d])
+    sigma_walk_global   ~ Gamma(2, 2/walk_sd_scale);  walk_domain_sd ~ Gamma(2, 2/walk_domain_sd_scale)
+
+An interval belongs to the epoch its closing visit falls in (the rate a page has when the
+crawler sees it): its change probability is ``1 − exp(−λ[p, e]·τ)``. So each (page,
+epoch) cell has exact sufficient statistics, its intervals grouped by length, and its
+log-likelihood on a grid of log-rates is computed once, before sampling
+(:func:`bayesrate.likelihood.loglik_grid`).
+
+**Marginalised paths.** The log-rate lives on a grid of ``grid_size`` points covering
+every rate the data can tell apart (from ``0.05`` changes over the longest page exposure
+to ``10`` changes per median interval); the outer bins take the tails. The walk's
+Normal steps and the initial Normal are integrated over the bins, and each page's path is
+summed out exactly by the forward algorithm (a hidden Markov chain over epochs), so the
+sampler sees only the population parameters (``2·domains + 5``), never pages × epochs.
+
+``log_rate`` in the posterior is each page's log-rate in the last fitted epoch (the one
+ending at the last visit), drawn from its filtered distribution given each draw's
+population parameters: exact posterior draws of the rate a scheduler needs now. A page
+whose data ended earlier has walked on since, so its distribution is wider. The
+forecast of a later epoch walks on from there (:meth:`DynamicModel.walk_forward`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
+from bayesrate.models.base import _labels, check_config_numbers
+from bayesrate.models.hierarchical import HierarchicalModel
+
+if TYPE_CHECKING:
+    import pymc as pm
+    import xarray as xr
+
+    from bayesrate.likelihood import CensoredGroups
+    from bayesrate.observations import Observations
+
+#: changes over the longest exposure / per shortest interval at the grid's ends
+GRID_LOW_CHANGES = 0.05
+GRID_HIGH_CHANGES = 10.0
+#: posterior draws filtered at once when ``log_rate`` is drawn
+FILTER_CHUNK = 64
+
+
+def end_epochs(end: np.ndarray, anchor: float, epoch_hours: float) -> np.ndarray:
+    """Epoch number of each interval's closing visit (−1: the epoch ending at ``anchor``)."""
+    return np.ceil((np.asarray(end, dtype=np.float64) - anchor) / epoch_hours).astype(np.int64) - 1
+
+
+@dataclass(frozen=True, eq=False)
+class EpochCells:
+    """Intervals per (page, epoch of the closing visit), grouped by length.
+
+    Attributes
+    ----------
+    anchor, epoch_hours, first_epoch, n_epochs
+        The grid: column ``c`` is epoch ``first_epoch + c``, ``(anchor + k·L, anchor + (k+1)·L]``.
+    cell_page, cell_epoch
+        Page and column of each cell with intervals.
+    groups
+        The cells' sufficient statistics, one "page" of :class:`CensoredGroups` per cell.
+    first_column
+        Per page: the column of its first cell (where its walk starts).
+    """
+
+    anchor: float
+    epoch_hours: float
+    first_epoch: int
+    n_epochs: int
+    n_pages: int
+    cell_page: np.ndarray
+    cell_epoch: np.ndarray
+    groups: CensoredGroups
+    first_column: np.ndarray
+
+
+def epoch_cells(
+    start: np.ndarray,
+    end: np.ndarray,
+    page: np.ndarray,
+    changed: np.ndarray,
+    n_pages: int,
+    anchor: float,
+    epoch_hours: float,
+) -> EpochCells:
+    """Group intervals ``(start, end]`` of ``page`` by (page, epoch of ``end``, length)."""
+    from bayesrate.likelihood import CensoredGroups
+
+    if epoch_hours <= 0:
+        raise ValueError(f"epoch_hours must be positive, got {epoch_hours}")
+    start, end = np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64)
+    page, changed = np.asarray(page, dtype=np.int64), np.asarray(changed, dtype=bool)
+    epoch = end_epochs(end, anchor, epoch_hours)
+    first = int(epoch.min()) if len(epoch) else 0
+    n_epochs = int(epoch.max()) - first + 1 if len(epoch) else 0
+    column = epoch - first
+    cell_key, cell_of = np.unique(page * max(n_epochs, 1) + column, return_inverse=True)
+    cell_of = cell_of.reshape(-1)
+    cell_page, cell_epoch = np.divmod(cell_key, max(n_epochs, 1))
+    tau = end - start
+    unchanged = np.bincount(cell_of[~changed], weights=tau[~changed], minlength=len(cell_key))
+    busy = np.flatnonzero(changed)
+    taus, tau_code = np.unique(tau[busy], return_inverse=True)
+    key, count = np.unique(cell_of[busy] * len(taus) + tau_code.reshape(-1), return_counts=True)
+    group_cell, group_tau = np.divmod(key, max(len(taus), 1))
+    groups = CensoredGroups(
+        unchanged=unchanged,
+        group_page=group_cell.astype(np.int64),
+        group_log_exposure=np.log(taus[group_tau]) if len(key) else np.zeros(0),
+        group_count=count.astype(np.float64),
+    )
+    first_column = np.full(n_pages, n_epochs, dtype=np.int64)
+    np.minimum.at(first_column, cell_page, cell_epoch)
+    return EpochCells(
+        anchor=float(anchor),
+        epoch_hours=float(epoch_hours),
+        first_epoch=first,
+        n_epochs=n_epochs,
+        n_pages=n_pages,
+        cell_page=cell_page.astype(np.int64),
+        cell_epoch=cell_epoch.astype(np.int64),
+        groups=groups,
+        first_column=first_column,
+    )
+
+
+def log_rate_grid(data: Observations, size: int) -> np.ndarray:
+    """``size`` log-rates per hour from ``0.05`` changes over the longest exposure to ``10``
+    changes per median interval (a higher rate changes at nearly every visit)."""
+    stats = data.interval_stats
+    ends = np.flatnonzero(~data.is_baseline)
+    tau = data.time[ends] - data.time[ends - 1]
+    lo = math.log(GRID_LOW_CHANGES / float(np.max(stats.exposure)))
+    hi = math.log(GRID_HIGH_CHANGES / float(np.median(tau[tau > 0])))
+    return np.linspace(lo, hi, int(size))
+
+
+def bin_edges(grid: np.ndarray) -> np.ndarray:
+    """Inner edges between grid points (midpoints); the outer bins are open."""
+    return (grid[1:] + grid[:-1]) / 2
+
+
+def emission_table(cells: EpochCells, grid: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(pages, epochs, K)`` likelihood of each cell at each grid log-rate, divided by its
+    maximum over the grid (1 where a page has no interval), and the sum of the log maxima."""
+    from bayesrate.likelihood import loglik_grid
+
+    table = np.ones((cells.n_pages, cells.n_epochs, len(grid)))
+    if not len(cells.cell_page):
+        return table, 0.0
+    ll = loglik_grid(cells.groups, grid)
+    top = ll.max(axis=1)
+    table[cells.cell_page, cells.cell_epoch] = np.exp(ll - top[:, None])
+    return table, float(top.sum())
+
+
+def started_table(cells: EpochCells) -> np.ndarray:
+    """``(epochs, pages)``: whether the page's walk steps into this column (after its first)."""
+    columns = np.arange(cells.n_epochs)[:, None]
+    return columns > cells.first_column[None, :]
+
+
+def normal_bins(mu, sigma, edges, module=np):
+    """Probability of each bin of a Normal(``mu``, ``sigma``) (``mu`` broadcasts over a new
+    last axis; the outer bins take the tails). numpy or ``pytensor.tensor`` (``module``)."""
+    z = (edges - mu[..., None]) / sigma[..., None]
+    erf = module.erf if module is not np else _erf
+    cdf = 0.5 * (1 + erf(z / math.sqrt(2.0)))
+    zeros = module.zeros_like(cdf[..., :1])
+    ones = module.ones_like(cdf[..., :1])
+    full = module.concatenate([zeros, cdf, ones], axis=-1)
+    return full[..., 1:] - full[..., :-1]
+
+
+def _erf(x):
+    from scipy.special import erf
+
+    return erf(x)
+
+
+def transition_matrices(sigma, grid: np.ndarray, module=np):
+    """``(..., K, K)`` walk transitions: row ``i`` is Normal(``grid[i]``, ``sigma``) over the
+    bins. ``sigma`` has any leading shape."""
+    edges = bin_edges(grid)
+    sigma = sigma[..., None] * module.ones_like(sigma[..., None] * grid)  # (..., K)
+    mu = module.ones_like(sigma) * grid
+    return normal_bins(mu, sigma, edges, module)
+
+
+def forward_logp(init, transitions, emission, started):
+    """Σ over pages of log Σ over paths (PyTensor), by the scaled forward algorithm.
+
+    ``init`` (pages, K), ``transitions`` (pages, K, K), ``emission`` (pages, epochs, K) scaled
+    likelihoods, ``started`` (epochs, pages) whether a page steps into the column.
+    """
+    import pytensor
+    import pytensor.tensor as pt
+
+    emission = pt.as_tensor_variable(np.ascontiguousarray(np.moveaxis(emission, 1, 0)))
+    started = pt.as_tensor_variable(started.astype(np.float64))
+    first = init * emission[0]
+    norm0 = first.sum(axis=1)
+
+    def step(b, move, alpha, transitions):
+        walked = (alpha[:, :, None] * transitions).sum(axis=1)
+        pred = move[:, None] * walked + (1.0 - move[:, None]) * alpha
+        a = pred * b
+        norm = a.sum(axis=1)
+        return a / norm[:, None], pt.log(norm)
+
+    _, log_norms = pytensor.scan(
+        step,
+        sequences=[emission[1:], started[1:]],
+        outputs_info=[first / norm0[:, None], None],
+        non_sequences=[transitions],
+        strict=True,
+        return_updates=False,
+    )
+    return pt.log(norm0).sum() + log_norms.sum()
+
+
+class DynamicModel(HierarchicalModel):
+    """Page log-rates that drift over epochs (a random walk per page, step size pooled per
+    domain), each page's path marginalised exactly on a log-rate grid."""
+
+    model_type: ClassVar[str] = "dynamic"
+    conditional_pages: ClassVar[bool] = False
+    marginal_loo: ClassVar[bool] = False
+    default_model_config: ClassVar[dict[str, Any]] = {
+        **{
+            k: v
+            for k, v in HierarchicalModel.default_model_config.items()
+            if k not in ("parameterisation", "centre_threshold")
+        },
+        "epoch_days": 90.0,
+        "walk_sd_scale": 0.3,
+        "walk_domain_sd_scale": 0.5,
+        "grid_size": 48,
+    }
+
+    def _validate_config(self) -> None:
+        check_config_numbers(
+            self.model_config,
+            positive=(
+                "log_sd",
+                "domain_sd_scale",
+                "page_sd_scale",
+                "epoch_days",
+                "walk_sd_scale",
+                "walk_domain_sd_scale",
+            ),
+            finite=("log_mean_per_day",),
+        )
+        size = self.model_config["grid_size"]
+        if not isinstance(size, int) or size < 3:
+            raise ValueError("grid_size must be an integer ≥ 3")
+
+    @property
+    def epoch_hours(self) -> float:
+        return float(self.model_config["epoch_days"]) * HOURS_PER_DAY
+
+    def cells(self, data: Observations) -> EpochCells:
+        """``data``'s intervals per (page, epoch of the closing visit), anchored at its last visit."""
+        cache = getattr(self, "_cells_cache", None)
+        if cache is None or cache[0] is not data:
+            ends = np.flatnonzero(~data.is_baseline)
+            cells = epoch_cells(
+                data.time[ends - 1],
+                data.time[ends],
+                data.page_of_visit[ends],
+                data.changed[ends],
+                data.n_pages,
+                float(data.time.max()),
+                self.epoch_hours,
+            )
+            cache = self._cells_cache = (data, cells, log_rate_grid(data, self.model_config["grid_size"]))
+        return cache[1]
+
+    def grid(self, data: Observations) -> np.ndarray:
+        """The log-rate grid (per hour) of ``data``."""
+        self.cells(data)
+        return self._cells_cache[2]
+
+    def coords(self, data: Observations) -> dict[str, Any]:
+        from bayesrate.clock import to_timestamp
+
+        coords = super().coords(data)
+        cells = self.cells(data)
+        k = cells.first_epoch + np.arange(cells.n_epochs)
+        starts = cells.anchor + k * cells.epoch_hours
+        coords[DIM_EPOCH] = np.array([to_timestamp(h).isoformat() for h in starts])
+        return coords
+
+    # ------------------------------------------------------------------ graph
+    def _population(self, data: Observations):
+        """``mu_domain`` (domain) and ``sigma_page`` of the current model (non-centred)."""
+        import pymc as pm
+
+        cfg = self.model_config
+        mu_global = pm.Normal(
+            "mu_global", mu=cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY), sigma=cfg["log_sd"]
+        )
+        sigma_domain = pm.Gamma("sigma_domain", alpha=2.0, beta=2.0 / cfg["domain_sd_scale"])
+        z_domain = pm.Normal("z_domain", 0.0, 1.0, dims=DIM_DOMAIN)
+        mu_domain = pm.Deterministic("mu_domain", mu_global + sigma_domain * z_domain, dims=DIM_DOMAIN)
+        sigma_page = pm.Gamma("sigma_page", alpha=2.0, beta=2.0 / cfg["page_sd_scale"])
+        return mu_domain, sigma_page
+
+    def _walk_sd(self):
+        """``sigma_walk`` (domain) of the current model."""
+        import pymc as pm
+
+        cfg = self.model_config
+        n_domains = len(pm.modelcontext(None).coords[DIM_DOMAIN])
+        sigma_global = pm.Gamma("sigma_walk_global", alpha=2.0, beta=2.0 / cfg["walk_sd_scale"])
+        if n_domains < 2:
+            return pm.Deterministic(
+                "sigma_walk", sigma_global * pm.math.ones(n_domains), dims=DIM_DOMAIN
+            )
+        spread = pm.Gamma("walk_domain_sd", alpha=2.0, beta=2.0 / cfg["walk_domain_sd_scale"])
+        z_walk = pm.Normal("z_walk", 0.0, 1.0, dims=DIM_DOMAIN)
+        return pm.Deterministic(
+            "sigma_walk", sigma_global * pm.math.exp(spread * z_walk), dims=DIM_DOMAIN
+        )
+
+    def _build(self, data: Observations) -> pm.Model:
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        cells = self.cells(data)
+        grid = self.grid(data)
+        emission, log_top = emission_table(cells, grid)
+        domain = data.domain_codes
+        with pm.Model(coords=self.coords(data)) as model:
+            mu_domain, sigma_page = self._population(data)
+            sigma_walk = self._walk_sd()
+            init = normal_bins(
+                mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
+            )
+            transitions = transition_matrices(sigma_walk, grid, pt)[domain]
+            pm.Potential(
+                "page_paths",
+                forward_logp(init, transitions, emission, started_table(cells)) + log_top,
+            )
+        self._build_notes["epochs"] = {
+            "epoch_days": self.model_config["epoch_days"],
+            "epochs": cells.n_epochs,
+            "cells": len(cells.cell_page),
+            "grid": [float(grid[0]), float(grid[-1]), len(grid)],
+        }
+        return model
+
+    # ------------------------------------------------------------------ posterior
+    def filtered(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
+        """``(draws, pages, K)`` each page's distribution over the grid in the last fitted
+        epoch, given the population parameters of each draw (``mu_domain`` (draws, domains),
+        ``sigma_page`` (draws,), ``sigma_walk`` (draws, domains)); numpy forward pass."""
+        cells = self.cells(data)
+        grid = self.grid(data)
+        emission, _ = emission_table(cells, grid)
+        started = started_table(cells)
+        domain = data.domain_codes
+        n = len(draws["sigma_page"])
+        sigma_page = np.broadcast_to(draws["sigma_page"][:, None], (n, data.n_pages))
+        alpha = normal_bins(draws["mu_domain"][:, domain], sigma_page, bin_edges(grid))
+        transitions = transition_matrices(draws["sigma_walk"], grid)  # (draws, domains, K, K)
+        members = [np.flatnonzero(domain == d) for d in range(transitions.shape[1])]
+        for column in range(cells.n_epochs):
+            if column:
+                move = started[column]
+                for d, pages in enumerate(members):
+                    pages = pages[move[pages]]
+                    if len(pages):
+                        alpha[:, pages] = alpha[:, pages] @ transitions[:, d]
+            alpha *= emission[None, :, column]
+            alpha /= alpha.sum(axis=2, keepdims=True)
+        return alpha
+
+    def walk_forward(self, state: np.ndarray, sigma_walk: np.ndarray, rng) -> np.ndarray:
+        """One epoch's step of grid states ``state`` (draws, pages) with step sizes
+        ``sigma_walk`` (draws, pages): a draw of the next epoch's states."""
+        grid = self.grid(self.data_)
+        probs = normal_bins(grid[state], sigma_walk, bin_edges(grid))
+        cum = np.cumsum(probs, axis=-1)
+        u = rng.random(state.shape)[..., None] * cum[..., -1:]
+        return np.minimum((u > cum).sum(axis=-1), len(grid) - 1)
+
+    def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
+        import xarray as xr
+
+        from bayesrate.draws import stack_draws
+        from bayesrate.seeds import rng_from
+
+        shape = (post.sizes["chain"], post.sizes["draw"])
+        flat = {
+            "mu_domain": stack_draws(post["mu_domain"], DIM_DOMAIN),
+            "sigma_page": stack_draws(post["sigma_page"]),
+            "sigma_walk": stack_draws(post["sigma_walk"], DIM_DOMAIN),
+        }
+        grid = self.grid(data)
+        rng = rng_from(f"{self.config_hash}-filtered-draws")
+        state = np.empty((len(flat["sigma_page"]), data.n_pages), dtype=np.int64)
+        for lo in range(0, len(state), FILTER_CHUNK):
+            part = {k: v[lo : lo + FILTER_CHUNK] for k, v in flat.items()}
+            alpha = self.filtered(part, data)
+            cum = np.cumsum(alpha, axis=-1)
+            u = rng.random(alpha.shape[:2])[..., None] * cum[..., -1:]
+            state[lo : lo + FILTER_CHUNK] = np.minimum((u > cum).sum(axis=-1), len(grid) - 1)
+        post["log_rate"] = xr.DataArray(
+            grid[state].reshape(*shape, data.n_pages),
+            dims=("chain", "draw", DIM_PAGE),
+            coords={DIM_PAGE: _labels(data.pages.index)},
+        )
+        post = super()._add_derived(post, data)
+        post["rate"].attrs["units"] = "changes per hour (in the last fitted epoch)"
+        return post
+
+    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
+        """The free variables and ``sigma_walk``/``mu_domain``: ``log_rate`` is drawn exactly
+        from each draw's filtered distribution (a grid value, often tied across draws), so
+        its mixing is the population parameters'."""
+        names = [rv.name for rv in self.model.free_RVs] + ["mu_domain", "sigma_walk"]
+        return [n for n in names if n in idata["posterior"].data_vars]
+
+    def _not_built(self, what: str):
+        raise NotImplementedError(
+            f"{what} is not built for the dynamic model (paths are marginalised out); "
+            "use `bayesrate study forecast --methods dynamic` for its predictive"
+        )
+
+    def predict(self, *args, **kwargs):
+        self._not_built("predict")
+
+    def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
+        self._not_built("page_loglik")
+
+    def compute_log_likelihood(self, max_draws: int | None = None):
+        self._not_built("compute_log_likelihood")

@@ -1,0 +1,183 @@
+"""The dynamic model (per-page random-walk log-rates, paths marginalised on a grid).
+
+Oracles: every path enumerated (the forward algorithm's sum and the filtered
+distribution), a per-interval Bernoulli sum for the cells' sufficient statistics, scipy's
+Normal CDF for the bins; a simulated drifting world for recovery (slow).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from bayesrate import simulate as sim
+from bayesrate.models import get_model
+from bayesrate.models.dynamic import DynamicModel, end_epochs, epoch_cells
+from tests.helpers import seed_of
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import pymc  # noqa: F401
+
+L = 90 * 24.0
+END = 500_000.0
+
+
+def drift_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, walk, start_sd=1.0):
+    """Daily visits over ``n_epochs`` epochs ending at END. A page's log-rate starts at
+    ``Normal(mu_d, start_sd)`` and walks by ``Normal(0, walk[domain])`` per epoch; an interval
+    has the rate of the epoch its closing visit falls in (the rate switches at the last visit
+    before each epoch boundary)."""
+    rng = sim.rng_from(seed)
+    bounds = END - L * np.arange(n_epochs, -1, -1)
+    dom = np.arange(n_pages) % n_domains
+    mu_d = rng.normal(math.log(0.2 / 24), 0.5, n_domains)
+    path = np.empty((n_pages, n_epochs))
+    path[:, 0] = rng.normal(mu_d[dom], start_sd)
+    for e in range(1, n_epochs):
+        path[:, e] = path[:, e - 1] + np.asarray(walk)[dom] * rng.standard_normal(n_pages)
+    procs, visits = [], []
+    for p in range(n_pages):
+        v = np.arange(bounds[0] + rng.uniform(0, 24), END + 1e-9, 24.0)
+        v = np.append(v[v < END], END)
+        switch = v[np.searchsorted(v, bounds[1:-1], side="right") - 1]
+        edges = np.concatenate([[v[0] - 1], switch, [END + 1]])
+        procs.append(sim.PiecewiseConstant(edges, np.exp(path[p])))
+        visits.append(v)
+    data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
+    return data.observations, path, dom
+
+
+def test_cells_hold_each_interval_in_its_closing_epoch():
+    rng = np.random.default_rng(seed_of("dyn-cells"))
+    n = 400
+    start = rng.uniform(0, 9 * L, n)
+    end = start + rng.choice([24.0, 48.0, 300.0], n)
+    page = rng.integers(0, 5, n)
+    changed = rng.random(n) < 0.4
+    anchor = float(end.max())
+    cells = epoch_cells(start, end, page, changed, 6, anchor, L)
+    assert cells.first_column[5] == cells.n_epochs  # a page without intervals never starts
+    from bayesrate.likelihood import loglik
+
+    for log_rate in (-6.0, -3.0, -1.0):
+        got = loglik(cells.groups, np.full(len(cells.cell_page), log_rate))
+        for c, (p, col) in enumerate(zip(cells.cell_page, cells.cell_epoch, strict=True)):
+            k = cells.first_epoch + col
+            mine = (page == p) & (end > anchor + k * L) & (end <= anchor + (k + 1) * L)
+            lam = math.exp(log_rate) * (end - start)[mine]
+            want = np.sum(np.where(changed[mine], np.log(-np.expm1(-lam)), -lam))
+            assert got[c] == pytest.approx(want, rel=1e-10)
+    assert end_epochs(np.array([anchor, anchor - L, anchor - L + 1]), anchor, L).tolist() == [
+        -1,
+        -2,
+        -1,
+    ]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """3 pages, 2 domains, 3 epochs; page 2 starts in the second epoch, page 1 stops early."""
+    rng = sim.rng_from("dyn-tiny")
+    times = []
+    for p in range(3):
+        v = np.arange(END - 3 * L + 5 + 7 * p, END, 40.0 + 11 * p)
+        if p == 1:
+            v = v[v < END - 1.5 * L]
+        if p == 2:
+            v = v[v > END - 1.8 * L]
+        times.append(np.append(v, END) if p != 1 else v)
+    data = sim.simulate_pages(
+        [1 / 90, 1 / 200, 1 / 60], times, domains=["a", "b", "a"], rng=rng
+    ).observations
+    return data
+
+
+def _paths_by_enumeration(model, data, mu_domain, sigma_page, sigma_walk):
+    """Per page: log Σ over all grid paths of prior × per-interval Bernoulli likelihood, and
+    the posterior of the last column's state (scipy's Normal CDF for every bin)."""
+    grid = model.grid(data)
+    edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+    anchor = float(data.time.max())
+    totals, last = [], []
+    for p in range(data.n_pages):
+        sl = slice(data.offsets[p], data.offsets[p + 1])
+        t, c = data.time[sl], data.changed[sl]
+        epoch = np.ceil((t[1:] - anchor) / L).astype(int) - 1
+        cols = np.arange(-3, 0)
+        first = int(epoch.min())
+        d = data.domain_codes[p]
+        init = np.diff(norm.cdf(edges, mu_domain[d], sigma_page))
+        step = np.array([np.diff(norm.cdf(edges, g, sigma_walk[d])) for g in grid])
+        weights, states = [], []
+        for path in itertools.product(range(len(grid)), repeat=len(cols)):
+            k0 = list(cols).index(first)
+            prior = init[path[k0]]
+            for a in range(k0 + 1, len(cols)):
+                prior *= step[path[a - 1], path[a]]
+            if any(path[a] != path[k0] for a in range(k0)):
+                continue  # columns before the start carry no state: one path each
+            lam = np.exp(grid[np.array(path)[epoch - cols[0]]]) * np.diff(t)
+            ll = np.sum(np.where(c[1:] > 0, np.log(-np.expm1(-lam)), -lam))
+            weights.append(prior * math.exp(ll))
+            states.append(path[-1])
+        weights = np.array(weights)
+        totals.append(math.log(weights.sum()))
+        last.append(np.bincount(states, weights=weights, minlength=len(grid)) / weights.sum())
+    return np.array(totals), np.array(last)
+
+
+def test_logp_and_filter_equal_path_enumeration(tiny):
+    model = DynamicModel(model_config={"grid_size": 9})
+    pm_model = model.build_model(tiny)
+    assert model.cells(tiny).n_epochs == 3
+    outputs = pm_model.replace_rvs_by_values(
+        [pm_model.potentials[0], pm_model["mu_domain"], pm_model["sigma_page"], pm_model["sigma_walk"]]
+    )
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(seed_of("dyn-enumerate"))
+    base = pm_model.initial_point()
+    for _ in range(3):
+        point = {k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()}
+        potential, mu_domain, sigma_page, sigma_walk = values(point)
+        total, last = _paths_by_enumeration(model, tiny, mu_domain, sigma_page, sigma_walk)
+        assert float(potential) == pytest.approx(total.sum(), rel=1e-9)
+        filtered = model.filtered(
+            {
+                "mu_domain": mu_domain[None],
+                "sigma_page": np.array([sigma_page]),
+                "sigma_walk": sigma_walk[None],
+            },
+            tiny,
+        )[0]
+        np.testing.assert_allclose(filtered, last, atol=1e-10)
+        assert last.max(axis=1).min() < 0.999  # more than one state matters
+
+
+def test_walk_forward_steps_are_binned_normals(tiny):
+    model = DynamicModel(model_config={"grid_size": 12})
+    model.data_ = tiny
+    grid = model.grid(tiny)
+    edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+    n = 40_000
+    state = np.full((n, 2), 6)
+    sigma = np.tile([0.5, 2.0], (n, 1))
+    nxt = model.walk_forward(state, sigma, np.random.default_rng(seed_of("dyn-walk")))
+    for j, s in enumerate((0.5, 2.0)):
+        want = np.diff(norm.cdf(edges, grid[6], s))
+        got = np.bincount(nxt[:, j], minlength=len(grid)) / n
+        assert (np.abs(got - want) <= 4 * np.sqrt(want * (1 - want) / n) + 1e-4).all()
+        assert want.max() < 0.9  # a step that moves
+
+
+def test_registered_and_unsupported_calls_say_so(tiny):
+    assert get_model("dynamic") is DynamicModel
+    with pytest.raises(ValueError, match="grid_size"):
+        DynamicModel(model_config={"grid_size": 2})
+    with pytest.raises(NotImplementedError, match="forecast"):
+        DynamicModel().predict(tiny)
