@@ -73,8 +73,9 @@ class EpochCells:
         Page and column of each cell with intervals.
     groups
         The cells' sufficient statistics, one "page" of :class:`CensoredGroups` per cell.
-    first_column
-        Per page: the column of its first cell (where its walk starts).
+    first_column, last_column
+        Per page: the columns of its first and last cells (``n_epochs`` and −1 for a page
+        without intervals).
     """
 
     anchor: float
@@ -86,6 +87,7 @@ class EpochCells:
     cell_epoch: np.ndarray
     groups: CensoredGroups
     first_column: np.ndarray
+    last_column: np.ndarray
 
 
 def epoch_cells(
@@ -125,6 +127,8 @@ def epoch_cells(
     )
     first_column = np.full(n_pages, n_epochs, dtype=np.int64)
     np.minimum.at(first_column, cell_page, cell_epoch)
+    last_column = np.full(n_pages, -1, dtype=np.int64)
+    np.maximum.at(last_column, cell_page, cell_epoch)
     return EpochCells(
         anchor=float(anchor),
         epoch_hours=float(epoch_hours),
@@ -135,6 +139,7 @@ def epoch_cells(
         cell_epoch=cell_epoch.astype(np.int64),
         groups=groups,
         first_column=first_column,
+        last_column=last_column,
     )
 
 
@@ -168,12 +173,6 @@ def emission_table(cells: EpochCells, grid: np.ndarray) -> tuple[np.ndarray, flo
     return table, float(top.sum())
 
 
-def started_table(cells: EpochCells) -> np.ndarray:
-    """``(epochs, pages)``: whether the page's walk steps into this column (after its first)."""
-    columns = np.arange(cells.n_epochs)[:, None]
-    return columns > cells.first_column[None, :]
-
-
 def normal_bins(mu, sigma, edges, module=np):
     """Probability of each bin of a Normal(``mu``, ``sigma``) (``mu`` broadcasts over a new
     last axis; the outer bins take the tails). numpy or ``pytensor.tensor`` (``module``)."""
@@ -199,38 +198,6 @@ def transition_matrices(sigma, grid: np.ndarray, module=np):
     sigma = sigma[..., None] * module.ones_like(sigma[..., None] * grid)  # (..., K)
     mu = module.ones_like(sigma) * grid
     return normal_bins(mu, sigma, edges, module)
-
-
-def forward_logp(init, transitions, emission, started):
-    """Σ over pages of log Σ over paths (PyTensor), by the scaled forward algorithm.
-
-    ``init`` (pages, K), ``transitions`` (pages, K, K), ``emission`` (pages, epochs, K) scaled
-    likelihoods, ``started`` (epochs, pages) whether a page steps into the column.
-    """
-    import pytensor
-    import pytensor.tensor as pt
-
-    emission = pt.as_tensor_variable(np.ascontiguousarray(np.moveaxis(emission, 1, 0)))
-    started = pt.as_tensor_variable(started.astype(np.float64))
-    first = init * emission[0]
-    norm0 = first.sum(axis=1)
-
-    def step(b, move, alpha, transitions):
-        walked = (alpha[:, :, None] * transitions).sum(axis=1)
-        pred = move[:, None] * walked + (1.0 - move[:, None]) * alpha
-        a = pred * b
-        norm = a.sum(axis=1)
-        return a / norm[:, None], pt.log(norm)
-
-    _, log_norms = pytensor.scan(
-        step,
-        sequences=[emission[1:], started[1:]],
-        outputs_info=[first / norm0[:, None], None],
-        non_sequences=[transitions],
-        strict=True,
-        return_updates=False,
-    )
-    return pt.log(norm0).sum() + log_norms.sum()
 
 
 class DynamicModel(HierarchicalModel):
@@ -341,6 +308,8 @@ class DynamicModel(HierarchicalModel):
         import pymc as pm
         import pytensor.tensor as pt
 
+        from bayesrate.models.hmm import paths_logp
+
         cells = self.cells(data)
         grid = self.grid(data)
         emission, log_top = emission_table(cells, grid)
@@ -351,11 +320,11 @@ class DynamicModel(HierarchicalModel):
             init = normal_bins(
                 mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
             )
-            transitions = transition_matrices(sigma_walk, grid, pt)[domain]
-            pm.Potential(
-                "page_paths",
-                forward_logp(init, transitions, emission, started_table(cells)) + log_top,
+            transitions = transition_matrices(sigma_walk, grid, pt)
+            paths = paths_logp(
+                init, transitions, emission, domain, cells.first_column, cells.last_column
             )
+            pm.Potential("page_paths", paths + log_top)
         self._build_notes["epochs"] = {
             "epoch_days": self.model_config["epoch_days"],
             "epochs": cells.n_epochs,
@@ -368,27 +337,30 @@ class DynamicModel(HierarchicalModel):
     def filtered(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
         """``(draws, pages, K)`` each page's distribution over the grid in the last fitted
         epoch, given the population parameters of each draw (``mu_domain`` (draws, domains),
-        ``sigma_page`` (draws,), ``sigma_walk`` (draws, domains)); numpy forward pass."""
+        ``sigma_page`` (draws,), ``sigma_walk`` (draws, domains))."""
+        from bayesrate.models.hmm import filter_last
+
         cells = self.cells(data)
         grid = self.grid(data)
         emission, _ = emission_table(cells, grid)
-        started = started_table(cells)
         domain = data.domain_codes
-        n = len(draws["sigma_page"])
-        sigma_page = np.broadcast_to(draws["sigma_page"][:, None], (n, data.n_pages))
-        alpha = normal_bins(draws["mu_domain"][:, domain], sigma_page, bin_edges(grid))
-        transitions = transition_matrices(draws["sigma_walk"], grid)  # (draws, domains, K, K)
-        members = [np.flatnonzero(domain == d) for d in range(transitions.shape[1])]
-        for column in range(cells.n_epochs):
-            if column:
-                move = started[column]
-                for d, pages in enumerate(members):
-                    pages = pages[move[pages]]
-                    if len(pages):
-                        alpha[:, pages] = alpha[:, pages] @ transitions[:, d]
-            alpha *= emission[None, :, column]
-            alpha /= alpha.sum(axis=2, keepdims=True)
-        return alpha
+        edges = bin_edges(grid)
+        out = np.empty((len(draws["sigma_page"]), data.n_pages, len(grid)))
+        for i in range(len(out)):
+            init = normal_bins(
+                draws["mu_domain"][i, domain], np.full(data.n_pages, draws["sigma_page"][i]), edges
+            )
+            transitions = transition_matrices(draws["sigma_walk"][i], grid)
+            out[i] = filter_last(
+                init,
+                transitions,
+                emission,
+                domain,
+                cells.first_column,
+                cells.last_column,
+                cells.n_epochs - 1,
+            )
+        return out
 
     def walk_forward(self, state: np.ndarray, sigma_walk: np.ndarray, rng) -> np.ndarray:
         """One epoch's step of grid states ``state`` (draws, pages) with step sizes

@@ -56,11 +56,19 @@ from bayesrate.studies import Progress, StudyResult, silent
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
 POINT_METHODS = ("naive", "cho", "mle")
-MODEL_METHODS = ("censored", "hierarchical", "modulated", "bursty", "shocks", "drift")
+MODEL_METHODS = (
+    "censored",
+    "hierarchical",
+    "modulated",
+    "bursty",
+    "shocks",
+    "drift",
+    "dynamic",
+)
 METHODS = (*POINT_METHODS, *MODEL_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
 #: the hierarchical model's, docs/models.md; ``shocks`` and ``drift`` on request)
-DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("bursty", "shocks", "drift"))
+DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("bursty", "shocks", "drift", "dynamic"))
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
@@ -381,7 +389,8 @@ class _Groups:
     count: np.ndarray
     key: np.ndarray  # interval length (hours) or overlap-pattern index
     patterns: np.ndarray | None = None  # (n_patterns, 168) hour-of-week overlaps
-    epochs: Any = None  # the shocks model's EpochPatterns (key: its pattern)
+    epochs: Any = None  # the shocks model's EpochPatterns (key: its pattern), or the
+    # dynamic model's epoch column of each group (key: interval length)
 
 
 def length_groups(d: _Design) -> _Groups:
@@ -432,6 +441,23 @@ def epoch_groups(d: _Design, model) -> _Groups:
     )
     g = patterns.groups
     return _Groups(g.page, g.trials, g.pattern, epochs=patterns)
+
+
+def closing_epoch_groups(d: _Design, model) -> _Groups:
+    """Test intervals grouped by (page, column of the closing visit's epoch on a dynamic
+    model's grid, length)."""
+    from bayesrate.models.dynamic import end_epochs
+
+    cells = model.cells(model.data_)
+    column = end_epochs(d.interval_end, cells.anchor, cells.epoch_hours) - cells.first_epoch
+    tau = d.interval_end - d.interval_start
+    values, code = np.unique(tau, return_inverse=True)
+    width = int(column.max()) + 1
+    key = (d.interval_page * width + column) * len(values) + code.reshape(-1)
+    uniq, count = np.unique(key, return_counts=True)
+    rest, tau_code = np.divmod(uniq, len(values))
+    page, col = np.divmod(rest, width)
+    return _Groups(page, count, values[tau_code], epochs=col)
 
 
 def count_predictive(
@@ -563,6 +589,8 @@ def model_prediction(
         return _bursty_prediction(post, d, groups, base, keep, mean_rate)
     if "shock" in post:
         return _shock_prediction(model, d, groups, base, keep, mean_rate, seed)
+    if "sigma_walk" in post:
+        return _dynamic_prediction(model, d, groups, keep, mean_rate, seed)
     if "log_multiplier" not in post:
         return _Prediction(
             group_lambda=base[:, groups.page] * groups.key[None, :],
@@ -652,6 +680,48 @@ def _shock_prediction(
     return _Prediction(
         group_lambda=base[:, groups.page] * np.exp(group_log_e),
         window_lambda=base[:, window.groups.page] * np.exp(window_log_e),
+        rate_per_hour=mean_rate,
+    )
+
+
+def _dynamic_prediction(
+    model, d: _Design, groups: _Groups, keep, mean_rate, seed: int | str
+) -> _Prediction:
+    """The dynamic model's predictive: per draw, each page's state in the last fitted epoch
+    (its posterior ``log_rate`` draw) walks on one step per later epoch
+    (:meth:`~bayesrate.models.dynamic.DynamicModel.walk_forward`); a test interval has its
+    closing epoch's rate, the window the rates of the epochs it overlaps."""
+    from bayesrate.constants import DIM_DOMAIN
+    from bayesrate.draws import stack_draws
+    from bayesrate.models.epochs import epoch_overlap
+
+    post = model.idata_["posterior"]
+    cells = model.cells(model.data_)
+    grid = model.grid(model.data_)
+    log_rate = stack_draws(post["log_rate"], DIM_PAGE)[keep]
+    state = np.rint((log_rate - grid[0]) / (grid[1] - grid[0])).astype(np.int64)
+    sigma = stack_draws(post["sigma_walk"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
+    owner, epoch, hours = epoch_overlap(
+        np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
+    )
+    window_col = epoch - cells.first_epoch
+    last = cells.n_epochs - 1
+    n_ahead = max(int(groups.epochs.max()), int(window_col.max()), last) - last
+    rng = rng_from(f"{seed}-future-walk")
+    levels = [grid[state]]
+    for _ in range(n_ahead):
+        state = model.walk_forward(state, sigma, rng)
+        levels.append(grid[state])
+    levels = np.stack(levels, axis=2)  # (draws, pages, epochs from the last fitted)
+    ahead = np.maximum(groups.epochs - last, 0)
+    window_ahead = np.maximum(window_col - last, 0)
+    window_lambda = np.zeros((len(keep), d.n_pages))
+    np.add.at(
+        window_lambda.T, owner, (hours[None, :] * np.exp(levels[:, owner, window_ahead])).T
+    )
+    return _Prediction(
+        group_lambda=np.exp(levels[:, groups.page, ahead]) * groups.key[None, :],
+        window_lambda=window_lambda,
         rate_per_hour=mean_rate,
     )
 
@@ -869,6 +939,8 @@ def _forecast_of(
         groups = pattern_groups(d, model.model_config["timezone"])
     elif name in ("shocks", "drift"):
         groups = epoch_groups(d, model)
+    elif name == "dynamic":
+        groups = closing_epoch_groups(d, model)
     else:
         groups = by_length
     return model_prediction(model, d, groups, predictive_draws, seed), groups, diag

@@ -181,3 +181,65 @@ def test_registered_and_unsupported_calls_say_so(tiny):
         DynamicModel(model_config={"grid_size": 2})
     with pytest.raises(NotImplementedError, match="forecast"):
         DynamicModel().predict(tiny)
+
+
+def test_paths_gradient_equals_finite_differences():
+    """The forward–backward gradient against central differences, on random chains (pages
+    starting and stopping at different columns, two domains)."""
+    from bayesrate.models.dynamic import transition_matrices
+    from bayesrate.models.hmm import paths_logp_grad
+
+    rng = np.random.default_rng(seed_of("dyn-grad"))
+    k, n_pages, n_epochs = 7, 5, 4
+    grid = np.linspace(-4, 0, k)
+    init = rng.dirichlet(np.ones(k), n_pages)
+    transitions = transition_matrices(np.array([0.4, 1.1]), grid)
+    emission = rng.random((n_pages, n_epochs, k))
+    domain = np.array([0, 1, 0, 1, 1])
+    first = np.array([0, 1, 0, 2, 4])  # the last page has no data
+    last = np.array([3, 2, 0, 3, -1])
+    logp, g_init, g_t = paths_logp_grad(init, transitions, emission, domain, first, last)
+    h = 1e-6
+    for name, array, grad in (("init", init, g_init), ("T", transitions, g_t)):
+        for index in itertools.islice(np.ndindex(array.shape), 0, None, 3):
+            if name == "T" and array[index] < 1e-10:
+                continue  # outside the band the kernel skips (see the model gradient test)
+            up, down = array.copy(), array.copy()
+            up[index] += h
+            down[index] -= h
+            args = {"init": init, "T": transitions}
+            args[name] = up
+            hi = paths_logp_grad(args["init"], args["T"], emission, domain, first, last)[0]
+            args[name] = down
+            lo = paths_logp_grad(args["init"], args["T"], emission, domain, first, last)[0]
+            assert grad[index] == pytest.approx((hi - lo) / (2 * h), rel=1e-5, abs=1e-6), (
+                name,
+                index,
+            )
+    assert np.abs(g_t).max() > 0.1 and np.abs(g_init[4]).max() == 0.0
+
+
+def test_model_gradient_equals_finite_differences(tiny):
+    """The model's log-density gradient (through the binned Normals and the kernel)
+    against central differences of its log-density, at random points."""
+    model = DynamicModel(model_config={"grid_size": 24})
+    pm_model = model.build_model(tiny)
+    logp = pm_model.compile_logp()
+    dlogp = pm_model.compile_dlogp()
+    rng = np.random.default_rng(seed_of("dyn-model-grad"))
+    base = pm_model.initial_point()
+    names = [v.name for v in pm_model.value_vars]
+    h = 1e-5
+    for _ in range(2):
+        point = {k: v + rng.normal(0, 0.4, np.shape(v)) for k, v in base.items()}
+        grad = dlogp(point)
+        numeric = []
+        for name in names:
+            for index in np.ndindex(np.shape(point[name])):
+                up = {k: np.array(v, dtype=float) for k, v in point.items()}
+                down = {k: np.array(v, dtype=float) for k, v in point.items()}
+                up[name][index] += h
+                down[name][index] -= h
+                numeric.append((logp(up) - logp(down)) / (2 * h))
+        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-5)
+        assert np.abs(grad).max() > 1.0
