@@ -15,9 +15,9 @@ from bayesrate.models.base import RateModel
 from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
+from bayesrate.models.dynamic import DynamicModel
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.modulated import ModulatedModel
-from bayesrate.models.dynamic import DynamicModel
 from bayesrate.models.shocks import DriftModel, ShockModel
 
 MODELS: dict[str, type[RateModel]] = {

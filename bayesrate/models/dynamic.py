@@ -8,7 +8,8 @@ between epochs by a random walk whose step size is pooled per domain::
     log λ[p, first(p)] ~ Normal(mu_domain[domain(p)], sigma_page)   (first epoch with data)
     log λ[p, e + 1]    ~ Normal(log λ[p, e], sigma_walk[domain(p)])
     sigma_walk[d]       = sigma_walk_global · exp(walk_domain_sd · z_walk[d])
-    sigma_walk_global   ~ Gamma(2, 2/walk_sd_scale);  walk_domain_sd ~ Gamma(2, 2/walk_domain_sd_scale)
+    sigma_walk_global   ~ Gamma(2, 2/walk_sd_scale)
+    walk_domain_sd      ~ Gamma(2, 2/walk_domain_sd_scale)
 
 An interval belongs to the epoch its closing visit falls in (the rate a page has when the
 crawler sees it): its change probability is ``1 − exp(−λ[p, e]·τ)``. So each (page,
@@ -20,8 +21,10 @@ log-likelihood on a grid of log-rates is computed once, before sampling
 every rate the data can tell apart (from ``0.05`` changes over the longest page exposure
 to ``10`` changes per median interval); the outer bins take the tails. The walk's
 Normal steps and the initial Normal are integrated over the bins, and each page's path is
-summed out exactly by the forward algorithm (a hidden Markov chain over epochs), so the
-sampler sees only the population parameters (``2·domains + 5``), never pages × epochs.
+summed out exactly by the forward algorithm (a hidden Markov chain over epochs;
+:mod:`bayesrate.models.hmm`, a numba kernel with its exact gradient), so the sampler sees
+only the population parameters (``2·domains + 5``), never pages × epochs. A page's walk
+starts at its first epoch with data; after its last it walks on unobserved.
 
 ``log_rate`` in the posterior is each page's log-rate in the last fitted epoch (the one
 ending at the last visit), drawn from its filtered distribution given each draw's
@@ -40,7 +43,7 @@ import numpy as np
 
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import _labels, check_config_numbers
-from bayesrate.models.hierarchical import HierarchicalModel
+from bayesrate.models.hierarchical import COVERED_BY, HierarchicalModel
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -208,11 +211,7 @@ class DynamicModel(HierarchicalModel):
     conditional_pages: ClassVar[bool] = False
     marginal_loo: ClassVar[bool] = False
     default_model_config: ClassVar[dict[str, Any]] = {
-        **{
-            k: v
-            for k, v in HierarchicalModel.default_model_config.items()
-            if k not in ("parameterisation", "centre_threshold")
-        },
+        **HierarchicalModel.default_model_config,
         "epoch_days": 90.0,
         "walk_sd_scale": 0.3,
         "walk_domain_sd_scale": 0.5,
@@ -220,17 +219,9 @@ class DynamicModel(HierarchicalModel):
     }
 
     def _validate_config(self) -> None:
+        super()._validate_config()
         check_config_numbers(
-            self.model_config,
-            positive=(
-                "log_sd",
-                "domain_sd_scale",
-                "page_sd_scale",
-                "epoch_days",
-                "walk_sd_scale",
-                "walk_domain_sd_scale",
-            ),
-            finite=("log_mean_per_day",),
+            self.model_config, positive=("epoch_days", "walk_sd_scale", "walk_domain_sd_scale")
         )
         size = self.model_config["grid_size"]
         if not isinstance(size, int) or size < 3:
@@ -241,7 +232,8 @@ class DynamicModel(HierarchicalModel):
         return float(self.model_config["epoch_days"]) * HOURS_PER_DAY
 
     def cells(self, data: Observations) -> EpochCells:
-        """``data``'s intervals per (page, epoch of the closing visit), anchored at its last visit."""
+        """``data``'s intervals per (page, epoch of the closing visit), anchored at its
+        last visit."""
         cache = getattr(self, "_cells_cache", None)
         if cache is None or cache[0] is not data:
             ends = np.flatnonzero(~data.is_baseline)
@@ -254,7 +246,11 @@ class DynamicModel(HierarchicalModel):
                 float(data.time.max()),
                 self.epoch_hours,
             )
-            cache = self._cells_cache = (data, cells, log_rate_grid(data, self.model_config["grid_size"]))
+            cache = self._cells_cache = (
+                data,
+                cells,
+                log_rate_grid(data, self.model_config["grid_size"]),
+            )
         return cache[1]
 
     def grid(self, data: Observations) -> np.ndarray:
@@ -274,17 +270,15 @@ class DynamicModel(HierarchicalModel):
 
     # ------------------------------------------------------------------ graph
     def _population(self, data: Observations):
-        """``mu_domain`` (domain) and ``sigma_page`` of the current model (non-centred)."""
+        """``mu_domain`` (domain; centred or not by the hierarchical model's rule) and
+        ``sigma_page`` of the current model."""
         import pymc as pm
 
-        cfg = self.model_config
-        mu_global = pm.Normal(
-            "mu_global", mu=cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY), sigma=cfg["log_sd"]
+        _, dom_c = self.choose_parameterisation(data)
+        mu_domain = self._domain_means(data, dom_c)
+        sigma_page = pm.Gamma(
+            "sigma_page", alpha=2.0, beta=2.0 / self.model_config["page_sd_scale"]
         )
-        sigma_domain = pm.Gamma("sigma_domain", alpha=2.0, beta=2.0 / cfg["domain_sd_scale"])
-        z_domain = pm.Normal("z_domain", 0.0, 1.0, dims=DIM_DOMAIN)
-        mu_domain = pm.Deterministic("mu_domain", mu_global + sigma_domain * z_domain, dims=DIM_DOMAIN)
-        sigma_page = pm.Gamma("sigma_page", alpha=2.0, beta=2.0 / cfg["page_sd_scale"])
         return mu_domain, sigma_page
 
     def _walk_sd(self):
@@ -405,7 +399,8 @@ class DynamicModel(HierarchicalModel):
         """The free variables and ``sigma_walk``/``mu_domain``: ``log_rate`` is drawn exactly
         from each draw's filtered distribution (a grid value, often tied across draws), so
         its mixing is the population parameters'."""
-        names = [rv.name for rv in self.model.free_RVs] + ["mu_domain", "sigma_walk"]
+        names = [rv.name for rv in self.model.free_RVs if rv.name not in COVERED_BY]
+        names += ["mu_domain", "sigma_walk"]
         return [n for n in names if n in idata["posterior"].data_vars]
 
     def _not_built(self, what: str):

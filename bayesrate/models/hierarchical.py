@@ -185,15 +185,38 @@ class HierarchicalModel(RateModel):
         page_c, dom_c = self.choose_parameterisation(data)
         domain = data.domain_codes
         labels = _labels(data.pages.index)
+        model.add_coords({DIM_PAGE_C: labels[page_c], DIM_PAGE_NC: labels[~page_c]})
+        mu_domain = self._domain_means(data, dom_c)
+        sigma_page = pm.Gamma("sigma_page", alpha=2.0, beta=2.0 / cfg["page_sd_scale"])
+        parts, order = [], []
+        if page_c.any():
+            parts.append(
+                pm.Normal(
+                    "log_rate_centred",
+                    mu=mu_domain[domain[page_c]],
+                    sigma=sigma_page,
+                    dims=DIM_PAGE_C,
+                )
+            )
+            order.append(np.flatnonzero(page_c))
+        if (~page_c).any():
+            z_page = pm.Normal("z_page", 0.0, 1.0, dims=DIM_PAGE_NC)
+            parts.append(mu_domain[domain[~page_c]] + sigma_page * z_page)
+            order.append(np.flatnonzero(~page_c))
+        inverse = np.argsort(np.concatenate(order))
+        return pm.Deterministic("log_rate", pt.concatenate(parts)[inverse], dims=DIM_PAGE)
+
+    def _domain_means(self, data: Observations, dom_c: np.ndarray):
+        """Add ``mu_global``, ``sigma_domain`` and ``mu_domain`` (centred where ``dom_c``)
+        to the current model; return ``mu_domain``."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        cfg = self.model_config
         dlabels = _labels(data.domains)
         n_domains = len(dlabels)
-        model.add_coords(
-            {
-                DIM_PAGE_C: labels[page_c],
-                DIM_PAGE_NC: labels[~page_c],
-                DIM_DOMAIN_C: dlabels[dom_c],
-                DIM_DOMAIN_NC: dlabels[~dom_c],
-            }
+        pm.modelcontext(None).add_coords(
+            {DIM_DOMAIN_C: dlabels[dom_c], DIM_DOMAIN_NC: dlabels[~dom_c]}
         )
         mu_global = pm.Normal(
             "mu_global",
@@ -219,24 +242,7 @@ class HierarchicalModel(RateModel):
             pt.concatenate(parts)[inverse] if n_domains else pt.zeros(0),
             dims=DIM_DOMAIN,
         )
-        sigma_page = pm.Gamma("sigma_page", alpha=2.0, beta=2.0 / cfg["page_sd_scale"])
-        parts, order = [], []
-        if page_c.any():
-            parts.append(
-                pm.Normal(
-                    "log_rate_centred",
-                    mu=mu_domain[domain[page_c]],
-                    sigma=sigma_page,
-                    dims=DIM_PAGE_C,
-                )
-            )
-            order.append(np.flatnonzero(page_c))
-        if (~page_c).any():
-            z_page = pm.Normal("z_page", 0.0, 1.0, dims=DIM_PAGE_NC)
-            parts.append(mu_domain[domain[~page_c]] + sigma_page * z_page)
-            order.append(np.flatnonzero(~page_c))
-        inverse = np.argsort(np.concatenate(order))
-        return pm.Deterministic("log_rate", pt.concatenate(parts)[inverse], dims=DIM_PAGE)
+        return mu_domain
 
     def _population_log_rates(self, data: Observations):
         """New pages' log-rates: ``Normal(mu_domain[d], sigma_page)`` for a fitted domain

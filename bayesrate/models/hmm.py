@@ -62,7 +62,7 @@ def _kernels():
     def forward_page(p, init, transitions, emission, domain, first, last, lo, hi, alphas, norms):
         """Scaled forward pass of page ``p`` into ``alphas[first:last+1]``, ``norms``."""
         k = init.shape[1]
-        f, l, d = first[p], last[p], domain[p]
+        f, end, d = first[p], last[p], domain[p]
         total = 0.0
         for j in range(k):
             alphas[f, j] = init[p, j] * emission[p, f, j]
@@ -70,7 +70,7 @@ def _kernels():
         norms[f] = total
         for j in range(k):
             alphas[f, j] /= total
-        for e in range(f + 1, l + 1):
+        for e in range(f + 1, end + 1):
             for j in range(k):
                 alphas[e, j] = 0.0
             for i in range(k):
@@ -99,15 +99,15 @@ def _kernels():
         grad_t = np.zeros_like(transitions)
         logp = 0.0
         for p in range(n_pages):
-            f, l, d = first[p], last[p], domain[p]
+            f, end, d = first[p], last[p], domain[p]
             if f >= n_epochs:
                 continue
             forward_page(p, init, transitions, emission, domain, first, last, lo, hi, alphas, norms)
-            for e in range(f, l + 1):
+            for e in range(f, end + 1):
                 logp += np.log(norms[e])
             for j in range(k):
                 beta[j] = 1.0
-            for e in range(l, f, -1):
+            for e in range(end, f, -1):
                 for j in range(k):
                     weight[j] = emission[p, e, j] * beta[j] / norms[e]
                 for i in range(k):

@@ -716,9 +716,7 @@ def _dynamic_prediction(
     ahead = np.maximum(groups.epochs - last, 0)
     window_ahead = np.maximum(window_col - last, 0)
     window_lambda = np.zeros((len(keep), d.n_pages))
-    np.add.at(
-        window_lambda.T, owner, (hours[None, :] * np.exp(levels[:, owner, window_ahead])).T
-    )
+    np.add.at(window_lambda.T, owner, (hours[None, :] * np.exp(levels[:, owner, window_ahead])).T)
     return _Prediction(
         group_lambda=np.exp(levels[:, groups.page, ahead]) * groups.key[None, :],
         window_lambda=window_lambda,

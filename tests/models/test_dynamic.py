@@ -137,7 +137,12 @@ def test_logp_and_filter_equal_path_enumeration(tiny):
     pm_model = model.build_model(tiny)
     assert model.cells(tiny).n_epochs == 3
     outputs = pm_model.replace_rvs_by_values(
-        [pm_model.potentials[0], pm_model["mu_domain"], pm_model["sigma_page"], pm_model["sigma_walk"]]
+        [
+            pm_model.potentials[0],
+            pm_model["mu_domain"],
+            pm_model["sigma_page"],
+            pm_model["sigma_walk"],
+        ]
     )
     values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
     rng = np.random.default_rng(seed_of("dyn-enumerate"))
@@ -198,7 +203,7 @@ def test_paths_gradient_equals_finite_differences():
     domain = np.array([0, 1, 0, 1, 1])
     first = np.array([0, 1, 0, 2, 4])  # the last page has no data
     last = np.array([3, 2, 0, 3, -1])
-    logp, g_init, g_t = paths_logp_grad(init, transitions, emission, domain, first, last)
+    _, g_init, g_t = paths_logp_grad(init, transitions, emission, domain, first, last)
     h = 1e-6
     for name, array, grad in (("init", init, g_init), ("T", transitions, g_t)):
         for index in itertools.islice(np.ndindex(array.shape), 0, None, 3):
@@ -243,3 +248,27 @@ def test_model_gradient_equals_finite_differences(tiny):
                 numeric.append((logp(up) - logp(down)) / (2 * h))
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-5)
         assert np.abs(grad).max() > 1.0
+
+
+@pytest.mark.slow
+def test_recovers_walk_sizes_and_current_rates():
+    """A drifting world (240 pages, 4 domains with walk sizes 0.15–0.6 per epoch, 8
+    epochs): each domain's walk size in its 90% interval, the pages' current log-rates in
+    theirs at nominal coverage (85–95%), a converged fit."""
+    walk = np.array([0.15, 0.3, 0.45, 0.6])
+    obs, path, _ = drift_world("dyn-recovery", 240, 4, 8, walk)
+    model = DynamicModel(
+        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "dyn-recovery"}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    diag = model.diagnostics_
+    assert diag.converged, diag.failures
+    post = model.idata_["posterior"]
+    q = post["sigma_walk"].quantile([0.05, 0.95], dim=("chain", "draw")).values
+    assert ((q[0] <= walk) & (walk <= q[1])).all(), q
+    q = post["log_rate"].quantile([0.05, 0.95], dim=("chain", "draw")).values
+    truth = path[:, -1]
+    coverage = np.mean((q[0] <= truth) & (truth <= q[1]))
+    assert 0.85 <= coverage <= 0.95, coverage
