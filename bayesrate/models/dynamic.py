@@ -7,7 +7,8 @@ between epochs by a random walk whose step size is pooled per domain::
     mu_global, sigma_domain, mu_domain[d], sigma_page      as the hierarchical model's
     log λ[p, first(p)] ~ Normal(mu_domain[domain(p)], sigma_page)   (first epoch with data)
     log λ[p, e + 1]    ~ Normal(log λ[p, e], sigma_walk[domain(p)])
-    sigma_walk[d]       = sigma_walk_global · exp(walk_domain_sd · z_walk[d])
+    log sigma_walk[d]   ~ Normal(log sigma_walk_global, walk_domain_sd)
+                          (centred for domains of ≥ walk_centre_pages pages, else not)
     sigma_walk_global   ~ Gamma(2, 2/walk_sd_scale)
     walk_domain_sd      ~ Gamma(2, 2/walk_domain_sd_scale)
 
@@ -215,13 +216,15 @@ class DynamicModel(HierarchicalModel):
         "epoch_days": 90.0,
         "walk_sd_scale": 0.3,
         "walk_domain_sd_scale": 0.5,
+        "walk_centre_pages": 10,
         "grid_size": 48,
     }
 
     def _validate_config(self) -> None:
         super()._validate_config()
         check_config_numbers(
-            self.model_config, positive=("epoch_days", "walk_sd_scale", "walk_domain_sd_scale")
+            self.model_config,
+            positive=("epoch_days", "walk_sd_scale", "walk_domain_sd_scale", "walk_centre_pages"),
         )
         size = self.model_config["grid_size"]
         if not isinstance(size, int) or size < 3:
@@ -281,22 +284,37 @@ class DynamicModel(HierarchicalModel):
         )
         return mu_domain, sigma_page
 
-    def _walk_sd(self):
-        """``sigma_walk`` (domain) of the current model."""
+    def _walk_sd(self, data: Observations):
+        """``sigma_walk`` (domain) of the current model: ``log sigma_walk[d] ~
+        Normal(log sigma_walk_global, walk_domain_sd)``, centred for domains of at least
+        ``walk_centre_pages`` pages (their pages pin their own walk size; non-centred, the
+        global size and the domains' offsets mixed at bulk ESS 216 of 2,000 draws on a
+        4-domain, 240-page world), non-centred for the others."""
         import pymc as pm
+        import pytensor.tensor as pt
 
         cfg = self.model_config
-        n_domains = len(pm.modelcontext(None).coords[DIM_DOMAIN])
+        n_domains = len(data.domains)
         sigma_global = pm.Gamma("sigma_walk_global", alpha=2.0, beta=2.0 / cfg["walk_sd_scale"])
         if n_domains < 2:
             return pm.Deterministic(
-                "sigma_walk", sigma_global * pm.math.ones(n_domains), dims=DIM_DOMAIN
+                "sigma_walk", sigma_global * pt.ones(n_domains), dims=DIM_DOMAIN
             )
         spread = pm.Gamma("walk_domain_sd", alpha=2.0, beta=2.0 / cfg["walk_domain_sd_scale"])
-        z_walk = pm.Normal("z_walk", 0.0, 1.0, dims=DIM_DOMAIN)
-        return pm.Deterministic(
-            "sigma_walk", sigma_global * pm.math.exp(spread * z_walk), dims=DIM_DOMAIN
-        )
+        pages = np.bincount(data.domain_codes, minlength=n_domains)
+        centred = pages >= cfg["walk_centre_pages"]
+        log_global = pt.log(sigma_global)
+        log_sd = pt.zeros(n_domains)
+        if centred.any():
+            own = pm.Normal("log_sigma_walk_centred", log_global, spread, shape=int(centred.sum()))
+            log_sd = pt.set_subtensor(log_sd[np.flatnonzero(centred)], own)
+        if (~centred).any():
+            z_walk = pm.Normal("z_walk", 0.0, 1.0, shape=int((~centred).sum()))
+            log_sd = pt.set_subtensor(
+                log_sd[np.flatnonzero(~centred)], log_global + spread * z_walk
+            )
+        self._build_notes["walk_domains_centred"] = int(centred.sum())
+        return pm.Deterministic("sigma_walk", pt.exp(log_sd), dims=DIM_DOMAIN)
 
     def _build(self, data: Observations) -> pm.Model:
         import pymc as pm
@@ -310,7 +328,7 @@ class DynamicModel(HierarchicalModel):
         domain = data.domain_codes
         with pm.Model(coords=self.coords(data)) as model:
             mu_domain, sigma_page = self._population(data)
-            sigma_walk = self._walk_sd()
+            sigma_walk = self._walk_sd(data)
             init = normal_bins(
                 mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
             )
