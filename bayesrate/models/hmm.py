@@ -21,10 +21,15 @@ given column, for posterior draws.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 
 #: transition entries below this fraction of their row's largest are not used
 BAND_TOLERANCE = 1e-17
+#: part of PyTensor's numba cache key: a digest of this file, so edited kernels recompile
+_KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def _njit(fn):
@@ -209,10 +214,7 @@ def _op():
     from pytensor.gradient import disconnected_type
     from pytensor.graph.basic import Apply
     from pytensor.graph.op import Op
-    from pytensor.link.numba.dispatch.basic import (
-        numba_njit,
-        register_funcify_default_op_cache_key,
-    )
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
     class PathsLogp(Op):
         """Outputs ``(log L, ∂ log L/∂init, ∂ log L/∂T)``; the gradient uses the last two."""
@@ -240,14 +242,14 @@ def _op():
 
     kernel = _kernels()[0]
 
-    @register_funcify_default_op_cache_key(PathsLogp)
-    def _numba_paths_logp(op, **kwargs):
+    @register_funcify_and_cache_key(PathsLogp)
+    def _numba_paths_logp(op, node=None, **kwargs):
         @numba_njit
         def paths(init, transitions, emission, domain, first, last):
             logp, grad_init, grad_t = kernel(init, transitions, emission, domain, first, last)
             return np.asarray(logp), grad_init, grad_t
 
-        return paths
+        return paths, f"bayesrate-paths-logp-v{_KERNEL_VERSION}"
 
     _OP = PathsLogp()
     return _OP
