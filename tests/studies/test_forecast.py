@@ -162,3 +162,31 @@ def test_cli_help_states_the_study_sampler(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert f"NUTS draws per chain (default {forecast.STUDY_SAMPLER['draws']:,})" in text
     assert f"NUTS tuning steps (default {forecast.STUDY_SAMPLER['tune']:,})" in text
+
+
+def test_closing_epoch_groups_key_each_interval_by_its_closing_epoch():
+    """The dynamic model's test groups: every test interval once, in the group of its page,
+    length and the grid column its closing visit falls in (checked interval by interval)."""
+    from types import SimpleNamespace
+
+    from bayesrate.models.dynamic import EpochCells
+
+    rng = np.random.default_rng(7)
+    n = 300
+    start = np.sort(rng.uniform(1000, 9000, n))
+    end = start + rng.choice([24.0, 168.0], n)
+    page = rng.integers(0, 4, n)
+    cells = EpochCells(
+        anchor=1000.0, epoch_hours=2160.0, first_epoch=-3, n_epochs=3, n_pages=4,
+        cell_page=np.zeros(0), cell_epoch=np.zeros(0), groups=None,
+        first_column=np.zeros(4), last_column=np.zeros(4),
+    )  # fmt: skip
+    model = SimpleNamespace(cells=lambda data: cells, data_=None)
+    d = SimpleNamespace(interval_start=start, interval_end=end, interval_page=page)
+    g = forecast.closing_epoch_groups(d, model)
+    assert g.count.sum() == n
+    for p, col, tau, count in zip(g.page, g.epochs, g.key, g.count, strict=True):
+        k = col + cells.first_epoch
+        lo, hi = cells.anchor + k * cells.epoch_hours, cells.anchor + (k + 1) * cells.epoch_hours
+        mine = (page == p) & (end - start == tau) & (end > lo) & (end <= hi)
+        assert mine.sum() == count
