@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("always", ConvergenceWarning)
         model.fit(obs, method=args.method, progressbar=args.progress)
-    if args.predictive_draws > 0:
+    if args.predictive_draws > 0 and not model.observed_groups:
+        progress(f"{args.model}: no pointwise log-likelihood or posterior predictive draws")
+    elif args.predictive_draws > 0:
         progress(f"log-likelihood and posterior predictive on {args.predictive_draws} draws ...")
         model.compute_log_likelihood(max_draws=args.predictive_draws)
         model.sample_posterior_predictive(

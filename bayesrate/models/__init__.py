@@ -4,8 +4,9 @@
 (pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
 rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
 each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
-(hierarchical page rates × epoch effects shared globally and per domain) and ``drift``
-(the same effects as a random walk). See
+(hierarchical page rates × epoch effects shared globally and per domain), ``drift``
+(the same effects as a random walk) and ``dynamic`` (each page's log-rate a random walk
+over epochs, its path summed out on a grid). See
 ``docs/models.md``.
 """
 
@@ -46,6 +47,7 @@ __all__ = [
     "ConvergenceWarning",
     "Diagnostics",
     "DriftModel",
+    "DynamicModel",
     "HierarchicalModel",
     "ModulatedModel",
     "RateModel",

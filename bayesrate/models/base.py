@@ -201,6 +201,9 @@ class RateModel:
     #: whether :mod:`bayesrate.checks.marginal` integrates its pages' rates out (the
     #: leave-one-page-out of ``bayesrate calibrate``)
     marginal_loo: ClassVar[bool] = True
+    #: whether the likelihood is observed interval groups (PyMC's pointwise log-likelihood
+    #: and posterior predictive draws of them exist)
+    observed_groups: ClassVar[bool] = True
     #: whether :meth:`page_summary` can average each page's exact conditional posterior
     #: over the population draws (pages independent given the population parameters, with
     #: the plain censored likelihood)

@@ -211,6 +211,7 @@ class DynamicModel(HierarchicalModel):
     model_type: ClassVar[str] = "dynamic"
     conditional_pages: ClassVar[bool] = False
     marginal_loo: ClassVar[bool] = False
+    observed_groups: ClassVar[bool] = False
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,
         "epoch_days": 90.0,
@@ -435,3 +436,6 @@ class DynamicModel(HierarchicalModel):
 
     def compute_log_likelihood(self, max_draws: int | None = None):
         self._not_built("compute_log_likelihood")
+
+    def sample_posterior_predictive(self, *args, **kwargs):
+        self._not_built("sample_posterior_predictive")

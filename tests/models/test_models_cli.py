@@ -113,3 +113,24 @@ def test_cli_help_does_not_import_pymc():
         "print(bad); sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@pytest.mark.filterwarnings("ignore::bayesrate.models.diagnostics.ConvergenceWarning")
+def test_fit_command_dynamic_model_saves_and_loads(csv_path, tmp_path, capsys):
+    """``--model dynamic``: no pointwise predictive (said so), the fit saved and loaded back
+    with the same current rates."""
+    out = tmp_path / "dyn"
+    argv = ["fit", "--input", str(csv_path), "--model", "dynamic", "--draws", "100"]
+    argv += ["--tune", "100", "--chains", "2", "--seed", "cli-dyn", "--out", str(out)]
+    code = main(argv)
+    diag = json.loads((out / "diagnostics.json").read_text())
+    assert code == (0 if diag["converged"] else 3)
+    assert "no pointwise log-likelihood" in capsys.readouterr().err
+    from bayesrate.models import DynamicModel
+
+    loaded = DynamicModel.load(out / "fit.nc")
+    pages = pd.read_csv(out / "pages.csv")
+    assert len(pages) == 6
+    np.testing.assert_allclose(
+        loaded.page_summary_["rate_per_day"].to_numpy(), pages["rate_per_day"].to_numpy()
+    )
