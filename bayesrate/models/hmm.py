@@ -162,29 +162,22 @@ def _kernels():
 _KERNELS = None
 
 
+def _chain_arrays(init, transitions, emission, domain, first, last) -> tuple:
+    """The kernels' arguments as contiguous float64 / int64 arrays."""
+    floats = (np.ascontiguousarray(a, dtype=np.float64) for a in (init, transitions, emission))
+    ints = (np.ascontiguousarray(a, dtype=np.int64) for a in (domain, first, last))
+    return (*floats, *ints)
+
+
 def paths_logp_grad(init, transitions, emission, domain, first, last):
     """``(log L, ∂/∂init, ∂/∂T)``: see the module docstring."""
-    return _kernels()[0](
-        np.ascontiguousarray(init, dtype=np.float64),
-        np.ascontiguousarray(transitions, dtype=np.float64),
-        np.ascontiguousarray(emission, dtype=np.float64),
-        np.ascontiguousarray(domain, dtype=np.int64),
-        np.ascontiguousarray(first, dtype=np.int64),
-        np.ascontiguousarray(last, dtype=np.int64),
-    )
+    return _kernels()[0](*_chain_arrays(init, transitions, emission, domain, first, last))
 
 
 def filter_last(init, transitions, emission, domain, first, last, column: int) -> np.ndarray:
     """``(pages, K)`` every page's state distribution in ``column`` given all its data."""
-    return _kernels()[1](
-        np.ascontiguousarray(init, dtype=np.float64),
-        np.ascontiguousarray(transitions, dtype=np.float64),
-        np.ascontiguousarray(emission, dtype=np.float64),
-        np.ascontiguousarray(domain, dtype=np.int64),
-        np.ascontiguousarray(first, dtype=np.int64),
-        np.ascontiguousarray(last, dtype=np.int64),
-        int(column),
-    )
+    arrays = _chain_arrays(init, transitions, emission, domain, first, last)
+    return _kernels()[1](*arrays, int(column))
 
 
 def paths_logp(init, transitions, emission, domain, first, last):
