@@ -158,6 +158,13 @@ def log_rate_grid(data: Observations, size: int) -> np.ndarray:
     return np.linspace(lo, hi, int(size))
 
 
+def draw_states(probs: np.ndarray, rng) -> np.ndarray:
+    """One grid index per row of ``probs`` (``(..., K)`` probabilities, any scale)."""
+    cum = np.cumsum(probs, axis=-1)
+    u = rng.random(probs.shape[:-1])[..., None] * cum[..., -1:]
+    return np.minimum((u > cum).sum(axis=-1), probs.shape[-1] - 1)
+
+
 def bin_edges(grid: np.ndarray) -> np.ndarray:
     """Inner edges between grid points (midpoints); the outer bins are open."""
     return (grid[1:] + grid[:-1]) / 2
@@ -379,10 +386,7 @@ class DynamicModel(HierarchicalModel):
         """One epoch's step of grid states ``state`` (draws, pages) with step sizes
         ``sigma_walk`` (draws, pages): a draw of the next epoch's states."""
         grid = self.grid(self.data_)
-        probs = normal_bins(grid[state], sigma_walk, bin_edges(grid))
-        cum = np.cumsum(probs, axis=-1)
-        u = rng.random(state.shape)[..., None] * cum[..., -1:]
-        return np.minimum((u > cum).sum(axis=-1), len(grid) - 1)
+        return draw_states(normal_bins(grid[state], sigma_walk, bin_edges(grid)), rng)
 
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         import xarray as xr
@@ -401,10 +405,7 @@ class DynamicModel(HierarchicalModel):
         state = np.empty((len(flat["sigma_page"]), data.n_pages), dtype=np.int64)
         for lo in range(0, len(state), FILTER_CHUNK):
             part = {k: v[lo : lo + FILTER_CHUNK] for k, v in flat.items()}
-            alpha = self.filtered(part, data)
-            cum = np.cumsum(alpha, axis=-1)
-            u = rng.random(alpha.shape[:2])[..., None] * cum[..., -1:]
-            state[lo : lo + FILTER_CHUNK] = np.minimum((u > cum).sum(axis=-1), len(grid) - 1)
+            state[lo : lo + FILTER_CHUNK] = draw_states(self.filtered(part, data), rng)
         post["log_rate"] = xr.DataArray(
             grid[state].reshape(*shape, data.n_pages),
             dims=("chain", "draw", DIM_PAGE),
