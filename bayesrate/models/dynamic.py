@@ -269,6 +269,14 @@ class DynamicModel(HierarchicalModel):
         self.cells(data)
         return self._cells_cache[2]
 
+    def emission(self, data: Observations) -> tuple[np.ndarray, float]:
+        """:func:`emission_table` of ``data``'s cells on its grid (computed once per data)."""
+        self.cells(data)
+        if len(self._cells_cache) == 3:
+            _, cells, grid = self._cells_cache
+            self._cells_cache = (data, cells, grid, emission_table(cells, grid))
+        return self._cells_cache[3]
+
     def coords(self, data: Observations) -> dict[str, Any]:
         from bayesrate.clock import to_timestamp
 
@@ -332,7 +340,7 @@ class DynamicModel(HierarchicalModel):
 
         cells = self.cells(data)
         grid = self.grid(data)
-        emission, log_top = emission_table(cells, grid)
+        emission, log_top = self.emission(data)
         domain = data.domain_codes
         with pm.Model(coords=self.coords(data)) as model:
             mu_domain, sigma_page = self._population(data)
@@ -362,7 +370,7 @@ class DynamicModel(HierarchicalModel):
 
         cells = self.cells(data)
         grid = self.grid(data)
-        emission, _ = emission_table(cells, grid)
+        emission, _ = self.emission(data)
         domain = data.domain_codes
         edges = bin_edges(grid)
         out = np.empty((len(draws["sigma_page"]), data.n_pages, len(grid)))
