@@ -115,7 +115,6 @@ def test_cli_help_does_not_import_pymc():
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
-@pytest.mark.filterwarnings("ignore::bayesrate.models.diagnostics.ConvergenceWarning")
 def test_fit_command_dynamic_model_saves_and_loads(csv_path, tmp_path, capsys):
     """``--model dynamic``: no pointwise predictive (said so), the fit saved and loaded back
     with the same current rates."""
