@@ -5,8 +5,9 @@
 rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
 each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
 (hierarchical page rates × epoch effects shared globally and per domain), ``drift``
-(the same effects as a random walk) and ``dynamic`` (each page's log-rate a random walk
-over epochs, its path summed out on a grid). See
+(the same effects as a random walk), ``dynamic`` (each page's log-rate a random walk
+over epochs, its path summed out on a grid) and ``dynamic_shocks`` (the page walks with
+the shocks model's shared epoch effects on top). See
 ``docs/models.md``.
 """
 
@@ -16,7 +17,7 @@ from bayesrate.models.base import RateModel
 from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
-from bayesrate.models.dynamic import DynamicModel
+from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.modulated import ModulatedModel
 from bayesrate.models.shocks import DriftModel, ShockModel
@@ -29,6 +30,7 @@ MODELS: dict[str, type[RateModel]] = {
     "shocks": ShockModel,
     "drift": DriftModel,
     "dynamic": DynamicModel,
+    "dynamic_shocks": DynamicShockModel,
 }
 
 
@@ -48,6 +50,7 @@ __all__ = [
     "Diagnostics",
     "DriftModel",
     "DynamicModel",
+    "DynamicShockModel",
     "HierarchicalModel",
     "ModulatedModel",
     "RateModel",

@@ -45,12 +45,14 @@ import numpy as np
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import _labels, check_config_numbers
 from bayesrate.models.hierarchical import COVERED_BY, HierarchicalModel
+from bayesrate.models.shocks import ShockModel
 
 if TYPE_CHECKING:
     import pymc as pm
     import xarray as xr
 
     from bayesrate.likelihood import CensoredGroups
+    from bayesrate.models.hmm import ShiftedEmission
     from bayesrate.observations import Observations
 
 #: changes over the longest exposure / per shortest interval at the grid's ends
@@ -219,6 +221,14 @@ class DynamicModel(HierarchicalModel):
     conditional_pages: ClassVar[bool] = False
     marginal_loo: ClassVar[bool] = False
     observed_groups: ClassVar[bool] = False
+    #: what ``rate`` in the posterior means
+    rate_units: ClassVar[str] = "changes per hour (in the last fitted epoch)"
+    #: the population parameters a page's filtered distribution depends on (name, dims)
+    filter_vars: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("mu_domain", DIM_DOMAIN),
+        ("sigma_page",),
+        ("sigma_walk", DIM_DOMAIN),
+    )
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,
         "epoch_days": 90.0,
@@ -336,11 +346,8 @@ class DynamicModel(HierarchicalModel):
         import pymc as pm
         import pytensor.tensor as pt
 
-        from bayesrate.models.hmm import paths_logp
-
         cells = self.cells(data)
         grid = self.grid(data)
-        emission, log_top = self.emission(data)
         domain = data.domain_codes
         with pm.Model(coords=self.coords(data)) as model:
             mu_domain, sigma_page = self._population(data)
@@ -349,10 +356,7 @@ class DynamicModel(HierarchicalModel):
                 mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
             )
             transitions = transition_matrices(sigma_walk, grid, pt)
-            paths = paths_logp(
-                init, transitions, emission, domain, cells.first_column, cells.last_column
-            )
-            pm.Potential("page_paths", paths + log_top)
+            pm.Potential("page_paths", self._paths(data, init, transitions))
         self._build_notes["epochs"] = {
             "epoch_days": self.model_config["epoch_days"],
             "epochs": cells.n_epochs,
@@ -360,6 +364,15 @@ class DynamicModel(HierarchicalModel):
             "grid": [float(grid[0]), float(grid[-1]), len(grid)],
         }
         return model
+
+    def _paths(self, data: Observations, init, transitions):
+        """Σ over pages of log Σ over paths (the model's likelihood), in the current model."""
+        from bayesrate.models.hmm import paths_logp
+
+        cells = self.cells(data)
+        emission, log_top = self.emission(data)
+        first, last = cells.first_column, cells.last_column
+        return paths_logp(init, transitions, emission, data.domain_codes, first, last) + log_top
 
     # ------------------------------------------------------------------ posterior
     def filtered(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
@@ -370,7 +383,6 @@ class DynamicModel(HierarchicalModel):
 
         cells = self.cells(data)
         grid = self.grid(data)
-        emission, _ = self.emission(data)
         domain = data.domain_codes
         edges = bin_edges(grid)
         out = np.empty((len(draws["sigma_page"]), data.n_pages, len(grid)))
@@ -382,13 +394,17 @@ class DynamicModel(HierarchicalModel):
             out[i] = filter_last(
                 init,
                 transitions,
-                emission,
+                self._draw_emission(draws, i, data),
                 domain,
                 cells.first_column,
                 cells.last_column,
                 cells.n_epochs - 1,
             )
         return out
+
+    def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
+        """The emission table under draw ``i`` (here the same for every draw)."""
+        return self.emission(data)[0]
 
     def walk_forward(self, state: np.ndarray, sigma_walk: np.ndarray, rng) -> np.ndarray:
         """One epoch's step of grid states ``state`` (draws, pages) with step sizes
@@ -403,11 +419,7 @@ class DynamicModel(HierarchicalModel):
         from bayesrate.seeds import rng_from
 
         shape = (post.sizes["chain"], post.sizes["draw"])
-        flat = {
-            "mu_domain": stack_draws(post["mu_domain"], DIM_DOMAIN),
-            "sigma_page": stack_draws(post["sigma_page"]),
-            "sigma_walk": stack_draws(post["sigma_walk"], DIM_DOMAIN),
-        }
+        flat = {name: stack_draws(post[name], *dims) for name, *dims in self.filter_vars}
         grid = self.grid(data)
         rng = rng_from(f"{self.config_hash}-filtered-draws")
         state = np.empty((len(flat["sigma_page"]), data.n_pages), dtype=np.int64)
@@ -420,7 +432,7 @@ class DynamicModel(HierarchicalModel):
             coords={DIM_PAGE: _labels(data.pages.index)},
         )
         post = super()._add_derived(post, data)
-        post["rate"].attrs["units"] = "changes per hour (in the last fitted epoch)"
+        post["rate"].attrs["units"] = self.rate_units
         return post
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
@@ -448,3 +460,103 @@ class DynamicModel(HierarchicalModel):
 
     def sample_posterior_predictive(self, *args, **kwargs):
         self._not_built("sample_posterior_predictive")
+
+
+class DynamicShockModel(DynamicModel, ShockModel):
+    """The dynamic model with the shocks model's shared epoch effects on top: page
+    log-rates walk, and every epoch moves the pages of a domain together::
+
+        log λ[p, e] = x[p, e] + shock[domain(p), e]
+
+    ``x`` is the dynamic model's per-page walk (its paths summed out on the grid) and
+    ``shock`` the shocks model's (global, and per domain for domains of at least
+    ``domain_shock_min_pages`` pages; zero-sum, independent per epoch). A cell's
+    likelihood is evaluated at the shifted grid inside the kernel
+    (:class:`~bayesrate.models.hmm.ShiftedEmission`), so the shocks are sampled with the
+    population parameters and the paths stay summed out.
+
+    ``log_rate`` is each page's own level ``x`` in the last fitted epoch (its filtered
+    distribution under each draw's shocks), and ``rate`` its expected rate in a future
+    epoch (a fresh shock: ``exp(log_rate + σ_global²/2 [+ σ_domain²/2])``), as in the
+    shocks model. The forecast walks ``x`` on and draws fresh shocks per future epoch.
+    """
+
+    model_type: ClassVar[str] = "dynamic_shocks"
+    rate_units: ClassVar[str] = "changes per hour (expected in a future epoch)"
+    filter_vars: ClassVar[tuple[tuple[str, ...], ...]] = (
+        *DynamicModel.filter_vars,
+        ("shock", DIM_DOMAIN, DIM_EPOCH),
+    )
+    default_model_config: ClassVar[dict[str, Any]] = {
+        **ShockModel.default_model_config,
+        **DynamicModel.default_model_config,
+    }
+
+    def _validate_config(self) -> None:
+        super()._validate_config()
+        if self.model_config["shock_process"] != "iid":
+            raise ValueError("dynamic_shocks has independent shocks (the pages walk already)")
+
+    def shifted_emission(self, data: Observations) -> ShiftedEmission:
+        """The cells' likelihood terms on the grid (computed once per data)."""
+        from bayesrate.models.hmm import ShiftedEmission
+
+        cells = self.cells(data)
+        return self._cached(
+            data,
+            "shifted_emission",
+            lambda: ShiftedEmission.from_cells(
+                cells.groups,
+                cells.cell_page,
+                cells.cell_epoch,
+                cells.n_pages,
+                cells.n_epochs,
+                self.grid(data),
+            ),
+        )
+
+    def active_cells(self, data: Observations) -> np.ndarray:
+        """``(domains, epochs)``: whether any page of the domain has a cell in the epoch."""
+        cells = self.cells(data)
+        active = np.zeros((len(data.domains), cells.n_epochs), dtype=bool)
+        active[data.domain_codes[cells.cell_page], cells.cell_epoch] = True
+        return active
+
+    def shock_information(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
+        """The shocks model's information per shock, each interval counted in the epoch of
+        its closing visit."""
+        from bayesrate.models.hierarchical import interval_information, plugin_log_rates
+
+        cells = self.cells(data)
+        stats = data.interval_stats
+        one_sided = (stats.n_changes == 0) | (stats.n_changes >= stats.n_intervals)
+        plug = np.where(one_sided, -np.inf, plugin_log_rates(stats))
+        ends = np.flatnonzero(~data.is_baseline)
+        page = data.page_of_visit[ends]
+        tau = data.time[ends] - data.time[ends - 1]
+        column = end_epochs(data.time[ends], cells.anchor, cells.epoch_hours) - cells.first_epoch
+        n_domains = len(data.domains)
+        cell = np.bincount(
+            data.domain_codes[page] * cells.n_epochs + column,
+            weights=interval_information(plug[page], tau),
+            minlength=n_domains * cells.n_epochs,
+        ).reshape(n_domains, cells.n_epochs)
+        return cell.sum(axis=0), cell
+
+    def _paths(self, data: Observations, init, transitions):
+        from bayesrate.models.hmm import paths_logp
+
+        cells = self.cells(data)
+        shock = self._shocks(data)
+        shift = shock[data.domain_codes[cells.cell_page], cells.cell_epoch]
+        first, last = cells.first_column, cells.last_column
+        emission = self.shifted_emission(data)
+        return paths_logp(init, transitions, emission, data.domain_codes, first, last, shift)
+
+    def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
+        cells = self.cells(data)
+        shift = draws["shock"][i][data.domain_codes[cells.cell_page], cells.cell_epoch]
+        return self.shifted_emission(data).tables(shift)[0]
+
+    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
+        return [*super().diagnostic_vars(idata), "shock"]

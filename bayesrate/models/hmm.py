@@ -22,9 +22,14 @@ given column, for posterior draws.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bayesrate.likelihood import CensoredGroups
 
 #: transition entries below this fraction of their row's largest are not used
 BAND_TOLERANCE = 1e-17
@@ -93,7 +98,15 @@ def _kernels():
                 alphas[e, j] /= total
 
     @_njit
-    def logp_grad(init, transitions, emission, domain, first, last):
+    def posterior_slope(alphas, beta, slope, p, e):
+        """``Σ_k γ_e(k) slope[p, e, k]``, ``γ_e = α̂_e β̂_e`` the state's posterior."""
+        total = 0.0
+        for j in range(alphas.shape[1]):
+            total += alphas[e, j] * beta[j] * slope[p, e, j]
+        return total
+
+    @_njit
+    def logp_grad(init, transitions, emission, domain, first, last, slope):
         n_pages, n_epochs, k = emission.shape
         lo, hi = bands(transitions)
         alphas = np.empty((max(n_epochs, 1), k))
@@ -102,6 +115,8 @@ def _kernels():
         weight = np.empty(k)
         grad_init = np.zeros_like(init)
         grad_t = np.zeros_like(transitions)
+        shifted = slope.shape[0] > 0
+        grad_shift = np.zeros((n_pages if shifted else 0, n_epochs))
         logp = 0.0
         for p in range(n_pages):
             f, end, d = first[p], last[p], domain[p]
@@ -113,6 +128,8 @@ def _kernels():
             for j in range(k):
                 beta[j] = 1.0
             for e in range(end, f, -1):
+                if shifted:
+                    grad_shift[p, e] = posterior_slope(alphas, beta, slope, p, e)
                 for j in range(k):
                     weight[j] = emission[p, e, j] * beta[j] / norms[e]
                 for i in range(k):
@@ -124,7 +141,9 @@ def _kernels():
                     beta[i] = s
             for j in range(k):
                 grad_init[p, j] = emission[p, f, j] * beta[j] / norms[f]
-        return logp, grad_init, grad_t
+            if shifted:
+                grad_shift[p, f] = posterior_slope(alphas, beta, slope, p, f)
+        return logp, grad_init, grad_t, grad_shift
 
     @_njit
     def filter_at(init, transitions, emission, domain, first, last, column):
@@ -155,11 +174,166 @@ def _kernels():
             out[p] = state
         return out
 
-    _KERNELS = (logp_grad, filter_at)
+    from bayesrate.models.fused import binomial_terms_kernel
+
+    @_njit
+    def shifted_tables(grid, shift, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs):
+        """Emission table (scaled per cell), its log-slope and the sum of the scales at
+        log-rates ``grid[k] + shift[c]`` (see :class:`EmissionTerms`)."""
+        n_cells, k = shift.shape[0], grid.shape[0]
+        log_rate = np.empty(n_cells * k)
+        for c in range(n_cells):
+            for j in range(k):
+                log_rate[c * k + j] = grid[j] + shift[c]
+        row, pattern = terms[0], terms[1]
+        unchanged = terms[2].astype(np.float64)
+        detected = terms[3].astype(np.float64)
+        values, _, slope_of_row, _ = binomial_terms_kernel(
+            log_rate, log_pattern, row, pattern, unchanged, detected, np.zeros(row.shape[0])
+        )
+        loglik = np.zeros(n_cells * k)
+        for t in range(row.shape[0]):
+            loglik[row[t]] += values[t]
+        emission = np.ones((n_pages, n_epochs, k))
+        slope = np.zeros((n_pages, n_epochs, k))
+        total = 0.0
+        for c in range(n_cells):
+            p, e = cell_page[c], cell_epoch[c]
+            top = loglik[c * k]
+            for j in range(1, k):
+                top = max(top, loglik[c * k + j])
+            total += top
+            for j in range(k):
+                emission[p, e, j] = np.exp(loglik[c * k + j] - top)
+                slope[p, e, j] = slope_of_row[c * k + j]
+        return emission, slope, total
+
+    @_njit
+    def shifted_logp_grad(
+        init,
+        transitions,
+        shift,
+        grid,
+        terms,
+        log_pattern,
+        cell_page,
+        cell_epoch,
+        domain,
+        first,
+        last,
+    ):
+        n_pages, n_epochs = first.shape[0], cell_epoch.max() + 1 if cell_epoch.shape[0] else 0
+        emission, slope, top = shifted_tables(
+            grid, shift, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
+        )
+        logp, grad_init, grad_t, grad_cells = logp_grad(
+            init, transitions, emission, domain, first, last, slope
+        )
+        grad_shift = np.empty(shift.shape[0])
+        for c in range(shift.shape[0]):
+            grad_shift[c] = grad_cells[cell_page[c], cell_epoch[c]]
+        return logp + top, grad_init, grad_t, grad_shift
+
+    _KERNELS = (logp_grad, filter_at, shifted_tables, shifted_logp_grad)
     return _KERNELS
 
 
 _KERNELS = None
+
+
+@dataclass(frozen=True, eq=False)
+class ShiftedEmission:
+    """Cells whose log-rate is the grid shifted by a per-cell amount (the dynamic shocks
+    model's shared epoch effects): the censored Binomial terms of each cell repeated per
+    grid state, laid out for :func:`bayesrate.models.fused.binomial_terms_kernel` (its
+    "page" is ``cell·K + k``). Per cell: one term per changed group (interval length
+    ``τ``, ``c`` changes: ``c·log(1 − e^{−λτ})``) and one for its unchanged exposure
+    ``U`` (``−λU``).
+
+    Attributes
+    ----------
+    grid
+        ``(K,)`` log-rates per hour.
+    terms
+        ``(4, T)``: row ``cell·K + k``, pattern, unchanged (0/1), changes.
+    log_pattern
+        Log exposure of each pattern (the distinct ``τ``, then each cell's ``U``).
+    cell_page, cell_epoch, n_pages, n_epochs
+        Where each cell sits in the ``(pages, epochs, K)`` emission table.
+    """
+
+    grid: np.ndarray
+    terms: np.ndarray
+    log_pattern: np.ndarray
+    cell_page: np.ndarray
+    cell_epoch: np.ndarray
+    n_pages: int
+    n_epochs: int
+
+    @classmethod
+    def from_cells(
+        cls,
+        groups: CensoredGroups,
+        cell_page,
+        cell_epoch,
+        n_pages: int,
+        n_epochs: int,
+        grid: np.ndarray,
+    ) -> ShiftedEmission:
+        """From the cells' sufficient statistics (one "page" of ``groups`` per cell)."""
+        n_cells, k = len(groups.unchanged), len(grid)
+        log_tau, tau_code = np.unique(groups.group_log_exposure, return_inverse=True)
+        quiet = np.flatnonzero(groups.unchanged > 0)
+        n_busy = len(groups.group_page)
+        entry_cell = np.concatenate([groups.group_page, quiet]).astype(np.int64)
+        entry_pattern = np.concatenate([tau_code.reshape(-1), len(log_tau) + np.arange(len(quiet))])
+        entry_quiet = np.concatenate([np.zeros(n_busy), np.ones(len(quiet))])
+        entry_changes = np.concatenate([groups.group_count, np.zeros(len(quiet))])
+        order = np.argsort(entry_cell, kind="stable")
+        per_cell = np.bincount(entry_cell, minlength=n_cells)
+        entry_start = np.cumsum(per_cell) - per_cell
+        block = per_cell * k
+        term_cell = np.repeat(np.arange(n_cells), block)
+        q = np.arange(int(block.sum())) - np.repeat(np.cumsum(block) - block, block)
+        size = per_cell[term_cell]
+        entry = order[entry_start[term_cell] + q % size]
+        terms = np.stack(
+            [
+                term_cell * k + q // size,
+                entry_pattern[entry],
+                entry_quiet[entry],
+                entry_changes[entry],
+            ]
+        ).astype(np.int64)
+        return cls(
+            grid=np.ascontiguousarray(grid, dtype=np.float64),
+            terms=np.ascontiguousarray(terms),
+            log_pattern=np.concatenate([log_tau, np.log(groups.unchanged[quiet])]),
+            cell_page=np.ascontiguousarray(cell_page, dtype=np.int64),
+            cell_epoch=np.ascontiguousarray(cell_epoch, dtype=np.int64),
+            n_pages=int(n_pages),
+            n_epochs=int(n_epochs),
+        )
+
+    @property
+    def constants(self) -> tuple:
+        return (self.grid, self.terms, self.log_pattern, self.cell_page, self.cell_epoch)
+
+    def tables(self, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(emission, log-slope, log scale)`` at ``shift`` (one per cell): the emission
+        table scaled per cell by its largest entry (the scales' logs summed), and
+        ``d log emission / d shift``."""
+        shift = np.ascontiguousarray(shift, dtype=np.float64)
+        return _kernels()[2](
+            self.grid,
+            shift,
+            self.terms,
+            self.log_pattern,
+            self.cell_page,
+            self.cell_epoch,
+            self.n_pages,
+            self.n_epochs,
+        )
 
 
 def _chain_arrays(init, transitions, emission, domain, first, last) -> tuple:
@@ -169,9 +343,24 @@ def _chain_arrays(init, transitions, emission, domain, first, last) -> tuple:
     return (*floats, *ints)
 
 
+_NO_SLOPE = np.zeros((0, 0, 0))
+
+
 def paths_logp_grad(init, transitions, emission, domain, first, last):
     """``(log L, ∂/∂init, ∂/∂T)``: see the module docstring."""
-    return _kernels()[0](*_chain_arrays(init, transitions, emission, domain, first, last))
+    arrays = _chain_arrays(init, transitions, emission, domain, first, last)
+    return _kernels()[0](*arrays, _NO_SLOPE)[:3]
+
+
+def shifted_paths_logp_grad(
+    init, transitions, shift, emission: ShiftedEmission, domain, first, last
+):
+    """``(log L, ∂/∂init, ∂/∂T, ∂/∂shift)`` with each cell's log-rates shifted by ``shift``."""
+    init, transitions, _, domain, first, last = _chain_arrays(
+        init, transitions, _NO_SLOPE, domain, first, last
+    )
+    shift = np.ascontiguousarray(shift, dtype=np.float64)
+    return _kernels()[3](init, transitions, shift, *emission.constants, domain, first, last)
 
 
 def filter_last(init, transitions, emission, domain, first, last, column: int) -> np.ndarray:
@@ -180,69 +369,136 @@ def filter_last(init, transitions, emission, domain, first, last, column: int) -
     return _kernels()[1](*arrays, int(column))
 
 
-def paths_logp(init, transitions, emission, domain, first, last):
-    """The PyTensor scalar ``Σ_p log Σ_paths`` (gradient with respect to ``init`` and
-    ``transitions``; the data arrays are constants)."""
+def paths_logp(init, transitions, emission, domain, first, last, shift=None):
+    """The PyTensor scalar ``Σ_p log Σ_paths`` (gradient with respect to ``init``,
+    ``transitions`` and ``shift``; the data are constants). ``emission`` is the
+    ``(pages, epochs, K)`` table, or with ``shift`` (one per cell) a
+    :class:`ShiftedEmission`."""
     import pytensor.tensor as pt
 
-    constants = [
-        pt.constant(np.ascontiguousarray(emission, dtype=np.float64)),
-        pt.constant(np.asarray(domain, dtype=np.int64)),
-        pt.constant(np.asarray(first, dtype=np.int64)),
-        pt.constant(np.asarray(last, dtype=np.int64)),
-    ]
-    op = _op()
-    return op(pt.as_tensor_variable(init), pt.as_tensor_variable(transitions), *constants)[0]
+    index = [np.asarray(a, dtype=np.int64) for a in (domain, first, last)]
+    free = [pt.as_tensor_variable(init), pt.as_tensor_variable(transitions)]
+    if shift is None:
+        data = [np.ascontiguousarray(emission, dtype=np.float64)]
+    else:
+        free.append(pt.as_tensor_variable(shift))
+        data = list(emission.constants)
+    op = _op(shifted=shift is not None)
+    return op(*free, *(pt.constant(a) for a in (*data, *index)))[0]
 
 
-_OP = None
+_OPS: dict[bool, object] = {}
 
 
-def _op():
-    """The Op class, defined (and registered with the numba backend) on first use."""
-    global _OP
-    if _OP is not None:
-        return _OP
+def _op(shifted: bool):
+    """The Op (defined and registered with the numba backend on first use): outputs the
+    log-likelihood and its gradient with respect to the free inputs (``init``,
+    ``transitions``, and ``shift`` when ``shifted``)."""
+    if shifted in _OPS:
+        return _OPS[shifted]
+    if not _OPS:
+        _register()
+    _OPS[shifted] = _PATHS_LOGP(shifted)
+    return _OPS[shifted]
+
+
+_PATHS_LOGP = None
+
+
+def _register() -> None:
+    global _PATHS_LOGP
     import pytensor.tensor as pt
     from pytensor.gradient import disconnected_type
     from pytensor.graph.basic import Apply
     from pytensor.graph.op import Op
     from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
+    from bayesrate.models.fused import _KERNEL_VERSION as FUSED_VERSION
+
     class PathsLogp(Op):
-        """Outputs ``(log L, ∂ log L/∂init, ∂ log L/∂T)``; the gradient uses the last two."""
+        """Outputs ``(log L, ∂ log L/∂x for each free input x)``; the gradient uses the
+        latter. Free inputs: ``init``, ``transitions`` (and ``shift``); then constants."""
 
-        __props__ = ()
+        __props__ = ("shifted",)
 
-        def make_node(self, init, transitions, emission, domain, first, last):
-            inputs = [init, transitions, emission, domain, first, last]
-            outputs = [pt.dscalar(), init.type(), transitions.type()]
-            return Apply(self, inputs, outputs)
+        def __init__(self, shifted: bool):
+            self.shifted = bool(shifted)
+
+        @property
+        def n_free(self) -> int:
+            return 3 if self.shifted else 2
+
+        def make_node(self, *inputs):
+            outputs = [pt.dscalar(), *(x.type() for x in inputs[: self.n_free])]
+            return Apply(self, list(inputs), outputs)
 
         def perform(self, node, inputs, output_storage):
-            logp, grad_init, grad_t = paths_logp_grad(*inputs)
-            output_storage[0][0] = np.asarray(logp)
-            output_storage[1][0] = grad_init
-            output_storage[2][0] = grad_t
+            kernel_logp, kernel_shifted = _kernels()[0], _kernels()[3]
+            if self.shifted:
+                results = kernel_shifted(*inputs)
+            else:
+                results = kernel_logp(*inputs, _NO_SLOPE)[:3]
+            output_storage[0][0] = np.asarray(results[0])
+            for i, value in enumerate(results[1:], start=1):
+                output_storage[i][0] = value
 
         def grad(self, inputs, output_grads):
-            _, grad_init, grad_t = self(*inputs)
+            grads = self(*inputs)[1:]
             g = output_grads[0]
-            return [g * grad_init, g * grad_t, *(disconnected_type() for _ in inputs[2:])]
+            n_const = len(inputs) - self.n_free
+            return [*(g * x for x in grads), *(disconnected_type() for _ in range(n_const))]
 
         def connection_pattern(self, node):
-            return [[True, True, True], [True, True, True], *([[False] * 3] * 4)]
+            n_out = self.n_free + 1
+            n_const = len(node.inputs) - self.n_free
+            return [[True] * n_out] * self.n_free + [[False] * n_out] * n_const
 
-    kernel = _kernels()[0]
+    logp_grad, _, _, shifted_logp_grad = _kernels()
 
     @register_funcify_and_cache_key(PathsLogp)
     def _numba_paths_logp(op, node=None, **kwargs):
-        @numba_njit
-        def paths(init, transitions, emission, domain, first, last):
-            logp, grad_init, grad_t = kernel(init, transitions, emission, domain, first, last)
-            return np.asarray(logp), grad_init, grad_t
+        if op.shifted:
 
-        return paths, f"bayesrate-paths-logp-v{_KERNEL_VERSION}"
+            @numba_njit
+            def paths(
+                init,
+                transitions,
+                shift,
+                grid,
+                terms,
+                log_pattern,
+                cell_page,
+                cell_epoch,
+                domain,
+                first,
+                last,
+            ):
+                logp, grad_init, grad_t, grad_shift = shifted_logp_grad(
+                    init,
+                    transitions,
+                    shift,
+                    grid,
+                    terms,
+                    log_pattern,
+                    cell_page,
+                    cell_epoch,
+                    domain,
+                    first,
+                    last,
+                )
+                return np.asarray(logp), grad_init, grad_t, grad_shift
 
-    _OP = PathsLogp()
-    return _OP
+        else:
+            no_slope = _NO_SLOPE
+
+            @numba_njit
+            def paths(init, transitions, emission, domain, first, last):
+                logp, grad_init, grad_t, _ = logp_grad(
+                    init, transitions, emission, domain, first, last, no_slope
+                )
+                return np.asarray(logp), grad_init, grad_t
+
+        key = f"bayesrate-paths-logp-v{_KERNEL_VERSION}-{FUSED_VERSION}-{op.shifted}"
+        return paths, key
+
+    _PATHS_LOGP = PathsLogp

@@ -254,7 +254,7 @@ class ShockModel(HierarchicalModel):
 
         shocked = self.shocked_domains(data)
         index = np.flatnonzero(shocked)
-        n_domains, n_epochs = len(data.domains), self.epochs(data).n_epochs
+        n_domains, n_epochs = self.active_cells(data).shape
         n_rows = n_epochs if name == "shock_domain" else n_epochs - 1
         if len(index) < 2 or n_rows < 1:
             return None

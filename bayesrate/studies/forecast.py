@@ -64,11 +64,14 @@ MODEL_METHODS = (
     "shocks",
     "drift",
     "dynamic",
+    "dynamic_shocks",
 )
 METHODS = (*POINT_METHODS, *MODEL_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
 #: the hierarchical model's, docs/models.md; ``shocks`` and ``drift`` on request)
-DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("bursty", "shocks", "drift", "dynamic"))
+DEFAULT_METHODS = tuple(
+    m for m in METHODS if m not in ("bursty", "shocks", "drift", "dynamic", "dynamic_shocks")
+)
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
@@ -587,10 +590,10 @@ def model_prediction(
     mean_rate = stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
     if "log_kappa" in post:
         return _bursty_prediction(post, d, groups, base, keep, mean_rate)
-    if "shock" in post:
-        return _shock_prediction(model, d, groups, base, keep, mean_rate, seed)
     if "sigma_walk" in post:
         return _dynamic_prediction(model, d, groups, keep, mean_rate, seed)
+    if "shock" in post:
+        return _shock_prediction(model, d, groups, base, keep, mean_rate, seed)
     if "log_multiplier" not in post:
         return _Prediction(
             group_lambda=base[:, groups.page] * groups.key[None, :],
@@ -641,12 +644,10 @@ def _shock_prediction(
     shock distribution (global, and per domain for the domains with shocks of their own; per
     posterior draw) for every later epoch:
     independent shocks, or (``random_walk``) steps from the last fitted level."""
-    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
-    from bayesrate.draws import stack_draws
+    from bayesrate.constants import DIM_EPOCH
     from bayesrate.models.epochs import interval_patterns, log_exposure_draws
 
-    post = model.idata_["posterior"]
-    fitted = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)[keep]
+    n_fitted = model.idata_["posterior"].sizes[DIM_EPOCH]
     grid = model.fitted_grid()
     window = interval_patterns(
         np.full(d.n_pages, d.split),
@@ -659,8 +660,27 @@ def _shock_prediction(
         grid.epoch_hours,
         first_epoch=grid.first_epoch,
     )
-    n_epochs = max(groups.epochs.n_epochs, window.n_epochs, fitted.shape[2])
-    n_new = n_epochs - fitted.shape[2]
+    n_epochs = max(groups.epochs.n_epochs, window.n_epochs, n_fitted)
+    shock = _fitted_and_future_shocks(model, keep, n_epochs - n_fitted, seed)
+    group_log_e = log_exposure_draws(groups.epochs, shock)[:, groups.key]
+    window_log_e = log_exposure_draws(window, shock)[:, window.groups.pattern]
+    return _Prediction(
+        group_lambda=base[:, groups.page] * np.exp(group_log_e),
+        window_lambda=base[:, window.groups.page] * np.exp(window_log_e),
+        rate_per_hour=mean_rate,
+    )
+
+
+def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.ndarray:
+    """``(draws, domains, fitted + n_new epochs)``: each kept draw's fitted shocks, then
+    fresh draws of the shock distribution (global, and per domain for the domains with
+    shocks of their own) for ``n_new`` later epochs: independent, or (``random_walk``)
+    steps from the last fitted level."""
+    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
+    from bayesrate.draws import stack_draws
+
+    post = model.idata_["posterior"]
+    fitted = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)[keep]
     rng = rng_from(f"{seed}-future-shocks")
     n_draws, n_domains = fitted.shape[:2]
     future = np.zeros((n_draws, n_domains, n_new))
@@ -674,14 +694,7 @@ def _shock_prediction(
             future += sigma[:, None, None] * rng.standard_normal(shape) * mask
     if model.model_config["shock_process"] == "random_walk":  # on from the last level
         future = fitted[:, :, -1:] + np.cumsum(future, axis=2)
-    shock = np.concatenate([fitted, future], axis=2)
-    group_log_e = log_exposure_draws(groups.epochs, shock)[:, groups.key]
-    window_log_e = log_exposure_draws(window, shock)[:, window.groups.pattern]
-    return _Prediction(
-        group_lambda=base[:, groups.page] * np.exp(group_log_e),
-        window_lambda=base[:, window.groups.page] * np.exp(window_log_e),
-        rate_per_hour=mean_rate,
-    )
+    return np.concatenate([fitted, future], axis=2)
 
 
 def _dynamic_prediction(
@@ -713,6 +726,9 @@ def _dynamic_prediction(
         state = model.walk_forward(state, sigma, rng)
         levels.append(grid[state])
     levels = np.stack(levels, axis=2)  # (draws, pages, epochs from the last fitted)
+    if "shock" in post:  # dynamic_shocks: the last fitted epoch's shock, then fresh ones
+        shock = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
+        levels = levels + shock[:, d.train.domain_codes, :]
     ahead = np.maximum(groups.epochs - last, 0)
     window_ahead = np.maximum(window_col - last, 0)
     window_lambda = np.zeros((len(keep), d.n_pages))
@@ -937,7 +953,7 @@ def _forecast_of(
         groups = pattern_groups(d, model.model_config["timezone"])
     elif name in ("shocks", "drift"):
         groups = epoch_groups(d, model)
-    elif name == "dynamic":
+    elif name in ("dynamic", "dynamic_shocks"):
         groups = closing_epoch_groups(d, model)
     else:
         groups = by_length

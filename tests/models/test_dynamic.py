@@ -17,7 +17,7 @@ from scipy.stats import norm
 
 from bayesrate import simulate as sim
 from bayesrate.models import get_model
-from bayesrate.models.dynamic import DynamicModel, end_epochs, epoch_cells
+from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, end_epochs, epoch_cells
 from tests.helpers import seed_of
 
 with warnings.catch_warnings():
@@ -98,9 +98,10 @@ def tiny():
     return data
 
 
-def _paths_by_enumeration(model, data, mu_domain, sigma_page, sigma_walk):
+def _paths_by_enumeration(model, data, mu_domain, sigma_page, sigma_walk, shock=None):
     """Per page: log Σ over all grid paths of prior × per-interval Bernoulli likelihood, and
-    the posterior of the last column's state (scipy's Normal CDF for every bin)."""
+    the posterior of the last column's state (scipy's Normal CDF for every bin); ``shock``
+    (domains, columns) is added to each interval's log-rate."""
     grid = model.grid(data)
     edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
     anchor = float(data.time.max())
@@ -122,7 +123,10 @@ def _paths_by_enumeration(model, data, mu_domain, sigma_page, sigma_walk):
                 prior *= step[path[a - 1], path[a]]
             if any(path[a] != path[k0] for a in range(k0)):
                 continue  # columns before the start carry no state: one path each
-            lam = np.exp(grid[np.array(path)[epoch - cols[0]]]) * np.diff(t)
+            log_lam = grid[np.array(path)[epoch - cols[0]]]
+            if shock is not None:
+                log_lam = log_lam + shock[d, epoch - cols[0]]
+            lam = np.exp(log_lam) * np.diff(t)
             ll = np.sum(np.where(c[1:] > 0, np.log(-np.expm1(-lam)), -lam))
             weights.append(prior * math.exp(ll))
             states.append(path[-1])
@@ -164,6 +168,62 @@ def test_logp_and_filter_equal_path_enumeration(tiny):
         assert last.max(axis=1).min() < 0.999  # more than one state matters
 
 
+def test_shocked_logp_and_filter_equal_path_enumeration(tiny):
+    """dynamic_shocks: each interval's log-rate is its path's state plus its domain's shock
+    in the closing epoch (both domains have their own shocks here)."""
+    model = DynamicShockModel(model_config={"grid_size": 9, "domain_shock_min_pages": 1})
+    pm_model = model.build_model(tiny)
+    names = ["mu_domain", "sigma_page", "sigma_walk", "shock"]
+    outputs = pm_model.replace_rvs_by_values(
+        [pm_model.potentials[0], *(pm_model[n] for n in names)]
+    )
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(seed_of("dyn-shock-enumerate"))
+    base = pm_model.initial_point()
+    for _ in range(3):
+        point = {k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()}
+        potential, *params = values(point)
+        draw = dict(zip(names, params, strict=True))
+        assert np.abs(draw["shock"]).max() > 0.2  # the shocks matter
+        assert np.ptp(draw["shock"][0] - draw["shock"][1]) > 0.1  # and differ by domain
+        total, last = _paths_by_enumeration(model, tiny, *params)
+        assert float(potential) == pytest.approx(total.sum(), rel=1e-9)
+        filtered = model.filtered({k: np.asarray(v)[None] for k, v in draw.items()}, tiny)[0]
+        np.testing.assert_allclose(filtered, last, atol=1e-10)
+
+
+def test_shifted_kernel_gradient_equals_finite_differences(tiny):
+    """The gradient with respect to each cell's shift (posterior state marginals times the
+    emission's slope) against central differences; the tables at zero shift against the
+    unshifted emission table."""
+    from bayesrate.models.dynamic import bin_edges, normal_bins, transition_matrices
+    from bayesrate.models.hmm import shifted_paths_logp_grad
+
+    model = DynamicShockModel(model_config={"grid_size": 11})
+    cells, grid = model.cells(tiny), model.grid(tiny)
+    emission = model.shifted_emission(tiny)
+    table, log_top = model.emission(tiny)
+    got, _, got_top = emission.tables(np.zeros(len(cells.cell_page)))
+    np.testing.assert_allclose(got, table, rtol=1e-12)
+    assert got_top == pytest.approx(log_top, rel=1e-12)
+    rng = np.random.default_rng(seed_of("dyn-shift-grad"))
+    domain = tiny.domain_codes
+    init = normal_bins(np.array([-5.0, -4.0, -5.5]), np.full(3, 0.8), bin_edges(grid))
+    transitions = transition_matrices(np.array([0.5, 0.9]), grid)
+    shift = rng.normal(0, 0.7, len(cells.cell_page))
+    args = (domain, cells.first_column, cells.last_column)
+    _, _, _, grad = shifted_paths_logp_grad(init, transitions, shift, emission, *args)
+    h = 1e-6
+    for c in range(len(shift)):
+        up, down = shift.copy(), shift.copy()
+        up[c] += h
+        down[c] -= h
+        hi = shifted_paths_logp_grad(init, transitions, up, emission, *args)[0]
+        lo = shifted_paths_logp_grad(init, transitions, down, emission, *args)[0]
+        assert grad[c] == pytest.approx((hi - lo) / (2 * h), rel=1e-5, abs=1e-6), c
+    assert np.abs(grad).max() > 0.5
+
+
 def test_walk_forward_steps_are_binned_normals(tiny):
     model = DynamicModel(model_config={"grid_size": 12})
     model.data_ = tiny
@@ -182,6 +242,9 @@ def test_walk_forward_steps_are_binned_normals(tiny):
 
 def test_registered_and_unsupported_calls_say_so(tiny):
     assert get_model("dynamic") is DynamicModel
+    assert get_model("dynamic_shocks") is DynamicShockModel
+    with pytest.raises(ValueError, match="independent"):
+        DynamicShockModel(model_config={"shock_process": "random_walk"})
     with pytest.raises(ValueError, match="grid_size"):
         DynamicModel(model_config={"grid_size": 2})
     with pytest.raises(NotImplementedError, match="forecast"):
@@ -224,10 +287,11 @@ def test_paths_gradient_equals_finite_differences():
     assert np.abs(g_t).max() > 0.1 and np.abs(g_init[4]).max() == 0.0
 
 
-def test_model_gradient_equals_finite_differences(tiny):
+@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel])
+def test_model_gradient_equals_finite_differences(tiny, model_class):
     """The model's log-density gradient (through the binned Normals and the kernel)
     against central differences of its log-density, at random points."""
-    model = DynamicModel(model_config={"grid_size": 24})
+    model = model_class(model_config={"grid_size": 24})
     pm_model = model.build_model(tiny)
     logp = pm_model.compile_logp()
     dlogp = pm_model.compile_dlogp()
