@@ -185,9 +185,9 @@ def gate_failures(diag: Diagnostics) -> list[str]:
         if diag.divergences > MAX_DIVERGENCES:
             failures.append(f"{diag.divergences} divergent transitions > {MAX_DIVERGENCES}")
     if not math.isfinite(diag.ess_bulk_min) or diag.ess_bulk_min < ESS_MIN:
-        failures.append(f"bulk ESS {diag.ess_bulk_min:.0f} < {ESS_MIN} (worst: {diag.worst_ess})")
+        failures.append(f"bulk ESS {diag.ess_bulk_min:.1f} < {ESS_MIN} (worst: {diag.worst_ess})")
     if not math.isfinite(diag.ess_tail_min) or diag.ess_tail_min < ESS_MIN:
-        failures.append(f"tail ESS {diag.ess_tail_min:.0f} < {ESS_MIN}")
+        failures.append(f"tail ESS {diag.ess_tail_min:.1f} < {ESS_MIN}")
     failures.extend(diag.extra.get("method_failures", []))
     return failures
 
