@@ -20,7 +20,9 @@ population per domain (:func:`domain_populations`: location ``m_d`` and scale ``
 posterior summaries, and a new page's predictive log-rate as a normal mixture over the
 draws) and the moment-matched Gamma only as a *view*, with its fidelity against the
 population (:func:`bayesrate.priors.gamma_view_fidelity`). The hierarchical and modulated
-models have no drift or bursts: ``drift`` and ``burst`` are ``null``.
+models have no drift or bursts: ``drift`` and ``burst`` are ``null``. The dynamic models
+export their walk size per domain as ``drift`` (:func:`drift_blocks`), which the scheduler
+uses as each host's random-walk volatility.
 
 :func:`write_artifact` writes ``models/<dataset>/<model>/`` with ``priors.json``, the fitted
 result (``fit.nc``) and a model card (``README.md``), and refuses when the convergence or
@@ -29,6 +31,7 @@ PPC gates fail unless forced — a forced artifact says so in both files.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
@@ -43,8 +46,10 @@ from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
 from bayesrate.priors import (
     GLOBAL_KEY,
+    UNITS_V2,
     GammaPrior,
     NormalMixture,
+    ParameterBlock,
     Population,
     PriorSet,
     Summary,
@@ -163,6 +168,45 @@ def domain_populations(
     return out
 
 
+#: draws of a new domain's walk size per posterior draw (:func:`drift_blocks`)
+NEW_DOMAIN_WALK_DRAWS = 8
+
+
+def drift_blocks(model, posterior) -> dict[str, ParameterBlock]:
+    """Per domain (and :data:`NEW_DOMAIN`): a dynamic model's walk size as the
+    ``random_walk`` drift block, ``σ_rw = sigma_walk / √epoch_days`` per √day (a walk of
+    independent Normal steps per epoch has that variance per day). A new domain's walk size
+    is drawn from its population, ``log σ ~ Normal(log sigma_walk_global, walk_domain_sd)``.
+    Empty for a model without walks."""
+    if "sigma_walk" not in posterior:
+        return {}
+    from bayesrate.seeds import rng_from
+
+    days = float(model.model_config["epoch_days"])
+    walk = stack_draws(posterior["sigma_walk"], DIM_DOMAIN) / np.sqrt(days)
+    new = stack_draws(posterior["sigma_walk_global"]) / np.sqrt(days)
+    if "walk_domain_sd" in posterior:
+        spread = stack_draws(posterior["walk_domain_sd"])
+        z = rng_from(f"{model.config_hash}-new-domain-walk").standard_normal(
+            (len(new), NEW_DOMAIN_WALK_DRAWS)
+        )
+        new = new[:, None] * np.exp(spread[:, None] * z)
+
+    def block(draws: np.ndarray) -> ParameterBlock:
+        return ParameterBlock(
+            model="random_walk",
+            parameters={"sigma_rw": Summary.from_draws(draws)},
+            units={"sigma_rw": UNITS_V2["sigma_rw"]},
+            source=f"{model.model_type} model posterior: sigma_walk per epoch / sqrt(epoch_days)",
+            extra={"epoch_days": days},
+        )
+
+    labels = [str(x) for x in posterior[DIM_DOMAIN].values]
+    out = {d: block(walk[:, i]) for i, d in enumerate(labels)}
+    out[NEW_DOMAIN] = block(new)
+    return out
+
+
 def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorSet:
     """Priors per domain (per day) from a fitted model: schema version 2, the fitted
     population with moment-matched Gamma views and their fidelity (module docstring)."""
@@ -175,6 +219,8 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     n_pages = dict(zip(labels.tolist(), counts.tolist(), strict=True))
     n_pages[NEW_DOMAIN] = len(page_domain)
     populations = domain_populations(post, n_pages)
+    for d, drift in drift_blocks(model, post).items():
+        populations[d] = dataclasses.replace(populations[d], drift=drift)
     gammas = {d: GammaPrior.from_moments(*pair) for d, pair in moments.items()}
     fidelity = {
         (GLOBAL_KEY if d == NEW_DOMAIN else d): gamma_view_fidelity(pop.predictive, gammas[d])
@@ -343,6 +389,16 @@ def _diagnostics_table(diag: Mapping[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def _drift_sentence(pop: Population) -> str:
+    if pop.drift is None:
+        return "No drift or burst parameters: this model has none."
+    sigma = pop.drift.parameters["sigma_rw"]
+    return (
+        f"Drift (a new domain's page log-rate walk): σ_rw {sigma.mean:.4f} per √day "
+        f"(sd {sigma.sd or 0:.4f}; {pop.drift.source})."
+    )
+
+
 def _priors_section(priors: PriorSet) -> list[str]:
     """The model card's account of the exported priors: population first, Gamma view second."""
     g = priors.global_prior
@@ -358,8 +414,7 @@ def _priors_section(priors: PriorSet) -> list[str]:
             f"location {pop.location.mean:.3f} (sd {pop.location.sd or 0:.3f}) and scale "
             f"{pop.scale.mean:.3f} (sd {pop.scale.sd or 0:.3f}); the predictive is a "
             f"{len(pop.predictive.weights)}-component normal mixture over the draws "
-            f"(compression KL {pop.compression_kl or 0:.2g} nats). No drift or burst "
-            "parameters: this model has none.",
+            f"(compression KL {pop.compression_kl or 0:.2g} nats). " + _drift_sentence(pop),
             "",
             f"- Gamma view (an approximation, for Gamma consumers): Gamma(α={g.alpha:.4g}, "
             f"β={g.beta:.4g} days), mean {g.mean:.4g}/day. Fidelity against the population: "

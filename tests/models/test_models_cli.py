@@ -133,3 +133,19 @@ def test_fit_command_dynamic_model_saves_and_loads(csv_path, tmp_path, capsys):
     np.testing.assert_allclose(
         loaded.page_summary_["rate_per_day"].to_numpy(), pages["rate_per_day"].to_numpy()
     )
+    # the walk size reaches the priors' drift block (and the scheduler) per √day
+    from bayesrate.export import domain_priors
+    from bayesrate.priors import PriorSet
+    from bayesrate.scheduler.state import SchedulerState
+
+    priors = PriorSet.load(domain_priors(loaded).save(tmp_path / "priors"))
+    walk = loaded.idata_["posterior"]["sigma_walk"]
+    state = SchedulerState(priors)
+    for domain in walk["domain"].values:
+        want = float(walk.sel(domain=domain).mean()) / np.sqrt(90.0)
+        pop = priors.population_for(str(domain))
+        assert pop.sigma_rw_per_day == pytest.approx(want, rel=1e-12)
+        assert state.drift_variance(str(domain)) == pytest.approx(want**2 / 24.0, rel=1e-12)
+    new_domain = priors.global_population.sigma_rw_per_day
+    global_walk = float(loaded.idata_["posterior"]["sigma_walk_global"].mean()) / np.sqrt(90.0)
+    assert new_domain > global_walk  # a new domain's walk size: lognormal around the global
