@@ -460,42 +460,16 @@ def _register() -> None:
         if op.shifted:
 
             @numba_njit
-            def paths(
-                init,
-                transitions,
-                shift,
-                grid,
-                terms,
-                log_pattern,
-                cell_page,
-                cell_epoch,
-                domain,
-                first,
-                last,
-            ):
-                logp, grad_init, grad_t, grad_shift = shifted_logp_grad(
-                    init,
-                    transitions,
-                    shift,
-                    grid,
-                    terms,
-                    log_pattern,
-                    cell_page,
-                    cell_epoch,
-                    domain,
-                    first,
-                    last,
-                )
+            def paths(*args):
+                logp, grad_init, grad_t, grad_shift = shifted_logp_grad(*args)
                 return np.asarray(logp), grad_init, grad_t, grad_shift
 
         else:
             no_slope = _NO_SLOPE
 
             @numba_njit
-            def paths(init, transitions, emission, domain, first, last):
-                logp, grad_init, grad_t, _ = logp_grad(
-                    init, transitions, emission, domain, first, last, no_slope
-                )
+            def paths(*args):
+                logp, grad_init, grad_t, _ = logp_grad(*args, no_slope)
                 return np.asarray(logp), grad_init, grad_t
 
         key = f"bayesrate-paths-logp-v{_KERNEL_VERSION}-{FUSED_VERSION}-{op.shifted}"

@@ -295,6 +295,7 @@ def test_model_gradient_equals_finite_differences(tiny, model_class):
     pm_model = model.build_model(tiny)
     logp = pm_model.compile_logp()
     dlogp = pm_model.compile_dlogp()
+    numba_dlogp = pm_model.compile_dlogp(mode="NUMBA")
     rng = np.random.default_rng(seed_of("dyn-model-grad"))
     base = pm_model.initial_point()
     names = [v.name for v in pm_model.value_vars]
@@ -312,6 +313,7 @@ def test_model_gradient_equals_finite_differences(tiny, model_class):
                 numeric.append((logp(up) - logp(down)) / (2 * h))
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-5)
         assert np.abs(grad).max() > 1.0
+        np.testing.assert_allclose(numba_dlogp(point), grad, rtol=1e-12)  # nutpie's backend
 
 
 @pytest.mark.slow
