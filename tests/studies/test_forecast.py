@@ -128,7 +128,7 @@ def test_cli_json_and_figures(tmp_path, capsys):
     [
         (tuple(m for m in forecast.METHODS if m != "dynamic_shocks"), None),
         # the slowest model (~60 gradients of ~7 ms per draw on 150 pages) on fewer pages
-        (("dynamic_shocks",), 60),
+        (("dynamic_shocks",), 30),
     ],
 )
 def test_models_in_fast_mode_on_tldr_pages(methods, max_pages):
