@@ -67,7 +67,9 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     """Posterior (thinned to ``max_draws``) plus ``log_likelihood["loglik_marginal"]``.
 
     See :mod:`bayesrate.checks.marginal`: each page's own rate is integrated out given
-    each draw's population parameters, so that leaving a page out is well posed.
+    each draw's population parameters, so that leaving a page out is well posed. A model
+    with a ``marginal_page_loglik`` method (the dynamic models: a page's whole path summed
+    out) gives its own terms, of its fitted data.
     """
     import math
 
@@ -90,7 +92,11 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     n_draw = post.sizes["draw"]
     cfg = model.model_config
 
-    if model.model_type == "censored":
+    if hasattr(model, "marginal_page_loglik"):  # the model sums its pages' states out itself
+        if data is not model.data_ and data.fingerprint != model.data_.fingerprint:
+            raise ValueError(f"the {model.model_type} model's terms are of its fitted data")
+        ll = model.marginal_page_loglik(post)
+    elif model.model_type == "censored":
         if cfg["prior"] == "gamma":
             prior = marginal.gamma_log_prior_on_log_rate(
                 cfg["alpha"], cfg["beta_days"] * HOURS_PER_DAY

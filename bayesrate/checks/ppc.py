@@ -192,12 +192,10 @@ def replicate(
     model, obs: Observations, page_rates: str, n_draws: int, seed: int | str
 ) -> Replicates:
     """Predictive draws of a fitted model on ``obs``'s visit times (see ``predict``)."""
-    from bayesrate.models.groups import visit_patterns
-
     tree = model.predict(obs, n_draws=n_draws, seed=seed, page_rates=page_rates)
     pred = tree["posterior_predictive"]
     return Replicates(
-        patterns=visit_patterns(obs, model.timezone),
+        patterns=model.predictive_patterns(obs),
         detections=stack_draws(pred["detections"], DIM_GROUP),
         probability=stack_draws(pred[DETECTION_PROBABILITY], DIM_GROUP),
     )

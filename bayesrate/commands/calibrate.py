@@ -29,11 +29,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="name for the artifacts (default: the dataset's, or the input file's name without "
         "its extensions); letters, digits, '.', '_', '-'",
     )
+    from bayesrate.calibrate import DEFAULT_MODELS
     from bayesrate.models import MODELS
 
-    # models whose pages' rates checks.marginal integrates out (leave-one-page-out)
+    # models whose pages' rates are integrated out for leave-one-page-out
     comparable = [name for name, cls in MODELS.items() if cls.marginal_loo]
-    parser.add_argument("--models", nargs="+", choices=sorted(comparable), default=comparable)
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=sorted(comparable),
+        default=list(DEFAULT_MODELS),
+        help=f"models to fit and compare (default: {' '.join(DEFAULT_MODELS)})",
+    )
     parser.add_argument("--out", help="report directory (default reports/<name>)")
     parser.add_argument("--models-dir", default="models", help="artifact root (default models/)")
     parser.add_argument("--method", default="nuts", choices=("nuts", "advi", "pathfinder"))

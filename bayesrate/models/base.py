@@ -690,6 +690,11 @@ class RateModel:
             )
         return self._prediction(observations, patterns, out)
 
+    def predictive_patterns(self, observations: Observations):
+        """The groups of :meth:`predict`'s result on ``observations``, as
+        :class:`~bayesrate.models.groups.VisitPatterns` (what the checks count by)."""
+        return self._prediction_patterns(observations)
+
     def _prediction_patterns(self, observations: Observations):
         """The groups :meth:`predict` draws (:func:`~bayesrate.models.groups.visit_patterns`
         on the model's clock)."""

@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+import pandas as pd
 
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
-from bayesrate.models.base import _labels, check_config_numbers
+from bayesrate.models.base import RateModel, _labels, check_config_numbers
 from bayesrate.models.hierarchical import COVERED_BY, HierarchicalModel
 from bayesrate.models.shocks import ShockModel
 
@@ -60,6 +61,9 @@ GRID_LOW_CHANGES = 0.05
 GRID_HIGH_CHANGES = 10.0
 #: posterior draws filtered at once when ``log_rate`` is drawn
 FILTER_CHUNK = 64
+#: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
+POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
+                   "shock_global")  # fmt: skip
 
 
 def end_epochs(end: np.ndarray, anchor: float, epoch_hours: float) -> np.ndarray:
@@ -172,18 +176,19 @@ def bin_edges(grid: np.ndarray) -> np.ndarray:
     return (grid[1:] + grid[:-1]) / 2
 
 
-def emission_table(cells: EpochCells, grid: np.ndarray) -> tuple[np.ndarray, float]:
+def emission_table(cells: EpochCells, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(pages, epochs, K)`` likelihood of each cell at each grid log-rate, divided by its
-    maximum over the grid (1 where a page has no interval), and the sum of the log maxima."""
+    maximum over the grid (1 where a page has no interval), and per page the sum of its
+    cells' log maxima."""
     from bayesrate.likelihood import loglik_grid
 
     table = np.ones((cells.n_pages, cells.n_epochs, len(grid)))
     if not len(cells.cell_page):
-        return table, 0.0
+        return table, np.zeros(cells.n_pages)
     ll = loglik_grid(cells.groups, grid)
     top = ll.max(axis=1)
     table[cells.cell_page, cells.cell_epoch] = np.exp(ll - top[:, None])
-    return table, float(top.sum())
+    return table, np.bincount(cells.cell_page, weights=top, minlength=cells.n_pages)
 
 
 def normal_bins(mu, sigma, edges, module=np):
@@ -219,7 +224,8 @@ class DynamicModel(HierarchicalModel):
 
     model_type: ClassVar[str] = "dynamic"
     conditional_pages: ClassVar[bool] = False
-    marginal_loo: ClassVar[bool] = False
+    #: leave-one-page-out with each page's whole path summed out (:meth:`marginal_page_loglik`)
+    marginal_loo: ClassVar[bool] = True
     observed_groups: ClassVar[bool] = False
     #: what ``rate`` in the posterior means
     rate_units: ClassVar[str] = "changes per hour (in the last fitted epoch)"
@@ -279,7 +285,7 @@ class DynamicModel(HierarchicalModel):
         self.cells(data)
         return self._cells_cache[2]
 
-    def emission(self, data: Observations) -> tuple[np.ndarray, float]:
+    def emission(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
         """:func:`emission_table` of ``data``'s cells on its grid (computed once per data)."""
         self.cells(data)
         if len(self._cells_cache) == 3:
@@ -370,9 +376,11 @@ class DynamicModel(HierarchicalModel):
         from bayesrate.models.hmm import paths_logp
 
         cells = self.cells(data)
-        emission, log_top = self.emission(data)
+        emission, log_scale = self.emission(data)
         first, last = cells.first_column, cells.last_column
-        return paths_logp(init, transitions, emission, data.domain_codes, first, last) + log_top
+        return paths_logp(init, transitions, emission, data.domain_codes, first, last) + float(
+            log_scale.sum()
+        )
 
     # ------------------------------------------------------------------ posterior
     def filtered(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
@@ -382,29 +390,48 @@ class DynamicModel(HierarchicalModel):
         from bayesrate.models.hmm import filter_last
 
         cells = self.cells(data)
-        grid = self.grid(data)
-        domain = data.domain_codes
-        edges = bin_edges(grid)
-        out = np.empty((len(draws["sigma_page"]), data.n_pages, len(grid)))
+        out = np.empty((len(draws["sigma_page"]), data.n_pages, len(self.grid(data))))
         for i in range(len(out)):
-            init = normal_bins(
-                draws["mu_domain"][i, domain], np.full(data.n_pages, draws["sigma_page"][i]), edges
-            )
-            transitions = transition_matrices(draws["sigma_walk"][i], grid)
             out[i] = filter_last(
-                init,
-                transitions,
-                self._draw_emission(draws, i, data),
-                domain,
+                *self._chain(draws, i, data),
+                self._draw_emission(draws, i, data)[0],
+                data.domain_codes,
                 cells.first_column,
                 cells.last_column,
                 cells.n_epochs - 1,
             )
         return out
 
-    def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        """The emission table under draw ``i`` (here the same for every draw)."""
-        return self.emission(data)[0]
+    def _chain(
+        self, draws: dict[str, np.ndarray], i: int, data: Observations
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``i``'s initial distributions ``(pages, K)`` and walk transitions
+        ``(domains, K, K)`` on ``data``'s grid."""
+        grid = self.grid(data)
+        init = normal_bins(
+            draws["mu_domain"][i, data.domain_codes],
+            np.full(data.n_pages, draws["sigma_page"][i]),
+            bin_edges(grid),
+        )
+        return init, transition_matrices(draws["sigma_walk"][i], grid)
+
+    def _stacked(self, post: xr.Dataset, extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+        """:attr:`filter_vars` of ``post`` and those of ``extra`` it has, chains and draws
+        stacked."""
+        from bayesrate.draws import stack_draws
+
+        out = {name: stack_draws(post[name], *dims) for name, *dims in self.filter_vars}
+        for name in (n for n in extra if n in post):
+            out[name] = stack_draws(post[name], *(d for d in post[name].dims if d not in
+                                                  ("chain", "draw")))  # fmt: skip
+        return out
+
+    def _draw_emission(
+        self, draws: dict[str, np.ndarray], i: int, data: Observations
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The emission table under draw ``i`` and its per-page log scale (here the same
+        for every draw)."""
+        return self.emission(data)
 
     def walk_forward(self, state: np.ndarray, sigma_walk: np.ndarray, rng) -> np.ndarray:
         """One epoch's step of grid states ``state`` (draws, pages) with step sizes
@@ -415,11 +442,10 @@ class DynamicModel(HierarchicalModel):
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         import xarray as xr
 
-        from bayesrate.draws import stack_draws
         from bayesrate.seeds import rng_from
 
         shape = (post.sizes["chain"], post.sizes["draw"])
-        flat = {name: stack_draws(post[name], *dims) for name, *dims in self.filter_vars}
+        flat = self._stacked(post)
         grid = self.grid(data)
         rng = rng_from(f"{self.config_hash}-filtered-draws")
         state = np.empty((len(flat["sigma_page"]), data.n_pages), dtype=np.int64)
@@ -443,23 +469,195 @@ class DynamicModel(HierarchicalModel):
         names += ["mu_domain", "sigma_walk"]
         return [n for n in names if n in idata["posterior"].data_vars]
 
-    def _not_built(self, what: str):
-        raise NotImplementedError(
-            f"{what} is not built for the dynamic model (paths are marginalised out); "
-            "use `bayesrate study forecast --methods dynamic` for its predictive"
+    # ------------------------------------------------------------------ checks
+    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+        """``(draws, pages)`` ``log p(y_p | θ_s)``: each page's data with its whole path
+        summed out, given the population parameters of each draw of ``post`` (the unit of
+        leave-one-page-out, :mod:`bayesrate.checks.compare`). On the model's grid, as
+        fitted: the same per-interval Bernoulli likelihood (no Binomial constants) as the
+        other models' terms."""
+        from bayesrate.models.hmm import page_log_likelihoods
+
+        data = self._fitted_data()
+        cells = self.cells(data)
+        draws = self._stacked(post)
+        out = np.empty((len(draws["sigma_page"]), data.n_pages))
+        for i in range(len(out)):
+            emission, log_scale = self._draw_emission(draws, i, data)
+            out[i] = log_scale + page_log_likelihoods(
+                *self._chain(draws, i, data),
+                emission,
+                data.domain_codes,
+                cells.first_column,
+                cells.last_column,
+            )
+        return out
+
+    def _fitted_data(self) -> Observations:
+        self._require_fit()
+        if self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        return self.data_
+
+    def _prediction_patterns(self, observations: Observations):
+        """The visit patterns split by the epoch of the closing visit (on the fitted grid),
+        so that each group has one rate and one hour of its detecting visits."""
+        from bayesrate.models.groups import refined_patterns
+
+        cells = self.cells(self._fitted_data())
+        ends = np.flatnonzero(~observations.is_baseline)
+        epoch = end_epochs(observations.time[ends], cells.anchor, cells.epoch_hours)
+        return refined_patterns(observations, self.timezone, epoch)
+
+    def predictive_patterns(self, observations: Observations):
+        return self._prediction_patterns(observations)
+
+    def _prediction(self, observations: Observations, patterns, out) -> xr.DataTree:
+        # the base layout (not the shocks model's, whose patterns are epoch overlaps)
+        return RateModel._prediction(self, observations, patterns, out)
+
+    def predict(
+        self,
+        observations: Observations,
+        *,
+        n_draws: int | None = 500,
+        seed: int | str = "predict",
+        page_rates: str = "population",
+    ) -> xr.DataTree:
+        """Predictive detections of pages on their own visit times; the result is laid
+        out as :meth:`RateModel.predict`'s (its groups split by the epoch of the closing
+        visit).
+
+        Paths are drawn exactly, per posterior draw: ``"posterior"`` (the fitted pages)
+        draws each page's whole path from its posterior given its data and the draw's
+        population parameters (forward filtering, backward sampling); ``"population"``
+        treats the pages as new: a first state from the domain's population in the epoch
+        of a page's first interval (a new domain's mean from ``Normal(mu_global,
+        sigma_domain)``, its walk size from the walk-size population), then the walk. A
+        group's intervals end in a detected change with probability ``1 − exp(−λτ)``,
+        ``λ`` the rate of its closing epoch.
+        """
+        import xarray as xr
+
+        from bayesrate.constants import DIM_GROUP
+        from bayesrate.models.base import DETECTION_PROBABILITY, PAGE_RATES
+        from bayesrate.models.likelihood import DETECTIONS
+        from bayesrate.seeds import rng_from
+
+        if page_rates not in PAGE_RATES:
+            raise ValueError(f"page_rates must be one of {PAGE_RATES}, got {page_rates!r}")
+        data = self._fitted_data()
+        self.check_data(observations)
+        if page_rates == "posterior" and observations.fingerprint != data.fingerprint:
+            raise ValueError("page_rates='posterior' needs the fitted observations")
+        post = self.thinned_posterior(n_draws)
+        draws = self._stacked(post, POPULATION_VARS if page_rates == "population" else ())
+        cells = self.cells(data)
+        patterns = self._prediction_patterns(observations)
+        page = patterns.group_page
+        column = end_epochs(patterns.pattern_end, cells.anchor, cells.epoch_hours)
+        column = column[patterns.group_pattern] - cells.first_epoch
+        length = patterns.pattern_length[patterns.group_pattern]
+        rng = rng_from(seed if isinstance(seed, str) else int(seed))
+        n = len(draws["sigma_page"])
+        detections = np.empty((n, patterns.n_groups), dtype=np.int64)
+        probability = np.empty((n, patterns.n_groups))
+        for i in range(n):
+            if page_rates == "posterior":
+                log_lam = self._posterior_log_rates(draws, i, page, column, rng)
+            else:
+                log_lam = self._new_page_log_rates(draws, i, observations, page, column, rng)
+            probability[i] = -np.expm1(-np.exp(log_lam) * length)
+            detections[i] = rng.binomial(patterns.group_n, probability[i])
+        dims = ("chain", "draw", DIM_GROUP)
+        coords = {"chain": [0], "draw": np.arange(n), DIM_GROUP: np.arange(patterns.n_groups)}
+        predictive = xr.Dataset(
+            {
+                DETECTIONS: (dims, detections[None]),
+                DETECTION_PROBABILITY: (dims, probability[None]),
+            },
+            coords=coords,
         )
+        observed = xr.Dataset({DETECTIONS: ((DIM_GROUP,), patterns.group_changed)})
+        out = xr.DataTree(
+            children={
+                "posterior_predictive": xr.DataTree(predictive),
+                "observed_data": xr.DataTree(observed),
+            }
+        )
+        return self._prediction(observations, patterns, out)
 
-    def predict(self, *args, **kwargs):
-        self._not_built("predict")
+    def _posterior_log_rates(self, draws, i: int, page, column, rng) -> np.ndarray:
+        """Log-rates of groups (``page``, ``column``) of the fitted pages: each page's path
+        drawn from its posterior under draw ``i`` (forward filtering, backward sampling)."""
+        from bayesrate.models.hmm import sample_paths
 
-    def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
-        self._not_built("page_loglik")
+        data = self.data_
+        cells = self.cells(data)
+        states = sample_paths(
+            *self._chain(draws, i, data),
+            self._draw_emission(draws, i, data)[0],
+            data.domain_codes,
+            cells.first_column,
+            cells.last_column,
+            rng,
+        )
+        shift = self._group_shift(draws, i, data.domain_codes[page], column)
+        return self.grid(data)[states[page, column]] + shift
+
+    def _new_page_log_rates(self, draws, i: int, observations, page, column, rng) -> np.ndarray:
+        """Log-rates of groups (``page``, ``column``) of ``observations``' pages as new
+        pages under draw ``i`` (see :meth:`predict`)."""
+        fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
+        labels = _labels(observations.pages["domain"]).astype(str)
+        new = sorted(set(labels) - set(fitted))
+        code = pd.Index([*fitted, *new]).get_indexer(labels)
+        mu, walk = draws["mu_domain"][i], draws["sigma_walk"][i]
+        if new:
+            new_mu = rng.normal(draws["mu_global"][i], draws["sigma_domain"][i], len(new))
+            log_walk = np.full(len(new), math.log(draws["sigma_walk_global"][i]))
+            if "walk_domain_sd" in draws:
+                log_walk += draws["walk_domain_sd"][i] * rng.standard_normal(len(new))
+            mu, walk = np.concatenate([mu, new_mu]), np.concatenate([walk, np.exp(log_walk)])
+        grid = self.grid(self.data_)
+        col = column - column.min()
+        n_cols = int(col.max()) + 1
+        first = np.full(observations.n_pages, n_cols, dtype=np.int64)
+        np.minimum.at(first, page, col)
+        last = np.full(observations.n_pages, -1, dtype=np.int64)
+        np.maximum.at(last, page, col)
+        sigma_page = np.full(len(code), draws["sigma_page"][i])
+        start = draw_states(normal_bins(mu[code], sigma_page, bin_edges(grid)), rng)
+        steps = transition_matrices(walk, grid)
+        states = np.full((observations.n_pages, n_cols), -1, dtype=np.int64)
+        for c in range(n_cols):
+            begins = first == c
+            states[begins, c] = start[begins]
+            walks = np.flatnonzero((first < c) & (last >= c))
+            states[walks, c] = draw_states(steps[code[walks], states[walks, c - 1]], rng)
+        shift = self._group_shift(draws, i, np.minimum(code[page], len(fitted)), column)
+        return grid[states[page, col]] + shift
+
+    def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
+        """The shared log-rate shift of groups in domain code ``domain`` (the number of
+        fitted domains for a new one) and fitted column ``column`` (none here)."""
+        return 0.0
 
     def compute_log_likelihood(self, max_draws: int | None = None):
         self._not_built("compute_log_likelihood")
 
     def sample_posterior_predictive(self, *args, **kwargs):
         self._not_built("sample_posterior_predictive")
+
+    def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
+        self._not_built("page_loglik (a page's likelihood depends on its whole path)")
+
+    def _not_built(self, what: str):
+        raise NotImplementedError(
+            f"{what} is not built for the dynamic model (paths are marginalised out); "
+            "use predict (detections on visit times), marginal_page_loglik (each page's "
+            "paths summed out) or `bayesrate study forecast --methods dynamic`"
+        )
 
 
 class DynamicShockModel(DynamicModel, ShockModel):
@@ -553,10 +751,25 @@ class DynamicShockModel(DynamicModel, ShockModel):
         emission = self.shifted_emission(data)
         return paths_logp(init, transitions, emission, data.domain_codes, first, last, shift)
 
+    def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
+        """Draw ``i``'s fitted shocks of the groups (a new domain follows the global ones);
+        a column outside the fitted epochs is an error (the forecast study draws fresh
+        shocks for later epochs)."""
+        shock = draws["shock"][i]
+        if len(column) and (column.min() < 0 or column.max() >= shock.shape[1]):
+            raise ValueError(
+                "dynamic_shocks predicts visits within the fitted epochs only; "
+                "`bayesrate study forecast` draws the shocks of later epochs"
+            )
+        if "shock_global" in draws:
+            shock = np.vstack([shock, draws["shock_global"][i][None]])
+        return shock[domain, column]
+
     def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
         cells = self.cells(data)
         shift = draws["shock"][i][data.domain_codes[cells.cell_page], cells.cell_epoch]
-        return self.shifted_emission(data).tables(shift)[0]
+        emission, _, log_scale = self.shifted_emission(data).tables(shift)
+        return emission, log_scale
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         return [*super().diagnostic_vars(idata), "shock"]

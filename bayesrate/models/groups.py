@@ -216,7 +216,27 @@ def _visit_patterns(obs: Observations, timezone: str) -> VisitPatterns:
     key = length_code.astype(np.int64) * max(len(week_values), 1) + week_code
     key = np.where(own, -1 - np.arange(len(ends)), key)
     pattern, _ = pd.factorize(key)
-    pattern = pattern.astype(np.int64)
+    return _grouped(obs, timezone, start, end, pattern.astype(np.int64))
+
+
+def refined_patterns(obs: Observations, timezone: str, refine: np.ndarray) -> VisitPatterns:
+    """:func:`visit_patterns` whose patterns also share ``refine`` (an integer per
+    interval, e.g. its epoch), so that each group has one value of it."""
+    base = visit_patterns(obs, timezone)
+    refine = np.asarray(refine, dtype=np.int64)
+    if len(refine) != len(base.interval_group):
+        raise ValueError(f"refine needs one value per interval ({len(base.interval_group)})")
+    ends = np.flatnonzero(~obs.is_baseline)
+    both = pd.MultiIndex.from_arrays([base.group_pattern[base.interval_group], refine])
+    pattern, _ = pd.factorize(both)
+    return _grouped(obs, timezone, obs.time[ends - 1], obs.time[ends], pattern.astype(np.int64))
+
+
+def _grouped(
+    obs: Observations, timezone: str, start: np.ndarray, end: np.ndarray, pattern: np.ndarray
+) -> VisitPatterns:
+    """The (page, pattern) groups of the intervals ``(start, end]`` (in visit order)."""
+    ends = np.flatnonzero(~obs.is_baseline)
     n_patterns = int(pattern.max()) + 1 if len(pattern) else 0
     first = np.full(n_patterns, len(ends), dtype=np.int64)
     np.minimum.at(first, pattern, np.arange(len(ends)))

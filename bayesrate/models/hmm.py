@@ -174,12 +174,68 @@ def _kernels():
             out[p] = state
         return out
 
+    @_njit
+    def page_logps(init, transitions, emission, domain, first, last):
+        """``(pages,)`` each page's ``log Σ_paths`` (of the scaled emission table)."""
+        n_pages, n_epochs, k = emission.shape
+        lo, hi = bands(transitions)
+        alphas = np.empty((max(n_epochs, 1), k))
+        norms = np.empty(max(n_epochs, 1))
+        out = np.zeros(n_pages)
+        for p in range(n_pages):
+            if first[p] >= n_epochs:
+                continue
+            forward_page(p, init, transitions, emission, domain, first, last, lo, hi, alphas, norms)
+            for e in range(first[p], last[p] + 1):
+                out[p] += np.log(norms[e])
+        return out
+
+    @_njit
+    def pick(weights, u):
+        """The index at which the running sum of ``weights`` first exceeds ``u`` times
+        their total (the last positive one if rounding leaves none)."""
+        total = 0.0
+        for j in range(weights.shape[0]):
+            total += weights[j]
+        target, running, chosen = u * total, 0.0, -1
+        for j in range(weights.shape[0]):
+            if weights[j] > 0.0:
+                chosen = j
+                running += weights[j]
+                if running > target:
+                    return j
+        return chosen
+
+    @_njit
+    def sample_paths(init, transitions, emission, domain, first, last, uniforms):
+        """``(pages, epochs)`` one path per page from its posterior given its data (forward
+        filtering, backward sampling; ``uniforms`` one per page and column); −1 outside
+        each page's columns ``first … last``."""
+        n_pages, n_epochs, k = emission.shape
+        lo, hi = bands(transitions)
+        alphas = np.empty((max(n_epochs, 1), k))
+        norms = np.empty(max(n_epochs, 1))
+        weights = np.empty(k)
+        states = np.full((n_pages, n_epochs), -1, dtype=np.int64)
+        for p in range(n_pages):
+            f, end, d = first[p], last[p], domain[p]
+            if f >= n_epochs:
+                continue
+            forward_page(p, init, transitions, emission, domain, first, last, lo, hi, alphas, norms)
+            states[p, end] = pick(alphas[end], uniforms[p, end])
+            for e in range(end - 1, f - 1, -1):
+                j = states[p, e + 1]
+                for i in range(k):
+                    weights[i] = alphas[e, i] * transitions[d, i, j]
+                states[p, e] = pick(weights, uniforms[p, e])
+        return states
+
     from bayesrate.models.fused import binomial_terms_kernel
 
     @_njit
     def shifted_tables(grid, shift, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs):
-        """Emission table (scaled per cell), its log-slope and the sum of the scales at
-        log-rates ``grid[k] + shift[c]`` (see :class:`EmissionTerms`)."""
+        """Emission table (scaled per cell), its log-slope and each page's sum of the cells'
+        log scales at log-rates ``grid[k] + shift[c]`` (see :class:`ShiftedEmission`)."""
         n_cells, k = shift.shape[0], grid.shape[0]
         log_rate = np.empty(n_cells * k)
         for c in range(n_cells):
@@ -196,17 +252,17 @@ def _kernels():
             loglik[row[t]] += values[t]
         emission = np.ones((n_pages, n_epochs, k))
         slope = np.zeros((n_pages, n_epochs, k))
-        total = 0.0
+        scale = np.zeros(n_pages)
         for c in range(n_cells):
             p, e = cell_page[c], cell_epoch[c]
             top = loglik[c * k]
             for j in range(1, k):
                 top = max(top, loglik[c * k + j])
-            total += top
+            scale[p] += top
             for j in range(k):
                 emission[p, e, j] = np.exp(loglik[c * k + j] - top)
                 slope[p, e, j] = slope_of_row[c * k + j]
-        return emission, slope, total
+        return emission, slope, scale
 
     @_njit
     def shifted_logp_grad(
@@ -223,7 +279,7 @@ def _kernels():
         last,
     ):
         n_pages, n_epochs = first.shape[0], cell_epoch.max() + 1 if cell_epoch.shape[0] else 0
-        emission, slope, top = shifted_tables(
+        emission, slope, scale = shifted_tables(
             grid, shift, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
         )
         logp, grad_init, grad_t, grad_cells = logp_grad(
@@ -232,9 +288,9 @@ def _kernels():
         grad_shift = np.empty(shift.shape[0])
         for c in range(shift.shape[0]):
             grad_shift[c] = grad_cells[cell_page[c], cell_epoch[c]]
-        return logp + top, grad_init, grad_t, grad_shift
+        return logp + scale.sum(), grad_init, grad_t, grad_shift
 
-    _KERNELS = (logp_grad, filter_at, shifted_tables, shifted_logp_grad)
+    _KERNELS = (logp_grad, filter_at, shifted_tables, shifted_logp_grad, page_logps, sample_paths)
     return _KERNELS
 
 
@@ -319,9 +375,9 @@ class ShiftedEmission:
     def constants(self) -> tuple:
         return (self.grid, self.terms, self.log_pattern, self.cell_page, self.cell_epoch)
 
-    def tables(self, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    def tables(self, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(emission, log-slope, log scale)`` at ``shift`` (one per cell): the emission
-        table scaled per cell by its largest entry (the scales' logs summed), and
+        table scaled per cell by its largest entry (the scales' logs summed per page), and
         ``d log emission / d shift``."""
         shift = np.ascontiguousarray(shift, dtype=np.float64)
         return _kernels()[2](
@@ -367,6 +423,18 @@ def filter_last(init, transitions, emission, domain, first, last, column: int) -
     """``(pages, K)`` every page's state distribution in ``column`` given all its data."""
     arrays = _chain_arrays(init, transitions, emission, domain, first, last)
     return _kernels()[1](*arrays, int(column))
+
+
+def page_log_likelihoods(init, transitions, emission, domain, first, last) -> np.ndarray:
+    """``(pages,)`` each page's ``log Σ_paths`` of the (scaled) emission table."""
+    return _kernels()[4](*_chain_arrays(init, transitions, emission, domain, first, last))
+
+
+def sample_paths(init, transitions, emission, domain, first, last, rng) -> np.ndarray:
+    """``(pages, epochs)`` grid states: one draw of each page's path given its data
+    (forward filtering, backward sampling), −1 outside its first … last columns."""
+    arrays = _chain_arrays(init, transitions, emission, domain, first, last)
+    return _kernels()[5](*arrays, rng.random(np.shape(emission)[:2]))
 
 
 def paths_logp(init, transitions, emission, domain, first, last, shift=None):
@@ -453,7 +521,7 @@ def _register() -> None:
             n_const = len(node.inputs) - self.n_free
             return [[True] * n_out] * self.n_free + [[False] * n_out] * n_const
 
-    logp_grad, _, _, shifted_logp_grad = _kernels()
+    logp_grad, _, _, shifted_logp_grad, _, _ = _kernels()
 
     @register_funcify_and_cache_key(PathsLogp)
     def _numba_paths_logp(op, node=None, **kwargs):

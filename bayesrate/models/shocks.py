@@ -341,6 +341,9 @@ class ShockModel(HierarchicalModel):
         except ValueError as exc:
             raise ValueError(f"cannot predict visits before the fitted epochs: {exc}") from exc
 
+    def predictive_patterns(self, observations: Observations):
+        return self._prediction_patterns(observations).visit_patterns(self.timezone)
+
     def _prediction(self, observations: Observations, patterns, out) -> xr.DataTree:
         return super()._prediction(observations, patterns.visit_patterns(self.timezone), out)
 
