@@ -71,6 +71,8 @@ PPC_GATES: dict[str, dict[str, tuple[str, ...]]] = {
     "hierarchical": {"mixed": POPULATION_GATES},
     "modulated": {"mixed": POPULATION_GATES,
                   "conditional": ("hour_of_day_chi2", "day_of_week_chi2")},
+    # a new page's first state and its walk (the drift block); its predictive walks
+    "dynamic": {"mixed": POPULATION_GATES},
 }  # fmt: skip
 EXPORTABLE = tuple(PPC_GATES)
 FIT_FILE = "fit.nc"
@@ -82,6 +84,7 @@ ARTIFACT_VARS = (
     "log_rate", "rate", "mu_global", "sigma_domain", "mu_domain", "sigma_page",
     "domain_log_rate_mean", "global_log_rate_mean", "domain_log_rate_sd", "page_log_rate_sd",
     "hour_effect", "day_effect", "log_multiplier", "hour_of_week_multiplier",
+    "sigma_walk", "sigma_walk_global", "walk_domain_sd",
 )  # fmt: skip
 CARD_FILE = "README.md"
 NEW_DOMAIN = "(new domain)"

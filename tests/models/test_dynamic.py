@@ -82,6 +82,10 @@ def test_cells_hold_each_interval_in_its_closing_epoch():
 
 @pytest.fixture(scope="module")
 def tiny():
+    return tiny_world()
+
+
+def tiny_world(domains=("a", "b", "a")):
     """3 pages, 2 domains, 3 epochs; page 2 starts in the second epoch, page 1 stops early."""
     rng = sim.rng_from("dyn-tiny")
     times = []
@@ -93,15 +97,18 @@ def tiny():
             v = v[v > END - 1.8 * L]
         times.append(np.append(v, END) if p != 1 else v)
     data = sim.simulate_pages(
-        [1 / 90, 1 / 200, 1 / 60], times, domains=["a", "b", "a"], rng=rng
+        [1 / 90, 1 / 200, 1 / 60], times, domains=list(domains), rng=rng
     ).observations
     return data
 
 
-def _paths_by_enumeration(model, data, mu_domain, sigma_page, sigma_walk, shock=None):
+def _paths_by_enumeration(
+    model, data, mu_domain, sigma_page, sigma_walk, shock=None, posteriors=None
+):
     """Per page: log Σ over all grid paths of prior × per-interval Bernoulli likelihood, and
     the posterior of the last column's state (scipy's Normal CDF for every bin); ``shock``
-    (domains, columns) is added to each interval's log-rate."""
+    (domains, columns) is added to each interval's log-rate. ``posteriors``, a list, gets
+    per page every path (states of columns −3, −2, −1) and its posterior probability."""
     grid = model.grid(data)
     edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
     anchor = float(data.time.max())
@@ -131,6 +138,10 @@ def _paths_by_enumeration(model, data, mu_domain, sigma_page, sigma_walk, shock=
             weights.append(prior * math.exp(ll))
             states.append(path[-1])
         weights = np.array(weights)
+        if posteriors is not None:
+            paths = itertools.product(range(len(grid)), repeat=len(cols))
+            paths = [q for q in paths if all(q[a] == q[k0] for a in range(k0))]
+            posteriors.append((np.array(paths), weights / weights.sum()))
         totals.append(math.log(weights.sum()))
         last.append(np.bincount(states, weights=weights, minlength=len(grid)) / weights.sum())
     return np.array(totals), np.array(last)
@@ -247,8 +258,10 @@ def test_registered_and_unsupported_calls_say_so(tiny):
         DynamicShockModel(model_config={"shock_process": "random_walk"})
     with pytest.raises(ValueError, match="grid_size"):
         DynamicModel(model_config={"grid_size": 2})
-    with pytest.raises(NotImplementedError, match="forecast"):
+    with pytest.raises(RuntimeError, match="not fitted"):
         DynamicModel().predict(tiny)
+    with pytest.raises(NotImplementedError, match="marginal_page_loglik"):
+        DynamicModel().page_loglik()
 
 
 def test_paths_gradient_equals_finite_differences():
@@ -338,3 +351,189 @@ def test_recovers_walk_sizes_and_current_rates():
     truth = path[:, -1]
     coverage = np.mean((q[0] <= truth) & (truth <= q[1]))
     assert 0.85 <= coverage <= 0.95, coverage
+
+
+# ---------------------------------------------------------------- checks: LOO and predictive
+POINT = {
+    "mu_domain": np.array([-4.6, -5.0]),
+    "sigma_page": np.array(0.8),
+    "sigma_walk": np.array([0.6, 1.1]),
+    "mu_global": np.array(-4.8),
+    "sigma_domain": np.array(0.5),
+    "sigma_walk_global": np.array(0.7),
+    "walk_domain_sd": np.array(0.4),
+}
+SHOCK = np.array([[0.5, -0.3, -0.2], [-0.6, 0.2, 0.4]])
+
+
+def _fixed_posterior(model, data, n_draws: int, shock=None):
+    """``model`` as if fitted to ``data``, every posterior draw the parameter point POINT
+    (and ``shock``): the exact answers are then sums over that point's paths."""
+    import xarray as xr
+
+    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
+
+    coords = model.coords(data)
+    values = dict(POINT)
+    if shock is not None:
+        values |= {"shock": shock, "shock_global": shock.mean(axis=0)}
+    dims = {"mu_domain": (DIM_DOMAIN,), "sigma_walk": (DIM_DOMAIN,),
+            "shock": (DIM_DOMAIN, DIM_EPOCH), "shock_global": (DIM_EPOCH,)}  # fmt: skip
+    post = xr.Dataset(
+        {
+            name: (("chain", "draw", *dims.get(name, ())),
+                   np.broadcast_to(v, (1, n_draws, *np.shape(v))).copy())
+            for name, v in values.items()
+        },  # fmt: skip
+        coords={k: v for k, v in coords.items() if k != DIM_PAGE},
+    )
+    const = xr.Dataset({"domain": ((DIM_PAGE,), np.asarray(data.pages["domain"]).astype(str))})
+    model.idata_ = xr.DataTree.from_dict({"posterior": post, "constant_data": const})
+    model.data_ = data
+    return model
+
+
+def _shocked(model_class):
+    return SHOCK if model_class is DynamicShockModel else None
+
+
+@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel])
+def test_leave_one_page_out_terms_equal_path_enumeration(tiny, model_class):
+    """Each page's term of leave-one-page-out is its data's probability with its whole path
+    summed out; with every draw the same point, PSIS-LOO's ELPD is their sum exactly."""
+    from bayesrate.checks.compare import compare, marginal_idata
+
+    config = {"grid_size": 9, "domain_shock_min_pages": 1} if model_class is DynamicShockModel \
+        else {"grid_size": 9}  # fmt: skip
+    model = _fixed_posterior(model_class(model_config=config), tiny, 40, _shocked(model_class))
+    want, _ = _paths_by_enumeration(
+        model, tiny, POINT["mu_domain"], POINT["sigma_page"], POINT["sigma_walk"],
+        _shocked(model_class),
+    )  # fmt: skip
+    got = model.marginal_page_loglik(model.thinned_posterior())
+    np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-10)
+    # draws that differ: the terms per draw, and PSIS-LOO close to plain importance sampling
+    rng = np.random.default_rng(seed_of("dyn-loo-draws"))
+    post = model.idata_["posterior"]
+    post["mu_domain"] = post["mu_domain"] + rng.normal(0, 0.05, post["mu_domain"].shape)
+    terms = np.asarray(marginal_idata(model)["log_likelihood"]["loglik_marginal"])[0]
+    mu = np.asarray(post["mu_domain"])[0]
+    for s in (0, 17):
+        want, _ = _paths_by_enumeration(
+            model, tiny, mu[s], POINT["sigma_page"], POINT["sigma_walk"], _shocked(model_class)
+        )
+        np.testing.assert_allclose(terms[s], want, rtol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = compare({"dyn": model}).table
+    plain = -np.log(np.mean(np.exp(-terms), axis=0)).sum()
+    assert float(table["elpd"].iloc[0]) == pytest.approx(plain, abs=0.05)
+
+
+def _group_columns(model, data):
+    """Each predictive group's page, fitted column, interval length and trials."""
+    patterns = model.predictive_patterns(data)
+    cells = model.cells(data)
+    column = end_epochs(patterns.pattern_end, cells.anchor, cells.epoch_hours)
+    column = column[patterns.group_pattern] - cells.first_epoch
+    return patterns.group_page, column, patterns.pattern_length[patterns.group_pattern]
+
+
+def _within(got: np.ndarray, want: np.ndarray, sd: np.ndarray) -> None:
+    """Monte Carlo means within 4.5 standard errors (and 1e-4) of the exact values."""
+    assert (np.abs(got - want) <= 4.5 * sd + 1e-4).all(), np.abs(got - want) / (sd + 1e-12)
+
+
+@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel])
+def test_conditional_predictive_equals_path_posterior(tiny, model_class):
+    """``page_rates="posterior"``: every group's detection probability averaged over the
+    draws equals its expectation over the page's path posterior (every path enumerated),
+    and the replicated detections have that mean."""
+    n = 3000
+    config = {"grid_size": 7, "domain_shock_min_pages": 1}
+    if model_class is DynamicModel:
+        config.pop("domain_shock_min_pages")
+    model = _fixed_posterior(model_class(model_config=config), tiny, n, _shocked(model_class))
+    grid = model.grid(tiny)
+    posteriors = []
+    _paths_by_enumeration(
+        model, tiny, POINT["mu_domain"], POINT["sigma_page"], POINT["sigma_walk"],
+        _shocked(model_class), posteriors=posteriors,
+    )  # fmt: skip
+    page, column, length = _group_columns(model, tiny)
+    shift = 0.0 if _shocked(model_class) is None else SHOCK[tiny.domain_codes[page], column]
+    want = np.empty(len(page))
+    for g in range(len(page)):
+        paths, weights = posteriors[page[g]]
+        lam = np.exp(grid[paths[:, column[g]]] + (shift if np.isscalar(shift) else shift[g]))
+        want[g] = weights @ -np.expm1(-lam * length[g])
+    tree = model.predict(tiny, n_draws=None, seed="dyn-conditional", page_rates="posterior")
+    pred = tree["posterior_predictive"]
+    prob = np.asarray(pred["detection_probability"])[0]
+    _within(prob.mean(axis=0), want, prob.std(axis=0) / math.sqrt(n))
+    trials = np.asarray(tree["constant_data"]["group_trials"])
+    rate = np.asarray(pred["detections"])[0] / trials
+    _within(rate.mean(axis=0), want, rate.std(axis=0) / math.sqrt(n))
+    assert np.ptp(want) > 0.05  # the groups differ
+
+
+def test_new_page_predictive_equals_walked_population(tiny):
+    """``page_rates="population"``: a page of a fitted domain starts from that domain's
+    binned Normal in its first epoch and walks; a page of a new domain ("z") has its mean
+    from Normal(mu_global, sigma_domain) and its walk size from the walk-size population
+    (integrated here by Gauss–Hermite quadrature). Expected detection probabilities per
+    group against matrix powers of scipy-binned walks."""
+    n = 12_000
+    model = _fixed_posterior(DynamicModel(model_config={"grid_size": 9}), tiny, n)
+    grid = model.grid(tiny)
+    edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+
+    def bins(mu, sd):
+        return np.diff(norm.cdf(edges, mu, sd))
+
+    def step(sd):
+        return np.array([bins(g, sd) for g in grid])
+
+    new = tiny_world(("a", "z", "a"))
+    for data in (tiny, new):
+        page, column, length = _group_columns(model, data)
+        first = {p: column[page == p].min() for p in range(data.n_pages)}
+        nodes, w = np.polynomial.hermite_e.hermegauss(40)
+        w = w / w.sum()
+        want = np.empty(len(page))
+        for g in range(len(page)):
+            p, ahead = page[g], column[g] - first[page[g]]
+            if data.pages["domain"].iloc[p] == "z":
+                start = bins(POINT["mu_global"], math.hypot(POINT["sigma_page"],
+                                                            POINT["sigma_domain"]))  # fmt: skip
+                walks = POINT["sigma_walk_global"] * np.exp(POINT["walk_domain_sd"] * nodes)
+                state = sum(wi * start @ np.linalg.matrix_power(step(s), ahead)
+                            for wi, s in zip(w, walks, strict=True))  # fmt: skip
+            else:
+                d = data.domain_codes[p]
+                state = bins(POINT["mu_domain"][d], POINT["sigma_page"]) @ np.linalg.matrix_power(
+                    step(POINT["sigma_walk"][d]), ahead
+                )
+            want[g] = state @ -np.expm1(-np.exp(grid) * length[g])
+        tree = model.predict(data, n_draws=None, seed="dyn-population")
+        prob = np.asarray(tree["posterior_predictive"]["detection_probability"])[0]
+        _within(prob.mean(axis=0), want, prob.std(axis=0) / math.sqrt(n))
+        assert tree["constant_data"]["known_domain"].values.tolist() == [
+            True, data is tiny, True]  # fmt: skip
+    assert max(first.values()) > 0 and (column - min(first.values())).max() == 2  # it walks
+
+
+def test_predictive_refuses_what_it_cannot_draw(tiny):
+    """The conditional predictive of other data, and dynamic_shocks visits outside the
+    fitted epochs, are errors that say why."""
+    model = _fixed_posterior(DynamicModel(model_config={"grid_size": 5}), tiny, 4)
+    with pytest.raises(ValueError, match="fitted observations"):
+        model.predict(tiny_world(("a", "z", "a")), page_rates="posterior")
+    shocked = _fixed_posterior(DynamicShockModel(model_config={"grid_size": 5}), tiny, 4, SHOCK)
+    later = sim.simulate_pages(
+        [1 / 50], [np.arange(END + 10.0, END + 1.5 * L, 30.0)], domains=["a"],
+        rng=sim.rng_from("dyn-later"),
+    ).observations  # fmt: skip
+    with pytest.raises(ValueError, match="within the fitted epochs"):
+        shocked.predict(later)
+    assert model.predict(later, n_draws=2)["posterior_predictive"]["detections"].size
