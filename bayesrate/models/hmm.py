@@ -510,8 +510,8 @@ def _register() -> None:
             for i, value in enumerate(results[1:], start=1):
                 output_storage[i][0] = value
 
-        def grad(self, inputs, output_grads):
-            grads = self(*inputs)[1:]
+        def pullback(self, inputs, outputs, output_grads):
+            grads = outputs[1:]
             g = output_grads[0]
             n_const = len(inputs) - self.n_free
             return [*(g * x for x in grads), *(disconnected_type() for _ in range(n_const))]

@@ -165,3 +165,34 @@ def test_library_calibrate_refuses_other_data_too(tmp_path):
     with pytest.raises(ArtifactError, match="other data"):
         calibrate(data, dataset="mine", models_root=tmp_path / "models", out=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_calibrate_compares_and_exports_the_dynamic_model(tmp_path, capsys):
+    """``--models hierarchical dynamic`` on pages whose rates drift: both are checked (their
+    PPC figures), ranked by leave-one-page-out, and exported (forced: tiny fits); the
+    dynamic artifact carries the walk as its drift block. A constant rate per page replicates
+    gaps between detections that are too regular (p = 0); the walk does not."""
+    from tests.models.test_dynamic import drift_world
+
+    data, _, _ = drift_world("calibrate-dynamic", 40, 2, 4, [0.3, 0.6])
+    path = tmp_path / "drifting.csv"
+    data.to_frame().to_csv(path, index=False)
+    out, models = tmp_path / "report", tmp_path / "models"
+    argv = ["calibrate", "--input", str(path), "--out", str(out), "--models-dir", str(models),
+            "--models", "hierarchical", "dynamic", "--draws", "100", "--tune", "100",
+            "--chains", "2", "--force"]  # fmt: skip
+    assert main(argv) == 0
+    report = (out / "report.md").read_text()
+    assert (out / "ppc-dynamic.png").stat().st_size > 10_000
+    comparison = report[report.index("## Model comparison") :]
+    assert "Verdict: dynamic predicts held-out pages better than hierarchical" in comparison
+    gap = next(line for line in report.splitlines() if line.startswith("| gap_cv |"))
+    hier_cond, _, dyn_cond, dyn_mixed = (cell.strip() for cell in gap.split("|")[2:6])
+    assert hier_cond == "**0.000**"
+    assert 0.025 < float(dyn_cond) < 0.975 and 0.025 < float(dyn_mixed) < 0.975
+    priors = PriorSet.load(models / "drifting" / "dynamic" / "priors.json")
+    assert priors.global_population.sigma_rw_per_day > 0
+    assert priors.metadata["loo"]["table"].keys() == {"hierarchical", "dynamic"}
+    assert (models / "drifting" / "hierarchical" / "priors.json").exists()
+    capsys.readouterr()
