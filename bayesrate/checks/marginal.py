@@ -99,10 +99,34 @@ def integrated_loglik_normal(
             out[sl] = logsumexp(ll[None] + lp, axis=-1)
         return out
     multipliers = np.asarray(multipliers, dtype=np.float64)
-    grid = page_grids(stats.groups(multipliers.mean(axis=0)), n_grid)
+    return integrated_loglik_per_draw(
+        lambda s: stats.groups(multipliers[s]),
+        stats.groups(multipliers.mean(axis=0)),
+        mu,
+        sigma,
+        n_grid=n_grid,
+    )
+
+
+def integrated_loglik_per_draw(
+    groups_of_draw: callable,
+    reference: CensoredGroups,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    *,
+    n_grid: int = 64,
+) -> np.ndarray:
+    """``log ∫ p_s(y_p | e^u) Normal(u | mu[s, p], sigma[s]) du`` when each draw ``s`` has
+    its own exposures: ``groups_of_draw(s)`` gives its :class:`CensoredGroups` (the
+    modulated model's multipliers, the shocks models' epoch effects). The per-page grids
+    cover the likelihood of ``reference`` (the groups at the draws' mean effects)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64).reshape(-1)
+    grid = page_grids(reference, n_grid)
     log_w = _trapezoid_log_weights(grid)
-    for s in range(n_draws):
-        ll = loglik_grid(stats.groups(multipliers[s]), grid) + log_w
+    out = np.empty(mu.shape)
+    for s in range(len(mu)):
+        ll = loglik_grid(groups_of_draw(s), grid) + log_w
         out[s] = logsumexp(ll + _normal_logpdf(grid, mu[s][:, None], sigma[s]), axis=-1)
     return out
 

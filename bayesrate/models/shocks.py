@@ -71,8 +71,8 @@ class ShockModel(HierarchicalModel):
 
     model_type: ClassVar[str] = "shocks"
     conditional_pages: ClassVar[bool] = False
-    #: the leave-one-page-out of :mod:`bayesrate.checks.marginal` integrates a constant rate
-    marginal_loo: ClassVar[bool] = False
+    #: leave-one-page-out: each page's rate integrated out under each draw's shocks
+    marginal_loo: ClassVar[bool] = True
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,
         "epoch_days": 90.0,
@@ -438,30 +438,53 @@ class ShockModel(HierarchicalModel):
 
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
         """``(draws, pages)`` exact log-likelihood at each kept draw (its own shocks)."""
-        from bayesrate.draws import stack_draws
-        from bayesrate.likelihood import CensoredGroups, loglik
-        from bayesrate.models.epochs import log_exposure_draws
+        from bayesrate.likelihood import loglik
 
         post, log_rate = self._loglik_draws(max_draws)
-        patterns = self.fitted_grid()
+        log_e = self._pattern_log_exposures(post)
+        pairs = zip(log_e, log_rate, strict=True)
+        return np.stack([loglik(self._shocked_groups(e), r) for e, r in pairs])
+
+    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+        """``(draws, pages)`` ``log ∫ p(y_p | λ, shocks_s) Normal(log λ | mu_domain, sigma_page)``:
+        each page's own rate integrated out under draw ``s``'s shocks and population (the
+        unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
+        from bayesrate.checks.marginal import integrated_loglik_per_draw
+        from bayesrate.draws import stack_draws
+
+        if self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        log_e = self._pattern_log_exposures(post)
+        return integrated_loglik_per_draw(
+            lambda s: self._shocked_groups(log_e[s]),
+            self._shocked_groups(log_e.mean(axis=0)),
+            stack_draws(post["mu_domain"], DIM_DOMAIN)[:, self.data_.domain_codes],
+            stack_draws(post["sigma_page"]),
+        )
+
+    def _pattern_log_exposures(self, post: xr.Dataset) -> np.ndarray:
+        """``(draws, patterns)`` each fitted pattern's log exposure under each draw's shocks."""
+        from bayesrate.draws import stack_draws
+        from bayesrate.models.epochs import log_exposure_draws
+
         shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
-        log_e = log_exposure_draws(patterns, shock)
-        g = patterns.groups
+        return log_exposure_draws(self.fitted_grid(), shock)
+
+    def _shocked_groups(self, log_e: np.ndarray):
+        """The fitted pages' sufficient statistics at pattern log exposures ``log_e``."""
+        from bayesrate.likelihood import CensoredGroups
+
+        g = self.fitted_grid().groups
         busy = g.detected > 0
-        out = np.empty_like(log_rate)
-        for i in range(len(log_rate)):
-            exposure = np.exp(log_e[i])
-            unchanged = np.bincount(
-                g.page, weights=(g.trials - g.detected) * exposure[g.pattern], minlength=g.n_pages
-            )
-            groups = CensoredGroups(
-                unchanged=unchanged,
-                group_page=g.page[busy],
-                group_log_exposure=log_e[i][g.pattern[busy]],
-                group_count=g.detected[busy].astype(np.float64),
-            )
-            out[i] = loglik(groups, log_rate[i])
-        return out
+        unchanged = np.bincount(
+            g.page, weights=(g.trials - g.detected) * np.exp(log_e)[g.pattern], minlength=g.n_pages
+        )
+        return CensoredGroups(
+            unchanged=unchanged,
+            group_page=g.page[busy],
+            group_log_exposure=log_e[g.pattern[busy]],
+            group_count=g.detected[busy].astype(np.float64),
+        )
 
 
 class DriftModel(ShockModel):

@@ -379,12 +379,12 @@ def _fixed_posterior(model, data, n_draws: int, shock=None):
         values |= {"shock": shock, "shock_global": shock.mean(axis=0)}
     dims = {"mu_domain": (DIM_DOMAIN,), "sigma_walk": (DIM_DOMAIN,),
             "shock": (DIM_DOMAIN, DIM_EPOCH), "shock_global": (DIM_EPOCH,)}  # fmt: skip
+
+    def draws(v):
+        return np.broadcast_to(v, (1, n_draws, *np.shape(v))).copy()
+
     post = xr.Dataset(
-        {
-            name: (("chain", "draw", *dims.get(name, ())),
-                   np.broadcast_to(v, (1, n_draws, *np.shape(v))).copy())
-            for name, v in values.items()
-        },  # fmt: skip
+        {name: (("chain", "draw", *dims.get(name, ())), draws(v)) for name, v in values.items()},
         coords={k: v for k, v in coords.items() if k != DIM_PAGE},
     )
     const = xr.Dataset({"domain": ((DIM_PAGE,), np.asarray(data.pages["domain"]).astype(str))})

@@ -207,6 +207,42 @@ def test_page_loglik_equals_brute_force(small, fitted):
         np.testing.assert_allclose(got[i], want, rtol=1e-10)
 
 
+def test_leave_one_page_out_terms_equal_quadrature(small, fitted):
+    """Each page's term integrates its rate out under the draw's shocks: against scipy's
+    adaptive quadrature of the per-interval Bernoulli likelihood times the page's prior
+    Normal(mu_domain, sigma_page); PSIS-LOO takes them (``compare``)."""
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    from bayesrate.checks.compare import compare
+
+    obs, _, _, edges = small
+    post = fitted.thinned_posterior(3)
+    got = fitted.marginal_page_loglik(post)
+    mu = stack_draws(post["mu_domain"], DIM_DOMAIN)
+    sigma = stack_draws(post["sigma_page"])
+    shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+    for i in range(len(got)):
+        for p in (0, 5, 10):
+            d = obs.domain_codes[p]
+            peak = float(stack_draws(post["log_rate"], DIM_PAGE)[i, p])
+            lo, hi = peak - 6.0, peak + 6.0  # the likelihood is negligible beyond
+
+            scale = _brute_force(obs, np.full(obs.n_pages, peak), shock[i], edges)[p]
+
+            def integrand(u, i=i, p=p, d=d, scale=scale):
+                rates = np.full(obs.n_pages, u)
+                ll = _brute_force(obs, rates, shock[i], edges)[p]
+                return math.exp(ll - scale) * norm.pdf(u, mu[i, d], sigma[i])
+
+            value, _ = quad(integrand, lo, hi, epsabs=0, epsrel=1e-10, limit=200)
+            assert got[i, p] == pytest.approx(scale + math.log(value), abs=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = compare({"shocks": fitted}).table
+    assert np.isfinite(table["elpd"].iloc[0])
+
+
 def test_rate_is_the_future_epoch_mean(fitted):
     post = fitted.idata_["posterior"]
     assert fitted.shocked_domains(fitted.data_).all()  # 4 pages per domain
