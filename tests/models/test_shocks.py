@@ -243,6 +243,21 @@ def test_leave_one_page_out_terms_equal_quadrature(small, fitted):
     assert np.isfinite(table["elpd"].iloc[0])
 
 
+def test_predictive_checks_count_by_the_models_own_groups(small, fitted):
+    """The checks take the shocks model's predictive groups (visit patterns split by
+    epoch): every observed detection is counted once, and its own pages are replicated
+    without an extreme mean."""
+    from bayesrate.checks.ppc import ppc_for
+
+    obs = small[0]
+    checks = ppc_for(fitted, obs, seed="shocks-ppc", n_draws=40)
+    for replication in checks.replications:
+        result = checks.result(replication)
+        assert result.hour_observed.sum() == obs.changes_per_page.sum()
+        assert result.changes_replicated.shape == (40, obs.n_pages)
+    assert 0.025 < checks.conditional.p_values()["mean_changes"] < 0.975
+
+
 def test_rate_is_the_future_epoch_mean(fitted):
     post = fitted.idata_["posterior"]
     assert fitted.shocked_domains(fitted.data_).all()  # 4 pages per domain
