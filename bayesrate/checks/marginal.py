@@ -13,7 +13,10 @@ integral is one-dimensional: it is evaluated on a per-page grid in ``u`` that co
 where the page's likelihood is within :data:`LOGLIK_WINDOW` of its maximum (clipped to
 ``[U_MIN, U_MAX]``), with the trapezoid rule — which converges geometrically for these
 smooth, rapidly decaying integrands: 64 points agree with 2,000 to 1e-10 on ``ota-pga``.
-For modulated models the likelihood of each draw uses that draw's hour-of-week multipliers.
+For modulated models the likelihood of each draw uses that draw's hour-of-week multipliers,
+for the shocks and drift models its epoch effects, for the bursty model its ``κ``
+(:func:`integrated_loglik_per_draw`). The dynamic models sum each page's whole path out
+on their own grid (``DynamicModel.marginal_page_loglik``).
 """
 
 from __future__ import annotations
@@ -31,12 +34,18 @@ if TYPE_CHECKING:
 #: log-rate per hour range considered (1e-9 .. 1e4 changes per hour)
 U_MIN, U_MAX = np.log(1e-9), np.log(1e4)
 LOGLIK_WINDOW = 60.0
+#: grid points per page of the trapezoid rule
+N_GRID = 64
 
 
-def page_grids(groups: CensoredGroups, n_grid: int) -> np.ndarray:
-    """Per-page grids in log-rate covering each page's likelihood support."""
+def page_grids(
+    groups: CensoredGroups | None, n_grid: int, loglik_at: callable | None = None
+) -> np.ndarray:
+    """Per-page grids in log-rate covering each page's likelihood support (``loglik_at``:
+    ``(K,)`` log-rates → ``(pages, K)`` log-likelihoods; default the censored Poisson's of
+    ``groups``)."""
     coarse = np.linspace(U_MIN, U_MAX, 400)
-    ll = loglik_grid(groups, coarse)
+    ll = loglik_grid(groups, coarse) if loglik_at is None else loglik_at(coarse)
     keep = ll >= ll.max(axis=1, keepdims=True) - LOGLIK_WINDOW
     idx = np.arange(len(coarse))
     lo = np.where(keep, idx, len(coarse)).min(axis=1)
@@ -65,7 +74,7 @@ def integrated_loglik_normal(
     sigma: np.ndarray,
     multipliers: np.ndarray | None = None,
     *,
-    n_grid: int = 64,
+    n_grid: int = N_GRID,
     chunk: int = 64,
 ) -> np.ndarray:
     """``log ∫ p(y_p | e^u) Normal(u | mu[s, p], sigma[s]) du`` for every draw and page.
@@ -100,33 +109,26 @@ def integrated_loglik_normal(
         return out
     multipliers = np.asarray(multipliers, dtype=np.float64)
     return integrated_loglik_per_draw(
-        lambda s: stats.groups(multipliers[s]),
-        stats.groups(multipliers.mean(axis=0)),
+        lambda s, grid: loglik_grid(stats.groups(multipliers[s]), grid),
+        page_grids(stats.groups(multipliers.mean(axis=0)), n_grid),
         mu,
         sigma,
-        n_grid=n_grid,
     )
 
 
 def integrated_loglik_per_draw(
-    groups_of_draw: callable,
-    reference: CensoredGroups,
-    mu: np.ndarray,
-    sigma: np.ndarray,
-    *,
-    n_grid: int = 64,
+    loglik_of_draw: callable, grid: np.ndarray, mu: np.ndarray, sigma: np.ndarray
 ) -> np.ndarray:
     """``log ∫ p_s(y_p | e^u) Normal(u | mu[s, p], sigma[s]) du`` when each draw ``s`` has
-    its own exposures: ``groups_of_draw(s)`` gives its :class:`CensoredGroups` (the
-    modulated model's multipliers, the shocks models' epoch effects). The per-page grids
-    cover the likelihood of ``reference`` (the groups at the draws' mean effects)."""
+    its own likelihood, ``loglik_of_draw(s, grid)`` ``(pages, K)`` on the per-page ``grid``
+    (:func:`page_grids` of the likelihood at the draws' mean effects): the modulated
+    model's multipliers, the shocks models' epoch effects, the bursty model's ``κ``."""
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64).reshape(-1)
-    grid = page_grids(reference, n_grid)
     log_w = _trapezoid_log_weights(grid)
     out = np.empty(mu.shape)
     for s in range(len(mu)):
-        ll = loglik_grid(groups_of_draw(s), grid) + log_w
+        ll = loglik_of_draw(s, grid) + log_w
         out[s] = logsumexp(ll + _normal_logpdf(grid, mu[s][:, None], sigma[s]), axis=-1)
     return out
 

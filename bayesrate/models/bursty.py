@@ -64,9 +64,8 @@ class BurstyModel(HierarchicalModel):
         **HierarchicalModel.sampler_defaults,
         "tune": 1000,
     }
-    #: the marginal likelihood of :mod:`bayesrate.checks.marginal` is the Poisson's: not yet
-    #: written for Gamma-mixed intervals, so ``bayesrate calibrate`` does not offer this model
-    marginal_loo: ClassVar[bool] = False
+    #: leave-one-page-out: each page's rate integrated out under each draw's ``κ``
+    marginal_loo: ClassVar[bool] = True
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,
         "log_shape_mean": 0.0,
@@ -167,11 +166,43 @@ class BurstyModel(HierarchicalModel):
 
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
         """``(draws, pages)`` exact log-likelihood at each kept draw (its own ``κ``)."""
+        post, log_rate = self._loglik_draws(max_draws)
+        return self._mixed_loglik(log_rate, self._page_log_shapes(post))
+
+    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+        """``(draws, pages)`` ``log ∫ p(y_p | λ, κ_s) Normal(log λ | mu_domain, sigma_page)``:
+        each page's own rate integrated out under draw ``s``'s ``κ`` and population (the
+        unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
+        from bayesrate.checks.marginal import N_GRID, integrated_loglik_per_draw, page_grids
         from bayesrate.draws import stack_draws
+
+        if self.data_ is None:
+            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        log_shape = self._page_log_shapes(post)
+
+        def at(log_rates: np.ndarray, shapes: np.ndarray) -> np.ndarray:
+            """``(pages, K)`` at per-page grids ``log_rates`` (or one ``(K,)`` grid)."""
+            grid = np.broadcast_to(log_rates, (self.data_.n_pages, np.shape(log_rates)[-1]))
+            return self._mixed_loglik(grid.T, np.broadcast_to(shapes, grid.T.shape)).T
+
+        return integrated_loglik_per_draw(
+            lambda s, grid: at(grid, log_shape[s]),
+            page_grids(None, N_GRID, lambda coarse: at(coarse, log_shape.mean(axis=0))),
+            stack_draws(post["mu_domain"], DIM_DOMAIN)[:, self.data_.domain_codes],
+            stack_draws(post["sigma_page"]),
+        )
+
+    def _page_log_shapes(self, post: xr.Dataset) -> np.ndarray:
+        """``(draws, pages)`` each page's ``log κ`` (its domain's)."""
+        from bayesrate.draws import stack_draws
+
+        return stack_draws(post["log_kappa"], DIM_DOMAIN)[:, self.data_.domain_codes]
+
+    def _mixed_loglik(self, log_rate: np.ndarray, log_shape: np.ndarray) -> np.ndarray:
+        """``(rows, pages)`` the fitted pages' Gamma-mixed log-likelihood at ``log_rate``
+        and ``log_shape`` (``(rows, pages)`` each)."""
         from bayesrate.likelihood import mixed_pointwise_loglik
 
-        post, log_rate = self._loglik_draws(max_draws)
-        log_shape = stack_draws(post["log_kappa"], DIM_DOMAIN)[:, self.data_.domain_codes]
         stats = self.data_.interval_stats
         return mixed_pointwise_loglik(
             stats.group_page,

@@ -449,15 +449,16 @@ class ShockModel(HierarchicalModel):
         """``(draws, pages)`` ``log ∫ p(y_p | λ, shocks_s) Normal(log λ | mu_domain, sigma_page)``:
         each page's own rate integrated out under draw ``s``'s shocks and population (the
         unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
-        from bayesrate.checks.marginal import integrated_loglik_per_draw
+        from bayesrate.checks.marginal import N_GRID, integrated_loglik_per_draw, page_grids
         from bayesrate.draws import stack_draws
+        from bayesrate.likelihood import loglik_grid
 
         if self.data_ is None:
             raise RuntimeError("the fitted data are needed: load the fit with data=...")
         log_e = self._pattern_log_exposures(post)
         return integrated_loglik_per_draw(
-            lambda s: self._shocked_groups(log_e[s]),
-            self._shocked_groups(log_e.mean(axis=0)),
+            lambda s, grid: loglik_grid(self._shocked_groups(log_e[s]), grid),
+            page_grids(self._shocked_groups(log_e.mean(axis=0)), N_GRID),
             stack_draws(post["mu_domain"], DIM_DOMAIN)[:, self.data_.domain_codes],
             stack_draws(post["sigma_page"]),
         )

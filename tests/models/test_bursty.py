@@ -186,12 +186,17 @@ def test_model_logp_equals_brute_force(small_obs):
     )
 
 
-def test_calibrate_does_not_offer_it(capsys):
-    """``bayesrate calibrate`` compares models by a marginal LOO bursty does not have."""
-    from bayesrate.cli import main
+def test_calibrate_offers_it_but_not_by_default():
+    """``bayesrate calibrate --models`` takes every model with leave-one-page-out terms;
+    the default stays the three quick ones (``make main``'s time)."""
+    from bayesrate.calibrate import DEFAULT_MODELS
+    from bayesrate.cli import build_parser
 
-    assert main(["calibrate", "--dataset", "ota-contrib", "--models", "bursty"]) != 0
-    assert "invalid choice: 'bursty'" in capsys.readouterr().err
+    parser = build_parser()
+    args = parser.parse_args(["calibrate", "--models", "bursty", "shocks", "drift", "dynamic",
+                              "dynamic_shocks"])  # fmt: skip
+    assert args.models == ["bursty", "shocks", "drift", "dynamic", "dynamic_shocks"]
+    assert parser.parse_args(["calibrate"]).models == list(DEFAULT_MODELS)
 
 
 def test_registered_and_predicts(small_obs):
@@ -278,11 +283,28 @@ def test_fit_command_save_load_and_predict(small_obs, tmp_path):
     want = -np.expm1(mixed_log_quiet(log_rate[:, page] + np.log(tau), log_kappa[:, page]))
     got = stack_draws(pred["posterior_predictive"]["detection_probability"], "interval_group")
     np.testing.assert_allclose(got, want, rtol=1e-9)
-    # leave-one-page-out integrates rates out under the Poisson: refused, not mis-scored
-    from bayesrate.checks.compare import marginal_idata
+    # leave-one-page-out: each page's rate integrated out under the draw's κ, against
+    # adaptive quadrature of the per-interval Bernoulli sum times the page's prior
+    from scipy.integrate import quad
+    from scipy.stats import norm
 
-    with pytest.raises(ValueError, match="leave-one-page-out is not available for the bursty"):
-        marginal_idata(model)
+    two = model.thinned_posterior(2)
+    terms = model.marginal_page_loglik(two)
+    mu = stack_draws(two["mu_domain"], "domain")[:, model.data_.domain_codes]
+    sigma = stack_draws(two["sigma_page"])
+    kappa = np.exp(stack_draws(two["log_kappa"], "domain")[:, model.data_.domain_codes])
+    peaks = stack_draws(two["log_rate"], "page")
+    for i in range(2):
+        for p in (0, 7):
+
+            def ll(u, i=i, p=p):
+                return _brute_force_loglik(model.data_, np.full(12, u), kappa[i])[p]
+
+            top = ll(peaks[i, p])
+            value, _ = quad(lambda u, i=i, p=p, top=top: math.exp(ll(u) - top) * norm.pdf(
+                u, mu[i, p], sigma[i]), peaks[i, p] - 8, peaks[i, p] + 8, epsrel=1e-10,
+                limit=200)  # fmt: skip
+            assert terms[i, p] == pytest.approx(top + math.log(value), abs=1e-6)
     # a new domain's page: its κ is drawn, so the predictive runs and is a probability
     new = small_obs.pages.copy()
     new["domain"] = "unseen"
