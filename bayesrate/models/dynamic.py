@@ -7,6 +7,8 @@ between epochs by a random walk whose step size is pooled per domain::
     mu_global, sigma_domain, mu_domain[d], sigma_page      as the hierarchical model's
     log λ[p, first(p)] ~ Normal(mu_domain[domain(p)], sigma_page)   (first epoch with data)
     log λ[p, e + 1]    ~ Normal(log λ[p, e], sigma_walk[domain(p)])
+                          (walk "reverting": Normal(m + phi·(log λ[p, e] − m), sigma_walk),
+                          m = mu_domain[domain(p)], phi ~ Beta(walk_phi_alpha, walk_phi_beta))
     log sigma_walk[d]   ~ Normal(log sigma_walk_global, walk_domain_sd)
                           (centred for domains of ≥ walk_centre_pages pages, else not)
     sigma_walk_global   ~ Gamma(2, 2/walk_sd_scale)
@@ -61,6 +63,8 @@ GRID_LOW_CHANGES = 0.05
 GRID_HIGH_CHANGES = 10.0
 #: posterior draws filtered at once when ``log_rate`` is drawn
 FILTER_CHUNK = 64
+#: the walks of ``model_config["walk"]``
+WALKS = ("random", "reverting")
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
                    "shock_global")  # fmt: skip
@@ -209,12 +213,16 @@ def _erf(x):
     return erf(x)
 
 
-def transition_matrices(sigma, grid: np.ndarray, module=np):
+def transition_matrices(sigma, grid: np.ndarray, module=np, centre=None, phi=None):
     """``(..., K, K)`` walk transitions: row ``i`` is Normal(``grid[i]``, ``sigma``) over the
-    bins. ``sigma`` has any leading shape."""
+    bins, or with ``centre`` and ``phi`` (a mean-reverting walk) Normal(``centre + phi ·
+    (grid[i] − centre)``, ``sigma``). ``sigma`` (and ``centre``) have any leading shape,
+    ``phi`` is a scalar."""
     edges = bin_edges(grid)
     sigma = sigma[..., None] * module.ones_like(sigma[..., None] * grid)  # (..., K)
     mu = module.ones_like(sigma) * grid
+    if phi is not None:
+        mu = centre[..., None] + phi * (mu - centre[..., None])
     return normal_bins(mu, sigma, edges, module)
 
 
@@ -242,6 +250,12 @@ class DynamicModel(HierarchicalModel):
         "walk_domain_sd_scale": 0.5,
         "walk_centre_pages": 10,
         "grid_size": 48,
+        #: "random" (a random walk) or "reverting": each step reverts towards the domain
+        #: mean, ``x' ~ Normal(mu_domain + phi·(x − mu_domain), sigma_walk)``, one ``phi``
+        #: ~ Beta(walk_phi_alpha, walk_phi_beta) for all domains
+        "walk": "random",
+        "walk_phi_alpha": 8.0,
+        "walk_phi_beta": 2.0,
     }
 
     def _validate_config(self) -> None:
@@ -253,6 +267,14 @@ class DynamicModel(HierarchicalModel):
         size = self.model_config["grid_size"]
         if not isinstance(size, int) or size < 3:
             raise ValueError("grid_size must be an integer ≥ 3")
+        if self.model_config["walk"] not in WALKS:
+            raise ValueError(f"walk must be one of {WALKS}, got {self.model_config['walk']!r}")
+        check_config_numbers(self.model_config, positive=("walk_phi_alpha", "walk_phi_beta"))
+
+    @property
+    def reverting(self) -> bool:
+        """Whether the walk reverts towards the domain means (``walk: "reverting"``)."""
+        return self.model_config["walk"] == "reverting"
 
     @property
     def epoch_hours(self) -> float:
@@ -361,7 +383,11 @@ class DynamicModel(HierarchicalModel):
             init = normal_bins(
                 mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
             )
-            transitions = transition_matrices(sigma_walk, grid, pt)
+            phi = None
+            if self.reverting:
+                cfg = self.model_config
+                phi = pm.Beta("walk_phi", cfg["walk_phi_alpha"], cfg["walk_phi_beta"])
+            transitions = transition_matrices(sigma_walk, grid, pt, mu_domain, phi)
             pm.Potential("page_paths", self._paths(data, init, transitions))
         self._build_notes["epochs"] = {
             "epoch_days": self.model_config["epoch_days"],
@@ -413,7 +439,13 @@ class DynamicModel(HierarchicalModel):
             np.full(data.n_pages, draws["sigma_page"][i]),
             bin_edges(grid),
         )
-        return init, transition_matrices(draws["sigma_walk"][i], grid)
+        return init, self._transitions(draws, i, draws["mu_domain"][i], draws["sigma_walk"][i])
+
+    def _transitions(self, draws, i: int, centre: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+        """Draw ``i``'s ``(domains, K, K)`` walk steps of domains with means ``centre`` and
+        walk sizes ``sigma`` (the means matter for a reverting walk only)."""
+        phi = float(draws["walk_phi"][i]) if self.reverting else None
+        return transition_matrices(sigma, self.grid(self.data_), np, centre, phi)
 
     def _stacked(self, post: xr.Dataset, extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         """:attr:`filter_vars` of ``post`` and those of ``extra`` it has, chains and draws
@@ -421,7 +453,7 @@ class DynamicModel(HierarchicalModel):
         from bayesrate.draws import stack_draws
 
         out = {name: stack_draws(post[name], *dims) for name, *dims in self.filter_vars}
-        for name in (n for n in extra if n in post):
+        for name in (n for n in (*extra, "walk_phi") if n in post):
             out[name] = stack_draws(post[name], *(d for d in post[name].dims if d not in
                                                   ("chain", "draw")))  # fmt: skip
         return out
@@ -433,11 +465,17 @@ class DynamicModel(HierarchicalModel):
         for every draw)."""
         return self.emission(data)
 
-    def walk_forward(self, state: np.ndarray, sigma_walk: np.ndarray, rng) -> np.ndarray:
+    def walk_forward(
+        self, state: np.ndarray, sigma_walk: np.ndarray, rng, centre=None, phi=None
+    ) -> np.ndarray:
         """One epoch's step of grid states ``state`` (draws, pages) with step sizes
-        ``sigma_walk`` (draws, pages): a draw of the next epoch's states."""
+        ``sigma_walk`` (draws, pages): a draw of the next epoch's states. A reverting walk
+        needs each page's domain mean ``centre`` (draws, pages) and ``phi`` (draws, 1)."""
         grid = self.grid(self.data_)
-        return draw_states(normal_bins(grid[state], sigma_walk, bin_edges(grid)), rng)
+        mean = grid[state]
+        if self.reverting:
+            mean = centre + phi * (mean - centre)
+        return draw_states(normal_bins(mean, sigma_walk, bin_edges(grid)), rng)
 
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         import xarray as xr
@@ -628,7 +666,7 @@ class DynamicModel(HierarchicalModel):
         np.maximum.at(last, page, col)
         sigma_page = np.full(len(code), draws["sigma_page"][i])
         start = draw_states(normal_bins(mu[code], sigma_page, bin_edges(grid)), rng)
-        steps = transition_matrices(walk, grid)
+        steps = self._transitions(draws, i, mu, walk)
         states = np.full((observations.n_pages, n_cols), -1, dtype=np.int64)
         for c in range(n_cols):
             begins = first == c

@@ -714,6 +714,8 @@ def _dynamic_prediction(
     log_rate = stack_draws(post["log_rate"], DIM_PAGE)[keep]
     state = np.rint((log_rate - grid[0]) / (grid[1] - grid[0])).astype(np.int64)
     sigma = stack_draws(post["sigma_walk"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
+    centre = stack_draws(post["mu_domain"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
+    phi = stack_draws(post["walk_phi"])[keep][:, None] if "walk_phi" in post else None
     owner, epoch, hours = epoch_overlap(
         np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
     )
@@ -723,7 +725,7 @@ def _dynamic_prediction(
     rng = rng_from(f"{seed}-future-walk")
     levels = [grid[state]]
     for _ in range(n_ahead):
-        state = model.walk_forward(state, sigma, rng)
+        state = model.walk_forward(state, sigma, rng, centre, phi)
         levels.append(grid[state])
     levels = np.stack(levels, axis=2)  # (draws, pages, epochs from the last fitted)
     if "shock" in post:  # dynamic_shocks: the last fitted epoch's shock, then fresh ones

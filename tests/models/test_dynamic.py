@@ -103,12 +103,13 @@ def tiny_world(domains=("a", "b", "a")):
 
 
 def _paths_by_enumeration(
-    model, data, mu_domain, sigma_page, sigma_walk, shock=None, posteriors=None
+    model, data, mu_domain, sigma_page, sigma_walk, shock=None, posteriors=None, phi=None
 ):
     """Per page: log Σ over all grid paths of prior × per-interval Bernoulli likelihood, and
     the posterior of the last column's state (scipy's Normal CDF for every bin); ``shock``
     (domains, columns) is added to each interval's log-rate. ``posteriors``, a list, gets
-    per page every path (states of columns −3, −2, −1) and its posterior probability."""
+    per page every path (states of columns −3, −2, −1) and its posterior probability;
+    ``phi``: the walk reverts towards ``mu_domain`` by that factor per step."""
     grid = model.grid(data)
     edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
     anchor = float(data.time.max())
@@ -121,7 +122,8 @@ def _paths_by_enumeration(
         first = int(epoch.min())
         d = data.domain_codes[p]
         init = np.diff(norm.cdf(edges, mu_domain[d], sigma_page))
-        step = np.array([np.diff(norm.cdf(edges, g, sigma_walk[d])) for g in grid])
+        mean = grid if phi is None else mu_domain[d] + phi * (grid - mu_domain[d])
+        step = np.array([np.diff(norm.cdf(edges, m, sigma_walk[d])) for m in mean])
         weights, states = [], []
         for path in itertools.product(range(len(grid)), repeat=len(cols)):
             k0 = list(cols).index(first)
@@ -177,6 +179,33 @@ def test_logp_and_filter_equal_path_enumeration(tiny):
         )[0]
         np.testing.assert_allclose(filtered, last, atol=1e-10)
         assert last.max(axis=1).min() < 0.999  # more than one state matters
+
+
+def test_reverting_walk_logp_and_filter_equal_path_enumeration(tiny):
+    """``walk: "reverting"``: each step's mean is pulled towards the domain mean by
+    ``walk_phi``."""
+    model = DynamicModel(model_config={"grid_size": 9, "walk": "reverting"})
+    pm_model = model.build_model(tiny)
+    names = ["mu_domain", "sigma_page", "sigma_walk", "walk_phi"]
+    outputs = pm_model.replace_rvs_by_values(
+        [pm_model.potentials[0], *(pm_model[n] for n in names)]
+    )
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(seed_of("dyn-revert-enumerate"))
+    base = pm_model.initial_point()
+    for _ in range(3):
+        point = {k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()}
+        potential, mu_domain, sigma_page, sigma_walk, phi = values(point)
+        assert 0.3 < phi < 0.97  # a reversion that matters
+        total, last = _paths_by_enumeration(
+            model, tiny, mu_domain, sigma_page, sigma_walk, phi=float(phi)
+        )
+        assert float(potential) == pytest.approx(total.sum(), rel=1e-9)
+        draw = {"mu_domain": mu_domain[None], "sigma_page": np.array([sigma_page]),
+                "sigma_walk": sigma_walk[None], "walk_phi": np.array([phi])}  # fmt: skip
+        np.testing.assert_allclose(model.filtered(draw, tiny)[0], last, atol=1e-10)
+        plain, _ = _paths_by_enumeration(model, tiny, mu_domain, sigma_page, sigma_walk)
+        assert abs(plain.sum() - total.sum()) > 1e-3  # and the reversion changes it
 
 
 def test_shocked_logp_and_filter_equal_path_enumeration(tiny):
@@ -366,7 +395,7 @@ POINT = {
 SHOCK = np.array([[0.5, -0.3, -0.2], [-0.6, 0.2, 0.4]])
 
 
-def _fixed_posterior(model, data, n_draws: int, shock=None):
+def _fixed_posterior(model, data, n_draws: int, shock=None, extra=None):
     """``model`` as if fitted to ``data``, every posterior draw the parameter point POINT
     (and ``shock``): the exact answers are then sums over that point's paths."""
     import xarray as xr
@@ -374,7 +403,7 @@ def _fixed_posterior(model, data, n_draws: int, shock=None):
     from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
 
     coords = model.coords(data)
-    values = dict(POINT)
+    values = dict(POINT) | dict(extra or {})
     if shock is not None:
         values |= {"shock": shock, "shock_global": shock.mean(axis=0)}
     dims = {"mu_domain": (DIM_DOMAIN,), "sigma_walk": (DIM_DOMAIN,),
@@ -477,22 +506,27 @@ def test_conditional_predictive_equals_path_posterior(tiny, model_class):
     assert np.ptp(want) > 0.05  # the groups differ
 
 
-def test_new_page_predictive_equals_walked_population(tiny):
+@pytest.mark.parametrize("walk", ["random", "reverting"])
+def test_new_page_predictive_equals_walked_population(tiny, walk):
     """``page_rates="population"``: a page of a fitted domain starts from that domain's
     binned Normal in its first epoch and walks; a page of a new domain ("z") has its mean
     from Normal(mu_global, sigma_domain) and its walk size from the walk-size population
-    (integrated here by Gauss–Hermite quadrature). Expected detection probabilities per
-    group against matrix powers of scipy-binned walks."""
-    n = 12_000
-    model = _fixed_posterior(DynamicModel(model_config={"grid_size": 9}), tiny, n)
+    (both integrated here by Gauss–Hermite quadrature). Expected detection probabilities
+    per group against matrix powers of scipy-binned walks (reverting towards the domain
+    mean by ``walk_phi`` = 0.7 per step, or not)."""
+    n = 6000
+    config = {"grid_size": 9, "walk": walk}
+    phi = 0.7 if walk == "reverting" else 1.0
+    extra = {"walk_phi": np.array(phi)} if walk == "reverting" else None
+    model = _fixed_posterior(DynamicModel(model_config=config), tiny, n, extra=extra)
     grid = model.grid(tiny)
     edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
 
     def bins(mu, sd):
         return np.diff(norm.cdf(edges, mu, sd))
 
-    def step(sd):
-        return np.array([bins(g, sd) for g in grid])
+    def step(centre, sd):
+        return np.array([bins(centre + phi * (g - centre), sd) for g in grid])
 
     new = tiny_world(("a", "z", "a"))
     for data in (tiny, new):
@@ -504,15 +538,21 @@ def test_new_page_predictive_equals_walked_population(tiny):
         for g in range(len(page)):
             p, ahead = page[g], column[g] - first[page[g]]
             if data.pages["domain"].iloc[p] == "z":
-                start = bins(POINT["mu_global"], math.hypot(POINT["sigma_page"],
-                                                            POINT["sigma_domain"]))  # fmt: skip
+                means = POINT["mu_global"] + POINT["sigma_domain"] * nodes
                 walks = POINT["sigma_walk_global"] * np.exp(POINT["walk_domain_sd"] * nodes)
-                state = sum(wi * start @ np.linalg.matrix_power(step(s), ahead)
-                            for wi, s in zip(w, walks, strict=True))  # fmt: skip
+                state = sum(
+                    wm
+                    * wz
+                    * bins(m, POINT["sigma_page"])
+                    @ np.linalg.matrix_power(step(m, s), ahead)
+                    for wm, m in zip(w, means, strict=True)
+                    for wz, s in zip(w, walks, strict=True)
+                )
             else:
                 d = data.domain_codes[p]
-                state = bins(POINT["mu_domain"][d], POINT["sigma_page"]) @ np.linalg.matrix_power(
-                    step(POINT["sigma_walk"][d]), ahead
+                m = POINT["mu_domain"][d]
+                state = bins(m, POINT["sigma_page"]) @ np.linalg.matrix_power(
+                    step(m, POINT["sigma_walk"][d]), ahead
                 )
             want[g] = state @ -np.expm1(-np.exp(grid) * length[g])
         tree = model.predict(data, n_draws=None, seed="dyn-population")
