@@ -181,21 +181,26 @@ def test_logp_and_filter_equal_path_enumeration(tiny):
         assert last.max(axis=1).min() < 0.999  # more than one state matters
 
 
+def _random_points(pm_model, names, seed: str, n: int = 3):
+    """The model's potential and the variables ``names`` at ``n`` random points around its
+    initial point."""
+    outputs = pm_model.replace_rvs_by_values(
+        [pm_model.potentials[0], *(pm_model[name] for name in names)]
+    )
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(seed_of(seed))
+    base = pm_model.initial_point()
+    for _ in range(n):
+        yield values({k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()})
+
+
 def test_reverting_walk_logp_and_filter_equal_path_enumeration(tiny):
     """``walk: "reverting"``: each step's mean is pulled towards the domain mean by
     ``walk_phi``."""
     model = DynamicModel(model_config={"grid_size": 9, "walk": "reverting"})
-    pm_model = model.build_model(tiny)
     names = ["mu_domain", "sigma_page", "sigma_walk", "walk_phi"]
-    outputs = pm_model.replace_rvs_by_values(
-        [pm_model.potentials[0], *(pm_model[n] for n in names)]
-    )
-    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
-    rng = np.random.default_rng(seed_of("dyn-revert-enumerate"))
-    base = pm_model.initial_point()
-    for _ in range(3):
-        point = {k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()}
-        potential, mu_domain, sigma_page, sigma_walk, phi = values(point)
+    for potential, *params in _random_points(model.build_model(tiny), names, "dyn-revert"):
+        mu_domain, sigma_page, sigma_walk, phi = params
         assert 0.3 < phi < 0.97  # a reversion that matters
         total, last = _paths_by_enumeration(
             model, tiny, mu_domain, sigma_page, sigma_walk, phi=float(phi)
@@ -212,17 +217,8 @@ def test_shocked_logp_and_filter_equal_path_enumeration(tiny):
     """dynamic_shocks: each interval's log-rate is its path's state plus its domain's shock
     in the closing epoch (both domains have their own shocks here)."""
     model = DynamicShockModel(model_config={"grid_size": 9, "domain_shock_min_pages": 1})
-    pm_model = model.build_model(tiny)
     names = ["mu_domain", "sigma_page", "sigma_walk", "shock"]
-    outputs = pm_model.replace_rvs_by_values(
-        [pm_model.potentials[0], *(pm_model[n] for n in names)]
-    )
-    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
-    rng = np.random.default_rng(seed_of("dyn-shock-enumerate"))
-    base = pm_model.initial_point()
-    for _ in range(3):
-        point = {k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()}
-        potential, *params = values(point)
+    for potential, *params in _random_points(model.build_model(tiny), names, "dyn-shock-enumerate"):
         draw = dict(zip(names, params, strict=True))
         assert np.abs(draw["shock"]).max() > 0.2  # the shocks matter
         assert np.ptp(draw["shock"][0] - draw["shock"][1]) > 0.1  # and differ by domain
