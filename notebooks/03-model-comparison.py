@@ -452,7 +452,8 @@ display(fig)
 #   model barely moves the replicated CV: its Gamma mixing is drawn afresh for every
 #   interval, so consecutive intervals stay independent and detections cannot cluster in
 #   time. Clustering across intervals needs a state that persists — a rate that drifts over
-#   the years (the `dynamic` model, not built yet) or a two-state burst process — not
+#   the years (the `dynamic` model: fitted to all 877 documents, its gap check passes,
+#   p = 0.475, `docs/models.md`) or a two-state burst process — not
 #   interval-level overdispersion. The detections-per-month figure at the top shows the
 #   same thing directly: bursts lasting months.
 # * **Day of week.** Legal documents change on working days; the homogeneous models
