@@ -164,6 +164,16 @@ def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, what: s
     return out
 
 
+def config_hash(model_type: str, model_config: Mapping[str, Any]) -> str:
+    """SHA-256 of a model type and a model_config (sorted JSON)."""
+    payload = json.dumps(
+        {"model_type": model_type, "model_config": dict(model_config)},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
 def check_config_numbers(
     config: Mapping[str, Any], *, positive: tuple[str, ...] = (), finite: tuple[str, ...] = ()
 ) -> None:
@@ -235,12 +245,7 @@ class RateModel:
     @property
     def config_hash(self) -> str:
         """SHA-256 of the model type and model_config (sorted JSON)."""
-        payload = json.dumps(
-            {"model_type": self.model_type, "model_config": self.model_config},
-            sort_keys=True,
-            default=str,
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()
+        return config_hash(self.model_type, self.model_config)
 
     @property
     def timezone(self) -> str:
@@ -964,7 +969,9 @@ class RateModel:
             raise ArtifactError(
                 f"{path}: saved config does not fit {target.__name__}: {exc}"
             ) from exc
-        if model.config_hash != attrs.get("bayesrate_config_hash"):
+        # the saved config against its own hash (a config saved before an option was added
+        # loads with that option's default, which keeps the model it was)
+        if config_hash(model_type, saved_config) != attrs.get("bayesrate_config_hash"):
             raise ArtifactError(f"{path}: config hash does not match its own config (edited file?)")
         if model_config is not None:
             wanted = target(model_config)

@@ -276,6 +276,31 @@ def test_save_load_roundtrip_and_refusals(gamma_fit, small_obs, degenerate_obs, 
         CensoredModel.load(tmp_path / "missing.nc")
 
 
+def test_a_fit_saved_before_an_option_existed_loads_with_its_default(gamma_fit, tmp_path):
+    """A saved config without a key the model gained later (its default keeps the old
+    model) loads, with that default; a saved config edited without its hash does not."""
+    import xarray as xr
+
+    from bayesrate.models.base import config_hash
+
+    tree = xr.open_datatree(gamma_fit.save(tmp_path / "fit.nc"), engine="h5netcdf").load()
+    old = json.loads(tree.attrs["bayesrate_model_config"])
+    defaults = CensoredModel.default_model_config
+    dropped = next(k for k in sorted(old) if old[k] == defaults[k])
+    del old[dropped]
+    tree.attrs["bayesrate_model_config"] = json.dumps(old)
+    tree.attrs["bayesrate_config_hash"] = config_hash("censored", old)
+    tree.to_netcdf(tmp_path / "older.nc", engine="h5netcdf")
+    loaded = CensoredModel.load(tmp_path / "older.nc")
+    assert loaded.model_config == gamma_fit.model_config
+    assert dropped in loaded.model_config
+    old["alpha"] = 3.5  # a valid value, not the one its hash was made of
+    tree.attrs["bayesrate_model_config"] = json.dumps(old)
+    tree.to_netcdf(tmp_path / "edited.nc", engine="h5netcdf")
+    with pytest.raises(ArtifactError, match="edited file"):
+        CensoredModel.load(tmp_path / "edited.nc")
+
+
 def test_failed_fit_warns_and_is_marked(small_obs, tmp_path):
     model = CensoredModel(sampler_config={"draws": 30, "tune": 30, "chains": 2})
     with pytest.warns(ConvergenceWarning, match="FAILED"):
