@@ -454,8 +454,8 @@ class DynamicModel(HierarchicalModel):
 
         out = {name: stack_draws(post[name], *dims) for name, *dims in self.filter_vars}
         for name in (n for n in (*extra, "walk_phi") if n in post):
-            out[name] = stack_draws(post[name], *(d for d in post[name].dims if d not in
-                                                  ("chain", "draw")))  # fmt: skip
+            dims = [d for d in post[name].dims if d not in ("chain", "draw")]
+            out[name] = stack_draws(post[name], *dims)
         return out
 
     def _draw_emission(
