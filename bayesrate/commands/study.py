@@ -68,6 +68,14 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ("--draws", {"type": positive_int, "help": "NUTS draws per chain (default 2,000)"}),
         ("--tune", {"type": non_negative_int, "help": "NUTS tuning steps (default 300)"}),
         ("--chains", {"type": positive_int, "help": "chains (default 4)"}),
+        (
+            "--worlds",
+            {
+                "type": non_negative_int,
+                "help": "worlds drawn from each method's predictive: the spread of coverage90 "
+                "if it were the truth (default 500; 0: none)",
+            },
+        ),
         ("--json", {"action": "store_true", "help": "print the scores as JSON"}),
     ],
 }

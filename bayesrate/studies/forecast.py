@@ -76,6 +76,11 @@ DEFAULT_METHODS = tuple(
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
 PIT_BAND = (0.05, 0.95)
+#: the coverage90 range the forecast targets (issue #14); :class:`WorldCoverage` reports the
+#: share of a method's own worlds that reach it
+COVERAGE_TARGET = (0.85, 0.95)
+#: worlds drawn from each method's predictive to show the spread of coverage90
+WORLDS = 500
 #: probabilities below this are floored before taking logs (counted in the result)
 MIN_PROBABILITY = 1e-300
 #: test intervals per chunk when computing hour-of-week overlaps
@@ -108,6 +113,7 @@ class MethodForecast:
     seconds: float
     diagnostics: dict[str, Any] | None = None
     floored_probabilities: int = 0
+    worlds: WorldCoverage | None = None
 
     def scores(self) -> dict[str, float]:
         return {
@@ -180,6 +186,8 @@ class ForecastResult:
                 {
                     "method": name,
                     **m.scores(),
+                    "worlds_cov90_q05": m.worlds.q05 if m.worlds else np.nan,
+                    "worlds_cov90_q95": m.worlds.q95 if m.worlds else np.nan,
                     "seconds": m.seconds,
                     "r_hat_max": d.get("r_hat_max", np.nan),
                     "ess_bulk_min": d.get("ess_bulk_min", np.nan),
@@ -264,6 +272,7 @@ class ForecastResult:
             out["methods"][name] |= {
                 "seconds": round(m.seconds, 2),
                 "floored_probabilities": m.floored_probabilities,
+                **({"coverage90_worlds": m.worlds.to_json()} if m.worlds else {}),
                 **({"diagnostics": m.diagnostics} if m.diagnostics else {}),
             }
         if self.reference is not None:
@@ -273,6 +282,12 @@ class ForecastResult:
                 "(knows the future: how much any constant-rate forecast loses to the window's "
                 "own rate; not a bound, since changes cluster within the window)",
             }
+        out["coverage90_worlds"] = (
+            "per method, coverage90 of worlds drawn from its own predictive (one posterior "
+            "draw per world, shared by every page, then each page's test count): its 5% and "
+            f"95% quantiles, the share of worlds in {list(COVERAGE_TARGET)}, and where the "
+            "observed coverage90 falls among them"
+        )
         out["seconds"] = {k: round(v, 2) for k, v in self.seconds.items()}
         out["notes"] = list(self.notes)
         return out
@@ -480,18 +495,45 @@ def count_predictive(
     Notes
     -----
     Exact: per draw the count of a page is the convolution of its groups' Binomial
-    distributions, truncated at ``k`` (pages are bucketed by ``k`` rounded up to a power of
-    two, so the work is ``O(draws · groups · k²)``, no per-page loop).
+    distributions, truncated at ``k`` (:func:`count_pmf`).
+    """
+    prob_k = np.zeros(len(k))
+    cdf_below = np.zeros(len(k))
+    for pages, pmf in count_pmf(prob, group_page, group_n, k):
+        rows = np.arange(len(pages))
+        prob_k[pages] = pmf[rows, k[pages]]
+        cdf_below[pages] = (pmf.cumsum(axis=1) - pmf)[rows, k[pages]]
+    return prob_k, cdf_below
+
+
+def count_pmf(
+    prob: np.ndarray, group_page: np.ndarray, group_n: np.ndarray, cap: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The predictive distribution of each page's count up to ``cap``, mixed over draws.
+
+    Parameters
+    ----------
+    prob, group_page, group_n
+        As in :func:`count_predictive`.
+    cap
+        Per page, the largest count whose probability is needed.
+
+    Returns
+    -------
+    list of (pages, pmf)
+        Pages are bucketed by ``cap`` rounded up to a power of two; ``pmf[i, m]`` is
+        ``P(K = m)`` of page ``pages[i]`` for ``m`` below the bucket's width (exact: the
+        convolution of the page's Binomials truncated there, averaged over draws; the work is
+        ``O(draws · groups · width²)``, no per-page loop).
     """
     from scipy.stats import binom
 
     prob = np.atleast_2d(prob)
     n_draws = prob.shape[0]
-    n_pages = len(k)
+    n_pages = len(cap)
     rank = np.arange(len(group_page)) - np.searchsorted(group_page, group_page, side="left")
-    prob_k = np.zeros(n_pages)
-    cdf_below = np.zeros(n_pages)
-    width = np.where(k > 0, 2 ** np.ceil(np.log2(np.maximum(k, 1) + 1)).astype(np.int64), 1)
+    width = 2 ** np.ceil(np.log2(np.maximum(cap, 0) + 1)).astype(np.int64)
+    out = []
     for size in np.unique(width):
         pages = np.flatnonzero(width == size)
         local = np.full(n_pages, -1)
@@ -506,14 +548,102 @@ def count_predictive(
             pmf = binom.pmf(m[None, None, :], group_n[g][None, :, None], prob[:, g][:, :, None])
             current = dist[:, rows, :]
             new = np.zeros_like(current)
-            for j in range(size):
+            for j in range(min(size, int(group_n[g].max()) + 1)):
                 new[:, :, j:] += current[:, :, : size - j] * pmf[:, :, j : j + 1]
             dist[:, rows, :] = new
-        kk = k[pages]
-        prob_k[pages] = dist[:, np.arange(len(pages)), kk].mean(axis=0)
-        below = np.cumsum(dist, axis=2) - dist
-        cdf_below[pages] = below[:, np.arange(len(pages)), kk].mean(axis=0)
-    return prob_k, cdf_below
+        out.append((pages, dist.mean(axis=0)))
+    return out
+
+
+@dataclass(frozen=True)
+class WorldCoverage:
+    """coverage90 of worlds drawn from a method's own predictive (:func:`world_coverage`).
+
+    Attributes
+    ----------
+    coverage
+        One coverage90 per world.
+    observed
+        The coverage90 measured on the real test window.
+    """
+
+    coverage: np.ndarray
+    observed: float
+
+    @property
+    def q05(self) -> float:
+        return float(np.quantile(self.coverage, 0.05))
+
+    @property
+    def q95(self) -> float:
+        return float(np.quantile(self.coverage, 0.95))
+
+    @property
+    def share_in_target(self) -> float:
+        """Share of worlds whose coverage90 lies in :data:`COVERAGE_TARGET`."""
+        lo, hi = COVERAGE_TARGET
+        return float(np.mean((self.coverage >= lo) & (self.coverage <= hi)))
+
+    @property
+    def observed_quantile(self) -> float:
+        """Share of worlds whose coverage90 is at most the observed one (mid-rank for ties)."""
+        below = np.mean(self.coverage < self.observed)
+        return float(below + 0.5 * np.mean(self.coverage == self.observed))
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "worlds": len(self.coverage),
+            "mean": float(self.coverage.mean()),
+            "q05": self.q05,
+            "q95": self.q95,
+            "share_in_target": self.share_in_target,
+            "observed_quantile": self.observed_quantile,
+        }
+
+
+def world_coverage(
+    prob: np.ndarray,
+    group_page: np.ndarray,
+    group_n: np.ndarray,
+    observed: float,
+    n_worlds: int,
+    seed: int | str,
+) -> WorldCoverage:
+    """How far from 0.90 coverage90 falls when the method's own predictive is the truth.
+
+    Each world draws one posterior draw (its shocks, walks and population parameters are
+    shared by every page), then each page's test count from that draw's Binomials; its
+    coverage90 is scored against the mixed predictive, with fresh PIT noise. Pages that share
+    a draw-level effect (a shock) make the worlds' coverage spread far wider than the
+    Binomial spread of independent pages: one held-out window is one draw of it.
+
+    Parameters
+    ----------
+    prob, group_page, group_n
+        As in :func:`count_predictive`.
+    observed
+        The coverage90 of the real test counts.
+    n_worlds
+        Number of worlds.
+    seed
+        Seeds the worlds.
+    """
+    prob = np.atleast_2d(prob)
+    n_pages = int(group_page.max()) + 1 if len(group_page) else 0
+    rng = rng_from(f"{seed}-worlds")
+    draw = rng.integers(prob.shape[0], size=n_worlds)
+    counts = rng.binomial(group_n[None, :], prob[draw])  # (worlds, groups)
+    k = np.zeros((n_worlds, n_pages), dtype=np.int64)
+    np.add.at(k.T, group_page, counts.T)
+    noise = rng.random((n_worlds, n_pages))
+    inside = np.zeros((n_worlds, n_pages), dtype=bool)
+    for pages, pmf in count_pmf(prob, group_page, group_n, k.max(axis=0)):
+        below = pmf.cumsum(axis=1) - pmf
+        kk = k[:, pages]
+        cols = np.arange(len(pages))[None, :]
+        pit = below[cols, kk] + noise[:, pages] * pmf[cols, kk]
+        inside[:, pages] = (pit >= PIT_BAND[0]) & (pit <= PIT_BAND[1])
+    return WorldCoverage(coverage=inside.mean(axis=1), observed=float(observed))
 
 
 @dataclass(frozen=True)
@@ -750,8 +880,12 @@ def score(
     pit_noise: np.ndarray,
     seconds: float,
     diagnostics: dict[str, Any] | None = None,
+    worlds: int = 0,
+    seed: int | str = "bayesrate-forecast",
 ) -> MethodForecast:
-    """Scores of one method's prediction (see the module docstring)."""
+    """Scores of one method's prediction (see the module docstring); with ``worlds``, the
+    spread of coverage90 over that many worlds drawn from the prediction
+    (:func:`world_coverage`)."""
     k = d.detected
     prob = pred.group_probability()
     prob_k, cdf_below = count_predictive(prob, groups.page, groups.count, k)
@@ -783,6 +917,9 @@ def score(
         seconds=seconds,
         diagnostics=diagnostics,
         floored_probabilities=floored,
+        worlds=world_coverage(prob, groups.page, groups.count, coverage, worlds, f"{seed}-{name}")
+        if worlds
+        else None,
     )
 
 
@@ -803,6 +940,7 @@ def run(
     tune: int | None = None,
     chains: int | None = None,
     predictive_draws: int = 500,
+    worlds: int = WORLDS,
 ) -> ForecastResult:
     """Run the forecast study on a change history.
 
@@ -833,6 +971,9 @@ def run(
         NUTS settings of the model fits (default :data:`STUDY_SAMPLER`).
     predictive_draws
         Posterior draws used for the predictive (a random subset of the fit's draws).
+    worlds
+        Worlds drawn from each method's predictive to show how far from 0.90 its coverage90
+        falls when it is the truth (:func:`world_coverage`; 0: none).
     """
     if not isinstance(history, ChangeHistory):
         from bayesrate.io.history import load_history
@@ -871,12 +1012,13 @@ def run(
         pred, groups, diag = _forecast_of(
             name, d, by_length, sampler, predictive_draws, f"{seed}-{name}", progress
         )
-        results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag)
+        results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag, worlds, seed)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
         m = results[name]
         progress(
             f"  {name}: log score {m.log_score:.4f}, Brier {m.brier:.4f}, coverage90 "
-            f"{m.coverage90:.3f}, rate log-RMSE {m.rate_log_rmse:.3f} ({seconds[name]:.1f} s)"
+            f"{m.coverage90:.3f}{_worlds_text(m.worlds)}, rate log-RMSE "
+            f"{m.rate_log_rmse:.3f} ({seconds[name]:.1f} s)"
         )
     reference = score("hindsight", hindsight_prediction(d, by_length), by_length, d, pit_noise, 0.0)
     seconds["total"] = time.perf_counter() - t_start
@@ -971,6 +1113,15 @@ def _domain_quantiles(draws) -> dict[str, list[float]]:
     return {str(d): [float(v) for v in row] for d, row in rows}
 
 
+def _worlds_text(w: WorldCoverage | None) -> str:
+    if w is None:
+        return ""
+    return (
+        f" (its own worlds {w.q05:.3f}-{w.q95:.3f}, {w.share_in_target:.0%} in "
+        f"{COVERAGE_TARGET[0]}-{COVERAGE_TARGET[1]}; observed at their {w.observed_quantile:.0%})"
+    )
+
+
 def _iso(hours: float) -> str:
     return to_timestamp(hours).isoformat()
 
@@ -981,6 +1132,9 @@ __all__ = [
     "METHODS",
     "ForecastResult",
     "MethodForecast",
+    "WorldCoverage",
+    "count_pmf",
     "count_predictive",
     "run",
+    "world_coverage",
 ]

@@ -58,6 +58,61 @@ def test_randomised_pit_is_uniform_for_a_calibrated_predictive(rng):
     assert np.allclose(deciles, 0.1, atol=0.01)
 
 
+def test_world_coverage_of_independent_pages_is_binomial():
+    """One draw, no shared effect: the randomised PIT of a count drawn from its own
+    predictive is exactly uniform, so a world's coverage90 is Binomial(pages, 0.9) / pages."""
+    from scipy.stats import binom as binomial
+
+    n_pages, worlds = 400, 4000
+    rng = np.random.default_rng(11)
+    group_page = np.arange(n_pages)
+    group_n = rng.integers(1, 30, n_pages)
+    prob = rng.uniform(0.005, 0.5, (1, n_pages))
+    w = forecast.world_coverage(prob, group_page, group_n, 0.9, worlds, "indep")
+    assert w.coverage.mean() == pytest.approx(0.9, abs=3 * 0.015 / np.sqrt(worlds))
+    assert w.coverage.std() == pytest.approx(np.sqrt(0.09 / n_pages), rel=0.06)
+    assert w.q05 == pytest.approx(binomial.ppf(0.05, n_pages, 0.9) / n_pages, abs=0.0051)
+    assert w.q95 == pytest.approx(binomial.ppf(0.95, n_pages, 0.9) / n_pages, abs=0.0051)
+
+
+def _coverage_given_draw(prob: np.ndarray, group_n: np.ndarray) -> np.ndarray:
+    """(draws,) expected coverage90 over pages of a world from draw j (one group per page):
+    for each count, the probability of the PIT band given the count, in closed form."""
+    n_draws, n_pages = prob.shape
+    out = np.zeros((n_draws, n_pages))
+    for p in range(n_pages):
+        m = np.arange(group_n[p] + 1)
+        pmf = binom.pmf(m[None, :], group_n[p], prob[:, p][:, None])  # (draws, counts)
+        mix = pmf.mean(axis=0)
+        below = np.cumsum(mix) - mix
+        lo = np.clip((0.05 - below) / mix, 0, 1)
+        hi = np.clip((0.95 - below) / mix, 0, 1)
+        out[:, p] = pmf @ (hi - lo)
+    return out
+
+
+def test_world_coverage_with_a_shared_shock_matches_closed_form():
+    """Pages share one log-rate shock per draw: the worlds' coverage90 is calibrated on
+    average but spreads as the closed-form coverage given the shock (plus page noise)."""
+    n_pages, n_draws, worlds = 600, 40, 3000
+    rng = np.random.default_rng(12)
+    base = np.exp(rng.normal(np.log(0.02), 0.7, n_pages))
+    shock = rng.normal(0.0, 0.8, n_draws)
+    group_n = rng.integers(20, 120, n_pages)
+    prob = -np.expm1(-base[None, :] * np.exp(shock)[:, None])
+    w = forecast.world_coverage(prob, np.arange(n_pages), group_n, 0.79, worlds, "shock")
+    given = _coverage_given_draw(prob, group_n)
+    expected_mean = given.mean()
+    expected_var = given.mean(axis=1).var() + (given * (1 - given)).mean() / n_pages
+    assert expected_mean == pytest.approx(0.9, abs=0.002)  # the oracle is calibrated
+    assert w.coverage.mean() == pytest.approx(expected_mean, abs=4 * np.sqrt(expected_var / worlds))
+    assert w.coverage.std() == pytest.approx(np.sqrt(expected_var), rel=0.08)
+    assert np.sqrt(expected_var) > 5 * np.sqrt(0.09 / n_pages)  # far wider than independent
+    assert w.observed_quantile == pytest.approx(np.mean(w.coverage < 0.79), abs=0.02)
+    in_target = np.mean((given.mean(axis=1) >= 0.85) & (given.mean(axis=1) <= 0.95))
+    assert w.share_in_target == pytest.approx(in_target, abs=0.1)
+
+
 def poisson_history(
     rng, n_pages=1500, days=800, median_per_day=0.2
 ) -> tuple[ChangeHistory, np.ndarray]:
@@ -102,6 +157,11 @@ def test_point_forecasts_on_poisson_pages_are_calibrated(rng):
     assert mle.coverage90 == pytest.approx(0.90, abs=0.03)
     assert mle.log_score > naive.log_score + 0.01
     assert mle.rate_log_rmse < naive.rate_log_rmse
+    assert mle.worlds is not None and len(mle.worlds.coverage) == forecast.WORLDS
+    assert mle.worlds.q05 < 0.9 < mle.worlds.q95 and mle.worlds.q95 - mle.worlds.q05 < 0.06
+    assert set(result.details()["methods"]["mle"]["coverage90_worlds"]) == {
+        "worlds", "mean", "q05", "q95", "share_in_target", "observed_quantile"
+    }
     shape = result.to_json()
     assert set(shape) == {"split", "horizon_days", "crawl_every_hours", "pages", "methods"}
     assert set(shape["methods"]["mle"]) == {"log_score", "brier", "coverage90", "rate_log_rmse"}
