@@ -160,7 +160,12 @@ def test_point_forecasts_on_poisson_pages_are_calibrated(rng):
     assert mle.worlds is not None and len(mle.worlds.coverage) == forecast.WORLDS
     assert mle.worlds.q05 < 0.9 < mle.worlds.q95 and mle.worlds.q95 - mle.worlds.q05 < 0.06
     assert set(result.details()["methods"]["mle"]["coverage90_worlds"]) == {
-        "worlds", "mean", "q05", "q95", "share_in_target", "observed_quantile"
+        "worlds",
+        "mean",
+        "q05",
+        "q95",
+        "share_in_target",
+        "observed_quantile",
     }
     shape = result.to_json()
     assert set(shape) == {"split", "horizon_days", "crawl_every_hours", "pages", "methods"}
