@@ -497,13 +497,27 @@ def count_predictive(
     Exact: per draw the count of a page is the convolution of its groups' Binomial
     distributions, truncated at ``k`` (:func:`count_pmf`).
     """
-    prob_k = np.zeros(len(k))
-    cdf_below = np.zeros(len(k))
-    for pages, pmf in count_pmf(prob, group_page, group_n, k):
+    return pmf_at(count_pmf(prob, group_page, group_n, k), k)
+
+
+def pmf_at(
+    buckets: list[tuple[np.ndarray, np.ndarray]], k: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``P(K = k)`` and ``P(K < k)`` from :func:`count_pmf`'s buckets; ``k`` is ``(pages,)``
+    or ``(worlds, pages)``, each page's counts within its bucket's width."""
+    prob_k = np.zeros(k.shape)
+    cdf_below = np.zeros(k.shape)
+    for pages, pmf in buckets:
         rows = np.arange(len(pages))
-        prob_k[pages] = pmf[rows, k[pages]]
-        cdf_below[pages] = (pmf.cumsum(axis=1) - pmf)[rows, k[pages]]
+        kk = k[..., pages]
+        prob_k[..., pages] = pmf[rows, kk]
+        cdf_below[..., pages] = (pmf.cumsum(axis=1) - pmf)[rows, kk]
     return prob_k, cdf_below
+
+
+def in_pit_band(pit: np.ndarray) -> np.ndarray:
+    """Whether each randomised PIT value lies in :data:`PIT_BAND` (what coverage90 counts)."""
+    return (pit >= PIT_BAND[0]) & (pit <= PIT_BAND[1])
 
 
 def count_pmf(
@@ -601,48 +615,59 @@ class WorldCoverage:
         }
 
 
-def world_coverage(
+@dataclass(frozen=True)
+class Worlds:
+    """Test counts of worlds drawn from a predictive (:func:`draw_worlds`) and the PIT noise
+    they are scored with; both ``(worlds, pages)``."""
+
+    counts: np.ndarray
+    noise: np.ndarray
+
+
+def draw_worlds(
     prob: np.ndarray,
     group_page: np.ndarray,
     group_n: np.ndarray,
-    observed: float,
+    n_pages: int,
     n_worlds: int,
     seed: int | str,
-) -> WorldCoverage:
-    """How far from 0.90 coverage90 falls when the method's own predictive is the truth.
-
-    Each world draws one posterior draw (its shocks, walks and population parameters are
-    shared by every page), then each page's test count from that draw's Binomials; its
-    coverage90 is scored against the mixed predictive, with fresh PIT noise. Pages that share
-    a draw-level effect (a shock) make the worlds' coverage spread far wider than the
-    Binomial spread of independent pages: one held-out window is one draw of it.
+) -> Worlds:
+    """Worlds drawn from a method's own predictive: each takes one posterior draw (its
+    shocks, walks and population parameters shared by every page), then each page's test
+    count from that draw's Binomials.
 
     Parameters
     ----------
     prob, group_page, group_n
         As in :func:`count_predictive`.
-    observed
-        The coverage90 of the real test counts.
+    n_pages
+        Number of pages (a page without groups counts 0).
     n_worlds
         Number of worlds.
     seed
-        Seeds the worlds.
+        Seeds the worlds and their PIT noise.
     """
     prob = np.atleast_2d(prob)
-    n_pages = int(group_page.max()) + 1 if len(group_page) else 0
     rng = rng_from(f"{seed}-worlds")
     draw = rng.integers(prob.shape[0], size=n_worlds)
     counts = rng.binomial(group_n[None, :], prob[draw])  # (worlds, groups)
     k = np.zeros((n_worlds, n_pages), dtype=np.int64)
     np.add.at(k.T, group_page, counts.T)
-    noise = rng.random((n_worlds, n_pages))
-    inside = np.zeros((n_worlds, n_pages), dtype=bool)
-    for pages, pmf in count_pmf(prob, group_page, group_n, k.max(axis=0)):
-        below = pmf.cumsum(axis=1) - pmf
-        kk = k[:, pages]
-        cols = np.arange(len(pages))[None, :]
-        pit = below[cols, kk] + noise[:, pages] * pmf[cols, kk]
-        inside[:, pages] = (pit >= PIT_BAND[0]) & (pit <= PIT_BAND[1])
+    return Worlds(counts=k, noise=rng.random((n_worlds, n_pages)))
+
+
+def world_coverage(
+    worlds: Worlds, buckets: list[tuple[np.ndarray, np.ndarray]], observed: float
+) -> WorldCoverage:
+    """How far from 0.90 coverage90 falls when the method's own predictive is the truth.
+
+    Each world's coverage90 is scored against the mixed predictive (``buckets``, from
+    :func:`count_pmf` with caps covering the worlds' counts). Pages that share a draw-level
+    effect (a shock) make the worlds' coverage spread far wider than the Binomial spread of
+    independent pages: one held-out window is one draw of it.
+    """
+    prob_k, cdf_below = pmf_at(buckets, worlds.counts)
+    inside = in_pit_band(cdf_below + worlds.noise * prob_k)
     return WorldCoverage(coverage=inside.mean(axis=1), observed=float(observed))
 
 
@@ -888,11 +913,18 @@ def score(
     (:func:`world_coverage`)."""
     k = d.detected
     prob = pred.group_probability()
-    prob_k, cdf_below = count_predictive(prob, groups.page, groups.count, k)
+    drawn = (
+        draw_worlds(prob, groups.page, groups.count, d.n_pages, worlds, f"{seed}-{name}")
+        if worlds
+        else None
+    )
+    cap = k if drawn is None else np.maximum(k, drawn.counts.max(axis=0))
+    buckets = count_pmf(prob, groups.page, groups.count, cap)  # one convolution for both
+    prob_k, cdf_below = pmf_at(buckets, k)
     floored = int((prob_k < MIN_PROBABILITY).sum())
     log_score = float(np.mean(np.log(np.maximum(prob_k, MIN_PROBABILITY))))
     pit = cdf_below + pit_noise * prob_k
-    coverage = float(np.mean((pit >= PIT_BAND[0]) & (pit <= PIT_BAND[1])))
+    coverage = float(np.mean(in_pit_band(pit)))
     prob_change = pred.window_probability().mean(axis=0)
     changed = d.window_changes > 0
     brier = float(np.mean((prob_change - changed) ** 2))
@@ -917,9 +949,7 @@ def score(
         seconds=seconds,
         diagnostics=diagnostics,
         floored_probabilities=floored,
-        worlds=world_coverage(prob, groups.page, groups.count, coverage, worlds, f"{seed}-{name}")
-        if worlds
-        else None,
+        worlds=None if drawn is None else world_coverage(drawn, buckets, coverage),
     )
 
 
@@ -1133,8 +1163,12 @@ __all__ = [
     "ForecastResult",
     "MethodForecast",
     "WorldCoverage",
+    "Worlds",
     "count_pmf",
     "count_predictive",
+    "draw_worlds",
+    "in_pit_band",
+    "pmf_at",
     "run",
     "world_coverage",
 ]

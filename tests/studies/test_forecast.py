@@ -58,6 +58,14 @@ def test_randomised_pit_is_uniform_for_a_calibrated_predictive(rng):
     assert np.allclose(deciles, 0.1, atol=0.01)
 
 
+def _world_coverage(prob, group_n, observed, worlds, seed):
+    """Worlds of one group per page, scored against their own predictive."""
+    n_pages = prob.shape[1]
+    drawn = forecast.draw_worlds(prob, np.arange(n_pages), group_n, n_pages, worlds, seed)
+    buckets = forecast.count_pmf(prob, np.arange(n_pages), group_n, drawn.counts.max(axis=0))
+    return forecast.world_coverage(drawn, buckets, observed)
+
+
 def test_world_coverage_of_independent_pages_is_binomial():
     """One draw, no shared effect: the randomised PIT of a count drawn from its own
     predictive is exactly uniform, so a world's coverage90 is Binomial(pages, 0.9) / pages."""
@@ -65,10 +73,9 @@ def test_world_coverage_of_independent_pages_is_binomial():
 
     n_pages, worlds = 400, 4000
     rng = np.random.default_rng(11)
-    group_page = np.arange(n_pages)
     group_n = rng.integers(1, 30, n_pages)
     prob = rng.uniform(0.005, 0.5, (1, n_pages))
-    w = forecast.world_coverage(prob, group_page, group_n, 0.9, worlds, "indep")
+    w = _world_coverage(prob, group_n, 0.9, worlds, "indep")
     assert w.coverage.mean() == pytest.approx(0.9, abs=3 * 0.015 / np.sqrt(worlds))
     assert w.coverage.std() == pytest.approx(np.sqrt(0.09 / n_pages), rel=0.06)
     assert w.q05 == pytest.approx(binomial.ppf(0.05, n_pages, 0.9) / n_pages, abs=0.0051)
@@ -100,7 +107,7 @@ def test_world_coverage_with_a_shared_shock_matches_closed_form():
     shock = rng.normal(0.0, 0.8, n_draws)
     group_n = rng.integers(20, 120, n_pages)
     prob = -np.expm1(-base[None, :] * np.exp(shock)[:, None])
-    w = forecast.world_coverage(prob, np.arange(n_pages), group_n, 0.79, worlds, "shock")
+    w = _world_coverage(prob, group_n, 0.79, worlds, "shock")
     given = _coverage_given_draw(prob, group_n)
     expected_mean = given.mean()
     expected_var = given.mean(axis=1).var() + (given * (1 - given)).mean() / n_pages
