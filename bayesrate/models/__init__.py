@@ -5,7 +5,8 @@
 rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
 each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
 (hierarchical page rates × epoch effects shared globally and per domain), ``drift``
-(the same effects as a random walk), ``dynamic`` (each page's log-rate a random walk
+(the same effects as a random walk), ``shocks_ar1`` (the global effect an AR(1) path
+that persists and fades), ``dynamic`` (each page's log-rate a random walk
 over epochs, its path summed out on a grid) and ``dynamic_shocks`` (the page walks with
 the shocks model's shared epoch effects on top). See
 ``docs/models.md``.
@@ -20,7 +21,7 @@ from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.modulated import ModulatedModel
-from bayesrate.models.shocks import DriftModel, ShockModel
+from bayesrate.models.shocks import DriftModel, PersistentShockModel, ShockModel
 
 MODELS: dict[str, type[RateModel]] = {
     "censored": CensoredModel,
@@ -29,6 +30,7 @@ MODELS: dict[str, type[RateModel]] = {
     "bursty": BurstyModel,
     "shocks": ShockModel,
     "drift": DriftModel,
+    "shocks_ar1": PersistentShockModel,
     "dynamic": DynamicModel,
     "dynamic_shocks": DynamicShockModel,
 }
@@ -53,6 +55,7 @@ __all__ = [
     "DynamicShockModel",
     "HierarchicalModel",
     "ModulatedModel",
+    "PersistentShockModel",
     "RateModel",
     "ShockModel",
     "get_model",

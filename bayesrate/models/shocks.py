@@ -51,8 +51,10 @@ if TYPE_CHECKING:
     from bayesrate.observations import Observations
 
 #: ``iid``: a fresh shock per epoch around the page's average level; ``random_walk``: the
-#: level moves by a step per epoch and the page's ``log_rate`` is its level now
-SHOCK_PROCESSES = ("iid", "random_walk")
+#: level moves by a step per epoch and the page's ``log_rate`` is its level now; ``ar1``:
+#: the global shock is a stationary AR(1) path (persistence ``shock_persistence``), shown
+#: around its mean over the fitted epochs, so ``log_rate`` is again the average level
+SHOCK_PROCESSES = ("iid", "random_walk", "ar1")
 
 
 def walk_back(steps):
@@ -64,6 +66,29 @@ def walk_back(steps):
     back = pt.cumsum(steps[..., ::-1], axis=-1)[..., ::-1]
     last = pt.zeros((*(steps.shape[i] for i in range(steps.ndim - 1)), 1))
     return pt.concatenate([-back, last], axis=-1)
+
+
+def ar1_weights(phi, n: int):
+    """``(..., n, n)`` lower-triangular ``phi^(e − j)`` (0 above the diagonal): the weight of
+    innovation ``j`` in the AR(1) value at ``e``; ``phi`` a PyTensor scalar or a numpy array
+    of draws."""
+    lag = np.subtract.outer(np.arange(n), np.arange(n))
+    return phi[..., None, None] ** np.maximum(lag, 0) * (lag >= 0)
+
+
+def ar1_continue(last, mean, phi, sigma, z, n: int):
+    """The next ``n`` values of a stationary AR(1) path (mean 0, marginal sd ``sigma``,
+    persistence ``phi``) whose last value is ``last``, less ``mean``; ``z`` ``(..., n)``
+    standard normal innovations. Arguments broadcast over leading (draw) axes; PyTensor or
+    numpy.
+
+    ``x_h = phi^h·last + sigma·√(1 − phi²)·Σ_{j ≤ h} phi^(h − j)·z_j``, so ``x_h`` given
+    ``last`` is Normal(``phi^h·last``, ``sigma²(1 − phi^(2h))``).
+    """
+    decay = phi[..., None] ** np.arange(1, n + 1)
+    innovation = sigma * (1.0 - phi**2) ** 0.5
+    noise = (ar1_weights(phi, n) @ z[..., :, None])[..., 0]
+    return decay * last[..., None] + innovation[..., None] * noise - mean[..., None]
 
 
 class ShockModel(HierarchicalModel):
@@ -307,7 +332,9 @@ class ShockModel(HierarchicalModel):
                 steps = steps + step_d
             pm.Deterministic("shock_global", walk_back(step_g), dims=DIM_EPOCH)
             return pm.Deterministic("shock", walk_back(steps), dims=(DIM_DOMAIN, DIM_EPOCH))
-        if n_epochs < 2:
+        if self.model_config["shock_process"] == "ar1" and n_epochs >= 2:
+            shock_global = self._ar1_global_shocks(sigma_g, n_epochs, centred_g)
+        elif n_epochs < 2:
             shock_global = pm.Deterministic("shock_global", pm.math.zeros(n_epochs), dims=DIM_EPOCH)
         elif centred_g:
             shock_global = pm.ZeroSumNormal("shock_global", sigma=sigma_g, dims=DIM_EPOCH)
@@ -319,6 +346,35 @@ class ShockModel(HierarchicalModel):
         if deviation is not None:
             shock = shock + deviation
         return pm.Deterministic("shock", shock, dims=(DIM_DOMAIN, DIM_EPOCH))
+
+    def _ar1_global_shocks(self, sigma_g, n_epochs: int, centred: bool):
+        """``shock_global``: a stationary AR(1) path (``shock_path_global``, marginal sd
+        ``sigma_shock_global``, persistence ``shock_persistence`` ~ Beta(2, 2)) less its mean
+        over the fitted epochs (``shock_mean_global``): the likelihood sees only the
+        deviations (the mean is the pages' level's), and the mean, left to its prior given
+        the path, carries into the forecast (:func:`ar1_continue`)."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        phi = pm.Beta("shock_persistence", alpha=2.0, beta=2.0)
+        innovation = sigma_g * pt.sqrt(1.0 - phi**2)
+        if centred:
+            path = pm.AR(
+                "shock_path_global",
+                rho=pt.stack([phi]),
+                sigma=innovation,
+                init_dist=pm.Normal.dist(0.0, sigma_g),
+                ar_order=1,
+                dims=DIM_EPOCH,
+            )
+        else:
+            z = pm.Normal("z_shock_path_global", 0.0, 1.0, dims=DIM_EPOCH)
+            scale = pt.concatenate([pt.stack([sigma_g]), pt.ones(n_epochs - 1) * innovation])
+            path = pm.Deterministic(
+                "shock_path_global", ar1_weights(phi, n_epochs) @ (scale * z), dims=DIM_EPOCH
+            )
+        mean = pm.Deterministic("shock_mean_global", path.mean())
+        return pm.Deterministic("shock_global", path - mean, dims=DIM_EPOCH)
 
     # ------------------------------------------------------------------ predictive
     def _prediction_patterns(self, observations: Observations) -> EpochPatterns:
@@ -397,7 +453,14 @@ class ShockModel(HierarchicalModel):
             n_new = n_epochs - n_fit
             model.add_coords({DIM_FUTURE_EPOCH: np.arange(n_new)})
             z_g = pm.Normal("future_z_shock_global", 0.0, 1.0, dims=DIM_FUTURE_EPOCH)
-            future = pt.ones((len(domains), 1)) * (sigma_g * z_g)[None, :]
+            if "shock_persistence" in post:  # ar1
+                path = pm.Flat("shock_path_global", dims=DIM_EPOCH)
+                mean = pm.Flat("shock_mean_global")
+                phi = pm.Flat("shock_persistence")
+                future_g = ar1_continue(path[-1], mean, phi, sigma_g, z_g, n_new)
+            else:
+                future_g = sigma_g * z_g
+            future = pt.ones((len(domains), 1)) * future_g[None, :]
             if "sigma_shock_domain" in post and own.any():
                 sigma_d = pm.HalfFlat("sigma_shock_domain")
                 z_d = pm.Normal("future_z_shock_domain", 0.0, 1.0, shape=(len(domains), n_new))
@@ -419,9 +482,16 @@ class ShockModel(HierarchicalModel):
         return [*names, "shock"] if "shock" in idata["posterior"].data_vars else names
 
     def log_rate_offset(self, post: xr.Dataset):
-        """``σ_global²/2``: the log mean of a future epoch's ``exp(global shock)`` (a domain
-        with shocks of its own adds ``σ_domain²/2``: :meth:`_add_derived`)."""
-        return post["sigma_shock_global"] ** 2 / 2
+        """The log mean of the next epoch's ``exp(global shock)``: ``σ_global²/2`` (``iid``,
+        ``random_walk``); ``ar1``, from the last fitted value ``x`` of the path (its mean
+        ``m``): ``φ·x − m + σ_global²(1 − φ²)/2``. A domain with shocks of its own adds
+        ``σ_domain²/2`` (:meth:`_add_derived`)."""
+        variance = post["sigma_shock_global"] ** 2
+        if "shock_persistence" not in post:
+            return variance / 2
+        phi = post["shock_persistence"]
+        last = post["shock_path_global"].isel({DIM_EPOCH: -1}, drop=True)
+        return phi * last - post["shock_mean_global"] + variance * (1 - phi**2) / 2
 
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         import xarray as xr
@@ -497,4 +567,18 @@ class DriftModel(ShockModel):
     default_model_config: ClassVar[dict[str, Any]] = {
         **ShockModel.default_model_config,
         "shock_process": "random_walk",
+    }
+
+
+class PersistentShockModel(ShockModel):
+    """The shocks model with AR(1) global shocks: a busy or quiet spell persists for some
+    epochs and fades (persistence ``shock_persistence``, learned), between independent
+    shocks (``φ → 0``) and a random walk (``φ → 1``); a forecast starts from the last
+    fitted shock and widens towards the stationary spread. Domain shocks stay
+    independent."""
+
+    model_type: ClassVar[str] = "shocks_ar1"
+    default_model_config: ClassVar[dict[str, Any]] = {
+        **ShockModel.default_model_config,
+        "shock_process": "ar1",
     }

@@ -63,15 +63,15 @@ MODEL_METHODS = (
     "bursty",
     "shocks",
     "drift",
+    "shocks_ar1",
     "dynamic",
     "dynamic_shocks",
 )
 METHODS = (*POINT_METHODS, *MODEL_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
-#: the hierarchical model's, docs/models.md; ``shocks`` and ``drift`` on request)
-DEFAULT_METHODS = tuple(
-    m for m in METHODS if m not in ("bursty", "shocks", "drift", "dynamic", "dynamic_shocks")
-)
+#: the hierarchical model's, docs/models.md; the epoch models on request)
+ON_REQUEST = ("bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks")
+DEFAULT_METHODS = tuple(m for m in METHODS if m not in ON_REQUEST)
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: central PIT band whose coverage is reported
@@ -829,10 +829,12 @@ def _shock_prediction(
 def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.ndarray:
     """``(draws, domains, fitted + n_new epochs)``: each kept draw's fitted shocks, then
     fresh draws of the shock distribution (global, and per domain for the domains with
-    shocks of their own) for ``n_new`` later epochs: independent, or (``random_walk``)
-    steps from the last fitted level."""
+    shocks of their own) for ``n_new`` later epochs: independent, (``random_walk``) steps
+    from the last fitted level, or (``ar1``) the global path continued from its last fitted
+    value (:func:`~bayesrate.models.shocks.ar1_continue`) with independent domain parts."""
     from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
     from bayesrate.draws import stack_draws
+    from bayesrate.models.shocks import ar1_continue
 
     post = model.idata_["posterior"]
     fitted = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)[keep]
@@ -840,15 +842,32 @@ def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.nd
     n_draws, n_domains = fitted.shape[:2]
     future = np.zeros((n_draws, n_domains, n_new))
     own = model.shocked_domains(model.data_).astype(float)[None, :, None]
+    process = model.model_config["shock_process"]
+    ar1 = process == "ar1" and "shock_persistence" in post  # (not with a single epoch)
     for name, shape, mask in (
         ("sigma_shock_global", (n_draws, 1, n_new), 1.0),
         ("sigma_shock_domain", (n_draws, n_domains, n_new), own),
     ):
-        if name in post:
+        if name in post and not (ar1 and name == "sigma_shock_global"):
             sigma = stack_draws(post[name])[keep]
             future += sigma[:, None, None] * rng.standard_normal(shape) * mask
-    if model.model_config["shock_process"] == "random_walk":  # on from the last level
+    if process == "random_walk":  # on from the last level
         future = fitted[:, :, -1:] + np.cumsum(future, axis=2)
+    elif ar1:
+        draws = {
+            k: stack_draws(post[k])[keep]
+            for k in ("shock_mean_global", "shock_persistence", "sigma_shock_global")
+        }
+        last = stack_draws(post["shock_path_global"], DIM_EPOCH)[keep, -1]
+        z = rng.standard_normal((n_draws, n_new))
+        future += ar1_continue(
+            last,
+            draws["shock_mean_global"],
+            draws["shock_persistence"],
+            draws["sigma_shock_global"],
+            z,
+            n_new,
+        )[:, None, :]
     return np.concatenate([fitted, future], axis=2)
 
 
@@ -1125,7 +1144,7 @@ def _forecast_of(
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
     if name == "modulated":
         groups = pattern_groups(d, model.model_config["timezone"])
-    elif name in ("shocks", "drift"):
+    elif name in ("shocks", "drift", "shocks_ar1"):
         groups = epoch_groups(d, model)
     elif name in ("dynamic", "dynamic_shocks"):
         groups = closing_epoch_groups(d, model)

@@ -17,14 +17,14 @@ import pytest
 from bayesrate import simulate as sim
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
 from bayesrate.draws import stack_draws
-from bayesrate.models import HierarchicalModel, ShockModel, get_model
+from bayesrate.models import HierarchicalModel, PersistentShockModel, ShockModel, get_model
 from bayesrate.models import epochs as E
-from bayesrate.models.shocks import walk_back
+from bayesrate.models.shocks import ar1_continue, ar1_weights, walk_back
 from tests.helpers import seed_of
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    import pymc  # noqa: F401
+    import pymc
 
 L = 90 * 24.0
 END = 475_000.0
@@ -112,12 +112,17 @@ def test_log_exposure_numpy_and_pytensor_agree_with_the_sum():
     np.testing.assert_allclose(tensor, want[1], rtol=1e-12)
 
 
-def _shock_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, sg: float, sd: float):
+def _shock_world(
+    seed: str, n_pages: int, n_domains: int, n_epochs: int, sg: float, sd: float, phi: float = 0.0
+):
     """Daily visits (random phase) over ``n_epochs`` epochs ending at END; a page's rate is
-    ``exp(θ_p + g_e + d_{domain, e})`` in epoch ``e``."""
+    ``exp(θ_p + g_e + d_{domain, e})`` in epoch ``e``; ``g`` a stationary AR(1) path (sd
+    ``sg``, persistence ``phi``: independent at 0)."""
     rng = sim.rng_from(seed)
     edges = END - L * np.arange(n_epochs, -1, -1)
     g = sg * rng.standard_normal(n_epochs)
+    for e in range(1, n_epochs):
+        g[e] = phi * g[e - 1] + math.sqrt(1 - phi**2) * g[e]
     d = sd * rng.standard_normal((n_domains, n_epochs))
     theta = rng.normal(math.log(0.3 / 24), 1.0, n_pages)
     dom = np.arange(n_pages) % n_domains
@@ -335,6 +340,8 @@ def test_small_domains_follow_the_global_shocks():
 
 def test_registered_and_validated():
     assert get_model("shocks") is ShockModel and issubclass(ShockModel, HierarchicalModel)
+    assert get_model("shocks_ar1") is PersistentShockModel
+    assert PersistentShockModel().model_config["shock_process"] == "ar1"
     with pytest.raises(ValueError, match="epoch_days"):
         ShockModel(model_config={"epoch_days": 0})
     with pytest.raises(ValueError, match="shock_parameterisation"):
@@ -413,3 +420,188 @@ def test_domain_shocks_centre_over_their_active_epochs():
     np.testing.assert_allclose(deviation[2, :2], 0.0, atol=1e-12)
     np.testing.assert_allclose(deviation.sum(axis=1), 0.0, atol=1e-9)
     assert np.ptp(deviation[2, 2:]) > 0.01
+
+
+# ---------------------------------------------------------------------- AR(1) shocks
+def test_ar1_continue_follows_the_recursion_and_its_moments():
+    """Against the recursion ``x_h = φ·x_{h−1} + σ√(1 − φ²)·z_h`` step by step, and (Monte
+    Carlo, 200,000 paths) the closed-form conditional moments ``φ^h·x_0`` and
+    ``σ²(1 − φ^(2h))``; the PyTensor graph gives the numpy values."""
+    rng = np.random.default_rng(seed_of("ar1-continue"))
+    phi, sigma = np.array([0.3, 0.9]), np.array([0.5, 1.2])
+    last, mean = np.array([0.4, -1.0]), np.array([0.1, 0.3])
+    z = rng.standard_normal((2, 6))
+    got = ar1_continue(last, mean, phi, sigma, z, 6)
+    x, want = last.copy(), []
+    for h in range(6):
+        x = phi * x + sigma * np.sqrt(1 - phi**2) * z[:, h]
+        want.append(x - mean)
+    np.testing.assert_allclose(got, np.array(want).T, rtol=1e-12)
+    import pytensor.tensor as pt
+
+    p = pt.scalar("phi")
+    graph = ar1_continue(
+        pt.as_tensor(0.4), pt.as_tensor(0.1), p, pt.as_tensor(0.5), pt.as_tensor(z[0]), 6
+    )
+    np.testing.assert_allclose(graph.eval({p: 0.3}), got[0], rtol=1e-12)
+    many = ar1_continue(
+        np.full(200_000, 0.8),
+        np.zeros(200_000),
+        np.full(200_000, 0.7),
+        np.full(200_000, 0.5),
+        rng.standard_normal((200_000, 4)),
+        4,
+    )
+    h = np.arange(1, 5)
+    np.testing.assert_allclose(many.mean(axis=0), 0.8 * 0.7**h, atol=0.005)
+    np.testing.assert_allclose(many.var(axis=0), 0.25 * (1 - 0.7 ** (2 * h)), rtol=0.02)
+    weights = ar1_weights(np.array([0.5]), 3)[0]
+    np.testing.assert_allclose(weights, [[1, 0, 0], [0.5, 1, 0], [0.25, 0.5, 1]])
+
+
+@pytest.mark.parametrize("centred", ["centred", "noncentred"])
+def test_ar1_prior_path_is_stationary(centred):
+    """Prior draws of ``shock_path_global`` over σ and φ: ``path/σ`` has variance 1 in every
+    epoch and lag-k correlation ``E[φ^k]`` (Beta(2, 2): 1/2, 3/10); the shocks are the path
+    less its mean, and ``shock`` adds the domain parts."""
+    obs, _, _, _ = _shock_world("ar1-prior", 9, 3, 6, 0.5, 0.5)
+    model = PersistentShockModel(model_config={"shock_parameterisation": centred})
+    pm_model = model.build_model(obs)
+    assert {"shock_persistence", "shock_path_global"} <= set(pm_model.named_vars)
+    with pm_model:
+        prior = pymc.sample_prior_predictive(
+            draws=20_000,
+            var_names=[
+                "shock_path_global",
+                "shock_global",
+                "sigma_shock_global",
+                "shock_persistence",
+            ],
+            random_seed=seed_of("ar1-prior"),
+        )["prior"]
+    path = stack_draws(prior["shock_path_global"], DIM_EPOCH)
+    sigma = stack_draws(prior["sigma_shock_global"])
+    u = path / sigma[:, None]
+    np.testing.assert_allclose(u.var(axis=0), 1.0, atol=0.05)
+    np.testing.assert_allclose(np.mean(u[:, 1:] * u[:, :-1], axis=0), 0.5, atol=0.03)
+    np.testing.assert_allclose(np.mean(u[:, 2:] * u[:, :-2], axis=0), 0.3, atol=0.03)
+    shock = stack_draws(prior["shock_global"], DIM_EPOCH)
+    np.testing.assert_allclose(shock, path - path.mean(axis=1, keepdims=True), atol=1e-12)
+
+
+def test_ar1_logp_equals_brute_force(small):
+    """AR(1) global shocks (both parameterisations): the likelihood sees the path less its
+    mean plus the domain parts."""
+    obs, _, _, edges = small
+    for centred in ("centred", "noncentred"):
+        model = PersistentShockModel(model_config={"shock_parameterisation": centred})
+        for shock in _logp_moves_with_brute_force(model, obs, edges, f"ar1-{centred}", 2):
+            np.testing.assert_allclose(shock.mean(axis=1), 0.0, atol=1e-9)
+
+
+def test_ar1_rate_offset_is_the_next_epochs_log_mean():
+    """``log_rate_offset`` against Monte Carlo of ``log E[exp(next global shock)]`` given
+    each draw (200,000 continuations of its path)."""
+    import xarray as xr
+
+    rng = np.random.default_rng(seed_of("ar1-offset"))
+    phi, sigma = np.array([0.2, 0.85]), np.array([0.6, 0.4])
+    path = rng.normal(0, 0.5, (2, 5))
+    mean = path.mean(axis=1)
+    post = xr.Dataset(
+        {
+            "shock_persistence": ("draw", phi),
+            "sigma_shock_global": ("draw", sigma),
+            "shock_path_global": (("draw", DIM_EPOCH), path),
+            "shock_mean_global": ("draw", mean),
+        }
+    )
+    got = PersistentShockModel().log_rate_offset(post).values
+    for i in range(2):
+        n = 200_000
+        nxt = ar1_continue(
+            np.full(n, path[i, -1]),
+            np.full(n, mean[i]),
+            np.full(n, phi[i]),
+            np.full(n, sigma[i]),
+            rng.standard_normal((n, 1)),
+            1,
+        )[:, 0]
+        assert got[i] == pytest.approx(math.log(np.mean(np.exp(nxt))), abs=0.005)
+    iid = ShockModel().log_rate_offset(post.drop_vars("shock_persistence")).values
+    np.testing.assert_allclose(iid, sigma**2 / 2)
+
+
+@pytest.fixture(scope="module")
+def fitted_ar1(small):
+    model = PersistentShockModel(
+        model_config={"domain_shocks": False},
+        sampler_config={"draws": 200, "tune": 200, "chains": 2, "seed": "ar1"},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(small[0])
+    return model
+
+
+def test_ar1_future_shocks_continue_each_draws_path(fitted_ar1):
+    """The forecast's future global shocks, standardised by each draw's conditional
+    moments (mean ``φ^h·x − m``, sd ``σ√(1 − φ^(2h))``), are standard normal over the
+    draws; the fitted epochs keep the posterior shocks."""
+    from bayesrate.studies.forecast import _fitted_and_future_shocks
+
+    post = fitted_ar1.idata_["posterior"]
+    keep = np.arange(post.sizes["chain"] * post.sizes["draw"])
+    out = _fitted_and_future_shocks(fitted_ar1, keep, 3, "ar1-future")
+    n_fit = post.sizes[DIM_EPOCH]
+    np.testing.assert_allclose(out[:, :, :n_fit], stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH))
+    phi = stack_draws(post["shock_persistence"])
+    sigma = stack_draws(post["sigma_shock_global"])
+    last = stack_draws(post["shock_path_global"], DIM_EPOCH)[:, -1]
+    m = stack_draws(post["shock_mean_global"])
+    for h in (1, 2, 3):
+        centre = phi**h * last - m
+        r = (out[:, 0, n_fit + h - 1] - centre) / (sigma * np.sqrt(1 - phi ** (2 * h)))
+        assert abs(r.mean()) < 0.15 and 0.9 < r.std() < 1.1, (h, r.mean(), r.std())
+    np.testing.assert_allclose(out[:, 1:, n_fit:], out[:, :1, n_fit:].repeat(2, axis=1))
+
+
+def test_ar1_predict_after_the_fit_moves_pages_together(small, fitted_ar1):
+    """The PyMC predictive continues the path for visits after the fit: counts a year on
+    move together from draw to draw (a shared shock), and the rate is the next epoch's."""
+    obs = small[0]
+    later = obs.replace(time=obs.time + 2 * L)
+    tree = fitted_ar1.predict(later, n_draws=100, page_rates="posterior", seed="ar1-out")
+    counts = tree["posterior_predictive"]["page_detections"].stack(s=("chain", "draw")).values
+    corr = np.corrcoef(counts)[np.triu_indices(obs.n_pages, 1)]
+    assert np.nanmean(corr) > 0.1
+    post = fitted_ar1.idata_["posterior"]
+    offset = fitted_ar1.log_rate_offset(post)
+    want = np.exp(post["log_rate"] + offset).transpose(*post["rate"].dims)
+    np.testing.assert_allclose(post["rate"].values, want.values)
+
+
+@pytest.mark.slow
+def test_recovers_ar1_persistence_and_spread():
+    """A world with persistent global shocks (φ 0.8, σ 0.6; 240 pages, 4 domains, 24
+    epochs of 90 days): the 90% intervals of φ and σ hold their truths and the page
+    log-rates' cover the truth for 85-95% of pages."""
+    obs, theta, shock, _ = _shock_world("ar1-recovery", 240, 4, 24, 0.6, 0.0, phi=0.8)
+    model = PersistentShockModel(
+        model_config={"domain_shocks": False},
+        sampler_config={"draws": 1000, "tune": 500, "chains": 4, "seed": "ar1-rec"},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    assert model.diagnostics_.converged, model.diagnostics_.failures
+    post = model.idata_["posterior"]
+    level = shock.mean(axis=1)  # one global path: the same for every domain
+    true_rate = theta + level[obs.domain_codes]
+    order = np.argsort(obs.pages.index.to_numpy())
+    lo, hi = np.quantile(stack_draws(post["log_rate"], DIM_PAGE), [0.05, 0.95], axis=0)
+    covered = (lo <= true_rate[order]) & (true_rate[order] <= hi)
+    assert 0.85 <= covered.mean() <= 0.95, covered.mean()
+    for name, truth in (("shock_persistence", 0.8), ("sigma_shock_global", 0.6)):
+        q = np.quantile(stack_draws(post[name]), [0.05, 0.95])
+        assert q[0] <= truth <= q[1], (name, q)
