@@ -29,11 +29,17 @@ from bayesrate.priors import PriorSet
 QUICK_SAMPLER = {"chains": 4, "draws": 1000, "tune": 300}
 
 
-def fit_model(name: str, obs: Observations, sampler: dict[str, Any]):
-    """Fit model ``name`` on ``obs`` by NUTS; failed gates in ``diagnostics_``, not raised."""
+def fit_model(
+    name: str,
+    obs: Observations,
+    sampler: dict[str, Any],
+    model_config: dict[str, Any] | None = None,
+):
+    """Fit model ``name`` (its defaults updated by ``model_config``) on ``obs`` by NUTS;
+    failed gates in ``diagnostics_``, not raised."""
     from bayesrate.models import get_model
 
-    model = get_model(name)(sampler_config=sampler)
+    model = get_model(name)(model_config=model_config, sampler_config=sampler)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the gates are in model.diagnostics_
         model.fit(obs)

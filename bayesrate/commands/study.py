@@ -76,6 +76,15 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
                 "if it were the truth (default 500; 0: none)",
             },
         ),
+        (
+            "--model-config",
+            {
+                "action": "append",
+                "metavar": "METHOD=JSON",
+                "help": "model_config overrides of one model method, e.g. "
+                "'shocks={\"epoch_days\": 365}' (repeat for several methods)",
+            },
+        ),
         ("--json", {"action": "store_true", "help": "print the scores as JSON"}),
     ],
 }

@@ -30,7 +30,7 @@ it, :mod:`bayesrate.commands.study`); the figures are :func:`bayesrate.plots.for
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -990,6 +990,7 @@ def run(
     chains: int | None = None,
     predictive_draws: int = 500,
     worlds: int = WORLDS,
+    model_config: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
 ) -> ForecastResult:
     """Run the forecast study on a change history.
 
@@ -1023,6 +1024,10 @@ def run(
     worlds
         Worlds drawn from each method's predictive to show how far from 0.90 its coverage90
         falls when it is the truth (:func:`world_coverage`; 0: none).
+    model_config
+        Per model method, overrides of its ``model_config`` (e.g. ``{"shocks":
+        {"epoch_days": 365}}``), or ``"METHOD=JSON"`` texts (the CLI's
+        ``--model-config``); recorded in each method's diagnostics.
     """
     if not isinstance(history, ChangeHistory):
         from bayesrate.io.history import load_history
@@ -1031,6 +1036,7 @@ def run(
     elif dataset is not None:
         raise ObservationError("give a history or a dataset, not both", field="dataset")
     methods = _checked_methods(methods, horizon_days)
+    configs = _method_configs(model_config, methods)
     crawl_every_hours = float(crawl_every)
     if fast:
         max_pages = FAST["max_pages"] if max_pages is None else max_pages
@@ -1059,7 +1065,14 @@ def run(
     for name in methods:
         t0 = time.perf_counter()
         pred, groups, diag = _forecast_of(
-            name, d, by_length, sampler, predictive_draws, f"{seed}-{name}", progress
+            name,
+            d,
+            by_length,
+            sampler,
+            predictive_draws,
+            f"{seed}-{name}",
+            progress,
+            configs.get(name),
         )
         results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag, worlds, seed)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
@@ -1097,6 +1110,57 @@ def run(
     )
 
 
+def _method_configs(
+    given: Mapping[str, Mapping[str, Any]] | Sequence[str] | None, methods: list[str]
+) -> dict[str, dict[str, Any]]:
+    """``{method: model_config overrides}`` from a mapping or ``"METHOD=JSON"`` texts; each
+    method a model method of this run, each config a JSON object (validated by the model)."""
+    import json
+
+    from bayesrate.models import get_model
+
+    if given is None:
+        return {}
+    if isinstance(given, str):
+        given = [given]
+    if isinstance(given, Mapping):
+        items = [(str(k), v) for k, v in given.items()]
+    else:
+        items = []
+        for text in given:
+            name, sep, body = str(text).partition("=")
+            if not sep:
+                raise ObservationError(
+                    f"model config {text!r}: expected METHOD=JSON", field="model_config"
+                )
+            try:
+                items.append((name.strip(), json.loads(body)))
+            except json.JSONDecodeError as exc:
+                raise ObservationError(
+                    f"model config of {name!r}: not JSON ({exc})", field="model_config"
+                ) from None
+    out: dict[str, dict[str, Any]] = {}
+    for name, config in items:
+        if name not in MODEL_METHODS or name not in methods:
+            run_models = ", ".join(m for m in methods if m in MODEL_METHODS) or "none"
+            raise ObservationError(
+                f"model config for {name!r}: not a model method of this run ({run_models})",
+                field="model_config",
+            )
+        if not isinstance(config, Mapping):
+            raise ObservationError(
+                f"model config of {name!r} must be a JSON object", field="model_config"
+            )
+        out[name] = {**out.get(name, {}), **config}
+        try:  # before any fit: a bad key fails now, not after the other methods' fits
+            get_model(name)(model_config=out[name])
+        except (TypeError, ValueError) as exc:
+            raise ObservationError(
+                f"model config of {name!r}: {exc}", field="model_config"
+            ) from None
+    return out
+
+
 def _checked_methods(methods: Sequence[str] | str, horizon_days: float) -> list[str]:
     """The methods as a list (from a sequence or comma-separated text), all known."""
     if isinstance(methods, str):
@@ -1130,6 +1194,7 @@ def _forecast_of(
     predictive_draws: int,
     seed: str,
     progress: Progress,
+    model_config: dict[str, Any] | None = None,
 ) -> tuple[_Prediction, _Groups, dict | None]:
     """One method's predictive for the test intervals, its groups and its fit diagnostics."""
     if name in POINT_METHODS:
@@ -1137,8 +1202,10 @@ def _forecast_of(
     from bayesrate.quick_fit import describe_fit, fit_model
 
     t0 = time.perf_counter()
-    model = fit_model(name, d.train, sampler)
+    model = fit_model(name, d.train, sampler, model_config)
     diag = model.diagnostics_.to_dict()
+    if model_config:
+        diag["model_config_overrides"] = dict(model_config)
     if "kappa" in model.idata_["posterior"]:
         diag["kappa_per_domain_q05_q50_q95"] = _domain_quantiles(model.idata_["posterior"]["kappa"])
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")

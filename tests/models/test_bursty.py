@@ -193,9 +193,8 @@ def test_calibrate_offers_it_but_not_by_default():
     from bayesrate.cli import build_parser
 
     parser = build_parser()
-    args = parser.parse_args(["calibrate", "--models", "bursty", "shocks", "drift", "dynamic",
-                              "dynamic_shocks"])  # fmt: skip
-    assert args.models == ["bursty", "shocks", "drift", "dynamic", "dynamic_shocks"]
+    names = ["bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks"]
+    assert parser.parse_args(["calibrate", "--models", *names]).models == names
     assert parser.parse_args(["calibrate"]).models == list(DEFAULT_MODELS)
 
 

@@ -11,6 +11,7 @@ from scipy.stats import binom
 
 from bayesrate import datasets
 from bayesrate.cli import main
+from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory
 from bayesrate.studies import forecast
 
@@ -205,9 +206,19 @@ def test_cli_json_and_figures(tmp_path, capsys):
 )
 def test_models_in_fast_mode_on_tldr_pages(methods, max_pages):
     h = datasets.load_history("tldr-pages")
+    configs = {"shocks": {"epoch_days": 180.0}} if "shocks" in methods else None
     result = forecast.run(
-        history=h, fast=True, methods=methods, crawl_every=168.0, max_pages=max_pages
+        history=h,
+        fast=True,
+        methods=methods,
+        crawl_every=168.0,
+        max_pages=max_pages,
+        model_config=configs,
     )
+    if configs:  # the override reached the fit (its epochs are 180 days)
+        d = result.methods["shocks"].diagnostics
+        assert d["model_config_overrides"] == {"epoch_days": 180.0}
+        assert d["extra"]["epochs"]["epoch_days"] == 180.0
     table = result.table()
     assert list(table.index) == list(methods)
     assert np.isfinite(table[["log_score", "brier", "coverage90", "rate_log_rmse"]]).all().all()
@@ -236,6 +247,27 @@ def test_gamma_mixed_change_probability_is_the_negative_binomial():
     q_one = nbinom.pmf(0, kappa, kappa / (kappa + lam))
     window = forecast._change_probability(lam * m, kappa * m)
     np.testing.assert_allclose(window, -np.expm1(m * np.log(q_one)), rtol=1e-9)
+
+
+def test_model_config_overrides_are_checked_before_any_fit():
+    """``--model-config METHOD=JSON``: per model method of the run, a JSON object whose keys
+    the model accepts; anything else is an error naming the method."""
+    methods = ["mle", "shocks", "hierarchical"]
+    got = forecast._method_configs(['shocks={"epoch_days": 365}', "hierarchical={}"], methods)
+    assert got == {"shocks": {"epoch_days": 365}, "hierarchical": {}}
+    assert forecast._method_configs(None, methods) == {}
+    bad = {
+        "mle={}": "not a model method",
+        'drift={"epoch_days": 30}': "not a model method",
+        "shocks": "METHOD=JSON",
+        "shocks={epoch_days: 3}": "not JSON",
+        "shocks=[1]": "JSON object",
+        'shocks={"epoch_dayz": 3}': "epoch_dayz",
+        'shocks={"epoch_days": -1}': "epoch_days",
+    }
+    for text, message in bad.items():
+        with pytest.raises(ObservationError, match=message):
+            forecast._method_configs([text], methods)
 
 
 def test_cli_help_states_the_study_sampler(capsys):
