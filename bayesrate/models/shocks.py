@@ -91,6 +91,29 @@ def ar1_continue(last, mean, phi, sigma, z, n: int):
     return decay * last[..., None] + innovation[..., None] * noise - mean[..., None]
 
 
+def ar1_logp(x, phi, sigma):
+    """Log density of a stationary AR(1) path ``x`` (mean 0, marginal sd ``sigma``,
+    persistence ``phi``); PyTensor."""
+    import pytensor.tensor as pt
+
+    innovation = sigma * pt.sqrt(1.0 - phi**2)
+    half_log_2pi = 0.5 * np.log(2 * np.pi)
+    first = -0.5 * (x[0] / sigma) ** 2 - pt.log(sigma) - half_log_2pi
+    steps = (x[1:] - phi * x[:-1]) / innovation
+    n_steps = x.shape[0] - 1
+    return first + pt.sum(-0.5 * steps**2) - n_steps * (pt.log(innovation) + half_log_2pi)
+
+
+def ar1_mean_given_deviations(deviation, phi, sigma, n: int):
+    """Mean and sd of a stationary AR(1) path's average ``m`` given its deviations from it
+    (``deviation`` sums to 0, ``n ≥ 2`` values): Normal, from the path's tridiagonal
+    precision, ``mean = −φ(d_0 + d_{n−1})/k`` and ``sd = σ·√((1 + φ)/k)`` with
+    ``k = (n − 2)(1 − φ) + 2``; PyTensor or numpy."""
+    k = (n - 2) * (1.0 - phi) + 2.0
+    mean = -phi * (deviation[..., 0] + deviation[..., -1]) / k
+    return mean, sigma * ((1.0 + phi) / k) ** 0.5
+
+
 class ShockModel(HierarchicalModel):
     """Pooled page rates with epoch effects shared globally and per domain."""
 
@@ -357,22 +380,29 @@ class ShockModel(HierarchicalModel):
         import pytensor.tensor as pt
 
         phi = pm.Beta("shock_persistence", alpha=2.0, beta=2.0)
-        innovation = sigma_g * pt.sqrt(1.0 - phi**2)
         if centred:
-            path = pm.AR(
-                "shock_path_global",
-                rho=pt.stack([phi]),
-                sigma=innovation,
-                init_dist=pm.Normal.dist(0.0, sigma_g),
-                ar_order=1,
-                dims=DIM_EPOCH,
+            # the path's mean is its own coordinate: the deviations (zero-sum) carry the AR(1)
+            # density with the mean integrated out, the mean is drawn given them; sampling the
+            # path itself left its mean, which the data do not see, to mix alone along the
+            # diagonal (ota-contrib: R-hat 1.16-1.20 on the path, bulk ESS 18-31)
+            deviation = pm.ZeroSumNormal("shock_global", sigma=1.0, dims=DIM_EPOCH)
+            centre, spread = ar1_mean_given_deviations(deviation, phi, sigma_g, n_epochs)
+            pm.Potential(
+                "shock_global_ar1_prior",
+                ar1_logp(deviation + centre, phi, sigma_g)
+                + pt.log(spread)
+                + 0.5 * pt.sum(deviation**2),  # less ZeroSumNormal(1)'s own log density
             )
-        else:
-            z = pm.Normal("z_shock_path_global", 0.0, 1.0, dims=DIM_EPOCH)
-            scale = pt.concatenate([pt.stack([sigma_g]), pt.ones(n_epochs - 1) * innovation])
-            path = pm.Deterministic(
-                "shock_path_global", ar1_weights(phi, n_epochs) @ (scale * z), dims=DIM_EPOCH
-            )
+            z_mean = pm.Normal("z_shock_mean_global", 0.0, 1.0)
+            mean = pm.Deterministic("shock_mean_global", centre + spread * z_mean)
+            pm.Deterministic("shock_path_global", deviation + mean, dims=DIM_EPOCH)
+            return deviation
+        innovation = sigma_g * pt.sqrt(1.0 - phi**2)
+        z = pm.Normal("z_shock_path_global", 0.0, 1.0, dims=DIM_EPOCH)
+        scale = pt.concatenate([pt.stack([sigma_g]), pt.ones(n_epochs - 1) * innovation])
+        path = pm.Deterministic(
+            "shock_path_global", ar1_weights(phi, n_epochs) @ (scale * z), dims=DIM_EPOCH
+        )
         mean = pm.Deterministic("shock_mean_global", path.mean())
         return pm.Deterministic("shock_global", path - mean, dims=DIM_EPOCH)
 

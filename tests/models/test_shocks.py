@@ -19,7 +19,12 @@ from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
 from bayesrate.draws import stack_draws
 from bayesrate.models import HierarchicalModel, PersistentShockModel, ShockModel, get_model
 from bayesrate.models import epochs as E
-from bayesrate.models.shocks import ar1_continue, ar1_weights, walk_back
+from bayesrate.models.shocks import (
+    ar1_continue,
+    ar1_mean_given_deviations,
+    ar1_weights,
+    walk_back,
+)
 from tests.helpers import seed_of
 
 with warnings.catch_warnings():
@@ -459,13 +464,13 @@ def test_ar1_continue_follows_the_recursion_and_its_moments():
     np.testing.assert_allclose(weights, [[1, 0, 0], [0.5, 1, 0], [0.25, 0.5, 1]])
 
 
-@pytest.mark.parametrize("centred", ["centred", "noncentred"])
-def test_ar1_prior_path_is_stationary(centred):
-    """Prior draws of ``shock_path_global`` over σ and φ: ``path/σ`` has variance 1 in every
-    epoch and lag-k correlation ``E[φ^k]`` (Beta(2, 2): 1/2, 3/10); the shocks are the path
-    less its mean, and ``shock`` adds the domain parts."""
+def test_ar1_prior_path_is_stationary():
+    """Prior draws of the non-centred ``shock_path_global`` over σ and φ: ``path/σ`` has
+    variance 1 in every epoch and lag-k correlation ``E[φ^k]`` (Beta(2, 2): 1/2, 3/10); the
+    shocks are the path less its mean. (The centred version's prior is a potential:
+    :func:`test_ar1_centred_prior_is_the_path_density_with_its_mean_integrated_out`.)"""
     obs, _, _, _ = _shock_world("ar1-prior", 9, 3, 6, 0.5, 0.5)
-    model = PersistentShockModel(model_config={"shock_parameterisation": centred})
+    model = PersistentShockModel(model_config={"shock_parameterisation": "noncentred"})
     pm_model = model.build_model(obs)
     assert {"shock_persistence", "shock_path_global"} <= set(pm_model.named_vars)
     with pm_model:
@@ -487,6 +492,74 @@ def test_ar1_prior_path_is_stationary(centred):
     np.testing.assert_allclose(np.mean(u[:, 2:] * u[:, :-2], axis=0), 0.3, atol=0.03)
     shock = stack_draws(prior["shock_global"], DIM_EPOCH)
     np.testing.assert_allclose(shock, path - path.mean(axis=1, keepdims=True), atol=1e-12)
+
+
+def _ar1_covariance(phi: float, sigma: float, n: int) -> np.ndarray:
+    lag = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    return sigma**2 * phi**lag
+
+
+def test_ar1_mean_given_deviations_is_the_gaussian_conditional():
+    """Against the conditional of the joint Normal of (deviations, mean) built from the
+    stationary covariance ``σ²φ^|i−j|`` by linear algebra, at several n and φ."""
+    rng = np.random.default_rng(seed_of("ar1-conditional"))
+    for n, phi, sigma in ((2, 0.4, 0.7), (5, 0.9, 1.3), (12, 0.2, 0.5)):
+        cov = _ar1_covariance(phi, sigma, n)
+        a = np.vstack([np.eye(n) - 1.0 / n, np.full((1, n), 1.0 / n)])  # (deviations, mean)
+        joint = a @ cov @ a.T
+        d = rng.multivariate_normal(np.zeros(n), cov)
+        d = d - d.mean()
+        s_dd, s_md = joint[: n - 1, : n - 1], joint[n, : n - 1]  # n − 1 deviations suffice
+        want_mean = s_md @ np.linalg.solve(s_dd, d[: n - 1])
+        want_sd = np.sqrt(joint[n, n] - s_md @ np.linalg.solve(s_dd, s_md))
+        mean, sd = ar1_mean_given_deviations(d, phi, sigma, n)
+        assert mean == pytest.approx(want_mean, rel=1e-9, abs=1e-12)
+        assert sd == pytest.approx(want_sd, rel=1e-9)
+
+
+def test_ar1_centred_prior_is_the_path_density_with_its_mean_integrated_out():
+    """The centred model's prior on the zero-sum ``shock_global`` (its ZeroSumNormal(1)
+    term plus the potential) moves between random points as ``log ∫ N(d + m·1; 0, Σ) dm``
+    (scipy's multivariate normal, adaptive quadrature over m); ``shock_path_global`` is the
+    deviations plus ``shock_mean_global``."""
+    import pytensor
+    from scipy.integrate import quad
+    from scipy.stats import multivariate_normal
+
+    obs, _, _, _ = _shock_world("ar1-centred", 9, 3, 6, 0.5, 0.5)
+    model = PersistentShockModel(model_config={"shock_parameterisation": "centred"})
+    pm_model = model.build_model(obs)
+    assert "shock_global_ar1_prior" in pm_model.named_vars
+    rv = pm_model["shock_global"]
+    terms = [
+        pm_model.logp(vars=[rv], sum=True),
+        *pm_model.replace_rvs_by_values(pm_model.potentials),
+    ]
+    prior = pm_model.compile_fn(pytensor.tensor.add(*[pytensor.tensor.sum(t) for t in terms]),
+                                inputs=pm_model.value_vars, on_unused_input="ignore")  # fmt: skip
+    outputs = pm_model.replace_rvs_by_values(
+        [rv, pm_model["shock_persistence"], pm_model["sigma_shock_global"],
+         pm_model["shock_path_global"], pm_model["shock_mean_global"]]
+    )  # fmt: skip
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(seed_of("ar1-centred-points"))
+    base = pm_model.initial_point()
+    moved = ("shock_global", "shock_persistence", "sigma_shock_global")  # d, φ and σ
+    keys = [k for k in base if k.startswith(moved)]
+    assert len(keys) == 3
+    got, want = [], []
+    for _ in range(3):
+        point = dict(base)
+        for key in keys:
+            point[key] = base[key] + rng.normal(0, 0.6, np.shape(base[key]))
+        d, phi, sigma, path, mean = values(point)
+        np.testing.assert_allclose(path, d + mean, atol=1e-12)
+        density = multivariate_normal(np.zeros(len(d)), _ar1_covariance(phi, sigma, len(d)))
+        value, _ = quad(lambda m, d=d, f=density: f.pdf(d + m), -20, 20, epsabs=0, epsrel=1e-11)
+        got.append(float(prior(point)))
+        want.append(math.log(value))
+    for i in (1, 2):
+        assert got[i] - got[0] == pytest.approx(want[i] - want[0], rel=1e-7, abs=1e-8)
 
 
 def test_ar1_logp_equals_brute_force(small):
