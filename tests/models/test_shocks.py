@@ -652,29 +652,3 @@ def test_ar1_predict_after_the_fit_moves_pages_together(small, fitted_ar1):
     offset = fitted_ar1.log_rate_offset(post)
     want = np.exp(post["log_rate"] + offset).transpose(*post["rate"].dims)
     np.testing.assert_allclose(post["rate"].values, want.values)
-
-
-@pytest.mark.slow
-def test_recovers_ar1_persistence_and_spread():
-    """A world with persistent global shocks (φ 0.8, σ 0.6; 240 pages, 4 domains, 24
-    epochs of 90 days): the 90% intervals of φ and σ hold their truths and the page
-    log-rates' cover the truth for 85-95% of pages."""
-    obs, theta, shock, _ = _shock_world("ar1-recovery", 240, 4, 24, 0.6, 0.0, phi=0.8)
-    model = PersistentShockModel(
-        model_config={"domain_shocks": False},
-        sampler_config={"draws": 1000, "tune": 500, "chains": 4, "seed": "ar1-rec"},
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(obs)
-    assert model.diagnostics_.converged, model.diagnostics_.failures
-    post = model.idata_["posterior"]
-    level = shock.mean(axis=1)  # one global path: the same for every domain
-    true_rate = theta + level[obs.domain_codes]
-    order = np.argsort(obs.pages.index.to_numpy())
-    lo, hi = np.quantile(stack_draws(post["log_rate"], DIM_PAGE), [0.05, 0.95], axis=0)
-    covered = (lo <= true_rate[order]) & (true_rate[order] <= hi)
-    assert 0.85 <= covered.mean() <= 0.95, covered.mean()
-    for name, truth in (("shock_persistence", 0.8), ("sigma_shock_global", 0.6)):
-        q = np.quantile(stack_draws(post[name]), [0.05, 0.95])
-        assert q[0] <= truth <= q[1], (name, q)
