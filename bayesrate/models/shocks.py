@@ -91,19 +91,6 @@ def ar1_continue(last, mean, phi, sigma, z, n: int):
     return decay * last[..., None] + innovation[..., None] * noise - mean[..., None]
 
 
-def ar1_logp(x, phi, sigma):
-    """Log density of a stationary AR(1) path ``x`` (mean 0, marginal sd ``sigma``,
-    persistence ``phi``); PyTensor."""
-    import pytensor.tensor as pt
-
-    innovation = sigma * pt.sqrt(1.0 - phi**2)
-    half_log_2pi = 0.5 * np.log(2 * np.pi)
-    first = -0.5 * (x[0] / sigma) ** 2 - pt.log(sigma) - half_log_2pi
-    steps = (x[1:] - phi * x[:-1]) / innovation
-    n_steps = x.shape[0] - 1
-    return first + pt.sum(-0.5 * steps**2) - n_steps * (pt.log(innovation) + half_log_2pi)
-
-
 def ar1_mean_given_deviations(deviation, phi, sigma, n: int):
     """Mean and sd of a stationary AR(1) path's average ``m`` given its deviations from it
     (``deviation`` sums to 0, ``n ≥ 2`` values): Normal, from the path's tridiagonal
@@ -374,8 +361,8 @@ class ShockModel(HierarchicalModel):
         """``shock_global``: a stationary AR(1) path (``shock_path_global``, marginal sd
         ``sigma_shock_global``, persistence ``shock_persistence`` ~ Beta(2, 2)) less its mean
         over the fitted epochs (``shock_mean_global``): the likelihood sees only the
-        deviations (the mean is the pages' level's), and the mean, left to its prior given
-        the path, carries into the forecast (:func:`ar1_continue`)."""
+        deviations (the mean is the pages' level's), and the mean, drawn from its prior
+        given them, carries into the forecast (:func:`ar1_continue`)."""
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -387,9 +374,16 @@ class ShockModel(HierarchicalModel):
             # diagonal (ota-contrib: R-hat 1.16-1.20 on the path, bulk ESS 18-31)
             deviation = pm.ZeroSumNormal("shock_global", sigma=1.0, dims=DIM_EPOCH)
             centre, spread = ar1_mean_given_deviations(deviation, phi, sigma_g, n_epochs)
+            path = pm.AR.dist(
+                rho=pt.stack([phi]),
+                sigma=sigma_g * pt.sqrt(1.0 - phi**2),
+                init_dist=pm.Normal.dist(0.0, sigma_g),
+                ar_order=1,
+                steps=n_epochs - 1,
+            )
             pm.Potential(
                 "shock_global_ar1_prior",
-                ar1_logp(deviation + centre, phi, sigma_g)
+                pm.logp(path, deviation + centre)
                 + pt.log(spread)
                 + 0.5 * pt.sum(deviation**2),  # less ZeroSumNormal(1)'s own log density
             )

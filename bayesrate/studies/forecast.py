@@ -854,20 +854,13 @@ def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.nd
     if process == "random_walk":  # on from the last level
         future = fitted[:, :, -1:] + np.cumsum(future, axis=2)
     elif ar1:
-        draws = {
-            k: stack_draws(post[k])[keep]
+        mean, phi, sigma = (
+            stack_draws(post[k])[keep]
             for k in ("shock_mean_global", "shock_persistence", "sigma_shock_global")
-        }
+        )
         last = stack_draws(post["shock_path_global"], DIM_EPOCH)[keep, -1]
         z = rng.standard_normal((n_draws, n_new))
-        future += ar1_continue(
-            last,
-            draws["shock_mean_global"],
-            draws["shock_persistence"],
-            draws["sigma_shock_global"],
-            z,
-            n_new,
-        )[:, None, :]
+        future += ar1_continue(last, mean, phi, sigma, z, n_new)[:, None, :]
     return np.concatenate([fitted, future], axis=2)
 
 
