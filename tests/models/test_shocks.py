@@ -649,6 +649,8 @@ def test_ar1_predict_after_the_fit_moves_pages_together(small, fitted_ar1):
     corr = np.corrcoef(counts)[np.triu_indices(obs.n_pages, 1)]
     assert np.nanmean(corr) > 0.1
     post = fitted_ar1.idata_["posterior"]
-    offset = fitted_ar1.log_rate_offset(post)
+    phi, sigma = post["shock_persistence"], post["sigma_shock_global"]
+    last = post["shock_path_global"].isel({DIM_EPOCH: -1}, drop=True)
+    offset = phi * last - post["shock_mean_global"] + sigma**2 * (1 - phi**2) / 2  # written out
     want = np.exp(post["log_rate"] + offset).transpose(*post["rate"].dims)
     np.testing.assert_allclose(post["rate"].values, want.values)
