@@ -215,7 +215,7 @@ def _chi2(
     return t_obs, t_rep
 
 
-def _gap_cv(flags: np.ndarray, times: np.ndarray, offsets: np.ndarray) -> tuple[float, np.ndarray]:
+def gap_cv(flags: np.ndarray, times: np.ndarray, offsets: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean over pages of the CV of gaps between detections; pooled normalised gaps."""
     cvs, pooled = [], []
     for i in range(len(offsets) - 1):
@@ -287,7 +287,7 @@ def _gap_statistic(
         return float("nan"), np.zeros(0), np.full(n_draws, np.nan), []
     pages = np.sort(rng.choice(eligible, size=min(n_gap_pages, len(eligible)), replace=False))
     sub = obs.subset(pages)
-    observed_cv, observed_gaps = _gap_cv(sub.changed, sub.time, sub.offsets)
+    observed_cv, observed_gaps = gap_cv(sub.changed, sub.time, sub.offsets)
     # the subsample's intervals and their groups (intervals are the non-baseline visits)
     interval_of_visit = np.cumsum(~obs.is_baseline) - 1
     visits = np.concatenate([np.arange(obs.offsets[p], obs.offsets[p + 1]) for p in pages])
@@ -301,7 +301,7 @@ def _gap_statistic(
         flags[is_interval] = _place_detections(
             group, reps.detections[d].astype(np.int64), sizes, rng.random(len(group))
         )
-        replicated_cv[d], gaps = _gap_cv(flags, sub.time, sub.offsets)
+        replicated_cv[d], gaps = gap_cv(flags, sub.time, sub.offsets)
         replicated_gaps.append(gaps)
     return observed_cv, observed_gaps, replicated_cv, replicated_gaps
 

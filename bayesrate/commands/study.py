@@ -87,6 +87,24 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ),
         ("--json", {"action": "store_true", "help": "print the scores as JSON"}),
     ],
+    "bursts": [
+        ("--dataset", {"help": "embedded dataset (default ota-contrib)"}),
+        ("--history", {"metavar": "FILE", "help": "change-history table (.csv, .parquet)"}),
+        (
+            "--crawl-log",
+            {"action": "store_true", "help": "the dataset's crawl log as recorded, not a crawl "
+             "of its history"},
+        ),
+        ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
+        ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
+        ("--horizon-days", {"type": positive_float, "help": "test window (default 365)"}),
+        ("--max-pages", {"type": positive_int, "help": "a random subset of pages"}),
+        ("--replicates", {"type": positive_int, "help": "gap-check replicates (default 200)"}),
+        (
+            "--max-evaluations",
+            {"type": positive_int, "help": "cap on the MMPP's Nelder-Mead steps (default 300)"},
+        ),
+    ],
 }
 
 

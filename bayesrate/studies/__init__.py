@@ -24,6 +24,7 @@ STUDIES = {
     "wikipedia": "bayesrate.studies.wikipedia",
     "recovery": "bayesrate.studies.recovery",
     "forecast": "bayesrate.studies.forecast",
+    "bursts": "bayesrate.studies.bursts",
 }
 
 Progress = Callable[[str], None]

@@ -1,0 +1,527 @@
+"""Two-state Markov-modulated Poisson process (quiet/burst) under interval censoring.
+
+A page alternates between a *quiet* state (changes at rate ``λ``) and a *burst* state
+(rate ``r·λ``, ``r > 1``), switching quiet → burst at rate ``q_in`` and back at
+``q_out`` (per hour); the chain starts in its stationary distribution
+``π = (q_out, q_in) / (q_in + q_out)``. With the generator ``Q`` of the switching and
+``Λ = diag(λ, rλ)``, an interval of length ``τ`` carries a 2×2 *transfer matrix*
+(row: the state at its start, column: the state at its end)::
+
+    no change:  M₀(τ) = exp((Q − Λ)τ)
+    a change:   M₁(τ) = exp(Qτ) − M₀(τ)
+
+and a page's visit sequence has likelihood ``π · Π_i M_{c_i}(τ_i) · 1``: the hidden
+state carries over from one interval to the next, so detections cluster in time, the
+serial dependence an interval-level mixture (:mod:`bayesrate.models.bursty`) cannot
+express. ``r = 1`` (or ``q_in → 0``) is the Poisson model of :mod:`bayesrate.likelihood`.
+
+**Sufficient statistics.** The likelihood depends on the order of the intervals, so
+per-page counts are not enough; consecutive intervals of one length and one outcome are.
+:class:`VisitRuns` holds each page's sequence as such runs: a run of ``n`` unchanged
+intervals of length ``τ`` is the single factor ``M₀(nτ)`` (``M₀(τ)ⁿ = M₀(nτ)``); a run
+of ``n`` detections is ``M₁(τ)ⁿ``. A daily crawl of a page with ``c`` detections has
+at most ``2c + 1`` runs, whatever its length.
+
+The 2×2 exponentials are closed forms (:func:`transfer_matrices`), scaled by their
+largest eigenvalue so that long quiet runs neither overflow nor underflow; the forward
+recursion is numba-compiled (:func:`grid_loglik`: every page at every rate of a grid).
+
+:func:`fit` estimates the shared parameters ``(r, q_in, q_out)`` and a log-normal
+population of quiet rates by maximum marginal likelihood (each page's ``log λ``
+integrated over a grid, an empirical-Bayes hierarchy with one population); with
+``poisson=True`` the same population without bursts, the baseline it is compared with.
+:func:`heldout_log_score` scores a later stretch of each page's sequence given the
+earlier one (the chain's state at the split is filtered, not reset), and
+:func:`replicate_changes` draws detection sequences on the observed visit times for the
+posterior predictive gap check (:mod:`bayesrate.studies.bursts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+from bayesrate.errors import ObservationError
+
+if TYPE_CHECKING:
+    from bayesrate.observations import Observations
+
+#: default log-rate grid (per hour) over which each page's quiet rate is integrated
+THETA_LOW, THETA_HIGH, GRID_POINTS = float(np.log(1e-6)), float(np.log(3.0)), 121
+#: below this ``2Dτ`` the scaled exponential uses the series of ``−expm1(−x)/x``
+_SERIES_BELOW = 1e-8
+
+
+@dataclass(frozen=True)
+class VisitRuns:
+    """Each page's intervals, in time order, as runs of one length and one outcome.
+
+    Attributes
+    ----------
+    offsets
+        ``(n_pages + 1,)``: the runs of page ``p`` are ``offsets[p]:offsets[p + 1]``.
+    tau
+        Interval length of each run, hours.
+    changed
+        1 where the run's intervals each ended with a detected change.
+    count
+        Number of intervals in the run.
+    """
+
+    offsets: np.ndarray
+    tau: np.ndarray
+    changed: np.ndarray
+    count: np.ndarray
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.tau)
+
+    @property
+    def n_intervals(self) -> np.ndarray:
+        """Intervals per page."""
+        run_page = np.repeat(np.arange(self.n_pages), np.diff(self.offsets))
+        return np.bincount(run_page, weights=self.count, minlength=self.n_pages).astype(np.int64)
+
+    @classmethod
+    def from_intervals(
+        cls, page: np.ndarray, tau: np.ndarray, changed: np.ndarray, n_pages: int
+    ) -> VisitRuns:
+        """Runs from intervals listed page by page, in time order within each page.
+
+        Raises
+        ------
+        ObservationError
+            When pages are not in order, a length is not positive and finite, or a flag
+            is not 0/1 (the offending positions are named).
+        """
+        page = np.asarray(page, dtype=np.int64)
+        tau = np.asarray(tau, dtype=np.float64)
+        changed = np.asarray(changed)
+        if not (len(page) == len(tau) == len(changed)):
+            raise ObservationError("page, tau and changed must have one entry per interval")
+        bad = np.flatnonzero(~np.isfinite(tau) | (tau <= 0))
+        if len(bad):
+            raise ObservationError(
+                f"{len(bad)} intervals of non-positive or non-finite length "
+                f"(positions {bad[:10].tolist()})",
+                field="tau",
+            )
+        bad = np.flatnonzero((changed != 0) & (changed != 1))
+        if len(bad):
+            raise ObservationError(
+                f"{len(bad)} change flags are not 0/1 (positions {bad[:10].tolist()})",
+                field="changed",
+            )
+        bad = np.flatnonzero((np.diff(page) < 0) | (page[1:] >= n_pages)) + 1
+        if len(page) and (page[0] < 0 or len(bad)):
+            raise ObservationError(
+                f"intervals must be grouped by page 0..{n_pages - 1} in order "
+                f"(positions {bad[:10].tolist()})",
+                field="page",
+            )
+        changed = changed.astype(np.int8)
+        start = np.ones(len(tau), dtype=bool)
+        if len(tau):
+            start[1:] = (page[1:] != page[:-1]) | (tau[1:] != tau[:-1]) | (
+                changed[1:] != changed[:-1]
+            )
+        first = np.flatnonzero(start)
+        count = np.diff(np.append(first, len(tau)))
+        run_page = page[first]
+        offsets = np.searchsorted(run_page, np.arange(n_pages + 1)).astype(np.int64)
+        return cls(offsets, tau[first], changed[first], count.astype(np.int64))
+
+    @classmethod
+    def from_observations(cls, obs: Observations) -> VisitRuns:
+        """The visit sequences of validated observations (every page's baseline excluded)."""
+        keep = np.ones(obs.n_visits, dtype=bool)
+        keep[obs.offsets[:-1]] = False
+        tau = np.diff(obs.time, prepend=np.nan)[keep]
+        return cls.from_intervals(obs.page_of_visit[keep], tau, obs.changed[keep], obs.n_pages)
+
+
+@dataclass(frozen=True)
+class BurstParameters:
+    """Shared switching parameters and the population of quiet log-rates.
+
+    Attributes
+    ----------
+    ratio
+        ``r``: the burst state's rate over the quiet state's (1: no bursts, Poisson).
+    q_in, q_out
+        Switching rates per hour, quiet → burst and burst → quiet.
+    mu, sigma
+        Mean and SD of the quiet log-rates (per hour) of the pages.
+    """
+
+    ratio: float
+    q_in: float
+    q_out: float
+    mu: float
+    sigma: float
+
+    @property
+    def burst_share(self) -> float:
+        """Long-run share of time in the burst state."""
+        total = self.q_in + self.q_out
+        return self.q_in / total if total > 0 else 0.0
+
+    @property
+    def burst_days(self) -> float:
+        """Mean length of a burst, days."""
+        return 1.0 / (24.0 * self.q_out) if self.q_out > 0 else float("inf")
+
+    @property
+    def quiet_days(self) -> float:
+        """Mean length of a quiet spell, days."""
+        return 1.0 / (24.0 * self.q_in) if self.q_in > 0 else float("inf")
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "ratio": self.ratio,
+            "q_in_per_hour": self.q_in,
+            "q_out_per_hour": self.q_out,
+            "burst_share": self.burst_share,
+            "burst_days": self.burst_days,
+            "quiet_days": self.quiet_days,
+            "mu_log_rate": self.mu,
+            "sigma_log_rate": self.sigma,
+        }
+
+
+_KERNELS = None
+
+
+def _kernels():
+    """Compile the numba kernels on first use (numba is imported only then)."""
+    global _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS
+    import numba
+
+    njit = numba.njit(cache=True, nogil=True)
+
+    @njit
+    def expm2_scaled(a, b, c, d, t):
+        """``exp([[a, b], [c, d]]·t)·e^{−ℓ}`` and ``ℓ`` (``b, c ≥ 0``; ``ℓ`` the top eigenvalue·t)."""
+        s = 0.5 * (a + d)
+        h = 0.5 * (a - d)
+        bc = b * c
+        root = np.sqrt(h * h + bc)
+        x = 2.0 * root * t
+        low = np.exp(-x)
+        f = -np.expm1(-x) / (2.0 * root) if x > _SERIES_BELOW else t * (1.0 - 0.5 * x)
+        if h >= 0.0:
+            plus = root + h
+            minus = bc / plus if plus > 0.0 else 0.0
+        else:
+            minus = root - h
+            plus = bc / minus if minus > 0.0 else 0.0
+        return low + plus * f, b * f, c * f, low + minus * f, (s + root) * t
+
+    @njit
+    def page_loglik(lo, hi, tau, changed, count, lam, ratio, q_in, q_out):
+        """Scaled forward recursion of one page at quiet rate ``lam``."""
+        total = q_in + q_out
+        p0 = q_out / total if total > 0.0 else 1.0
+        p1 = 1.0 - p0
+        ll = 0.0
+        for i in range(lo, hi):
+            t = tau[i]
+            if changed[i] == 0:
+                m00, m01, m10, m11, scale = expm2_scaled(
+                    -q_in - lam, q_in, q_out, -q_out - ratio * lam, t * count[i]
+                )
+                n0 = p0 * m00 + p1 * m10
+                n1 = p0 * m01 + p1 * m11
+                norm = n0 + n1
+                if not norm > 0.0:
+                    return -np.inf
+                ll += np.log(norm) + scale
+                p0, p1 = n0 / norm, n1 / norm
+            else:
+                m00, m01, m10, m11, scale = expm2_scaled(
+                    -q_in - lam, q_in, q_out, -q_out - ratio * lam, t
+                )
+                e = np.exp(scale)
+                s00, s01, s10, s11, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, t)
+                c00 = max(s00 - e * m00, 0.0)
+                c01 = max(s01 - e * m01, 0.0)
+                c10 = max(s10 - e * m10, 0.0)
+                c11 = max(s11 - e * m11, 0.0)
+                for _ in range(count[i]):
+                    n0 = p0 * c00 + p1 * c10
+                    n1 = p0 * c01 + p1 * c11
+                    norm = n0 + n1
+                    if not norm > 0.0:
+                        return -np.inf
+                    ll += np.log(norm)
+                    p0, p1 = n0 / norm, n1 / norm
+        return ll
+
+    @njit
+    def grid(offsets, tau, changed, count, theta, ratio, q_in, q_out):
+        n_pages = len(offsets) - 1
+        out = np.empty((n_pages, len(theta)))
+        for p in range(n_pages):
+            for k in range(len(theta)):
+                out[p, k] = page_loglik(
+                    offsets[p], offsets[p + 1], tau, changed, count, np.exp(theta[k]),
+                    ratio, q_in, q_out,
+                )
+        return out
+
+    @njit
+    def simulate(offsets, tau, count, lam, ratio, q_in, q_out, starts, uniforms):
+        """Detection flags per interval (runs expanded); ``starts``: one uniform per page."""
+        n_pages = len(offsets) - 1
+        total = q_in + q_out
+        pi1 = q_in / total if total > 0.0 else 0.0
+        n = 0
+        for i in range(len(count)):
+            n += count[i]
+        flags = np.zeros(n, dtype=np.int8)
+        j = 0
+        for p in range(n_pages):
+            state = 1 if starts[p] < pi1 else 0
+            for i in range(offsets[p], offsets[p + 1]):
+                t = tau[i]
+                m00, m01, m10, m11, scale = expm2_scaled(
+                    -q_in - lam[p], q_in, q_out, -q_out - ratio * lam[p], t
+                )
+                e = np.exp(scale)
+                s00, s01, s10, s11, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, t)
+                for _ in range(count[i]):
+                    u = uniforms[j]
+                    if state == 0:
+                        quiet0, quiet1, any0 = e * m00, e * m01, s00
+                    else:
+                        quiet0, quiet1, any0 = e * m10, e * m11, s10
+                    # outcomes in order: (no change, end 0), (no change, end 1),
+                    # (change, end 0), (change, end 1); the row sums to 1
+                    if u < quiet0:
+                        state = 0
+                    elif u < quiet0 + quiet1:
+                        state = 1
+                    elif u < any0 + quiet1:
+                        flags[j] = 1
+                        state = 0
+                    else:
+                        flags[j] = 1
+                        state = 1
+                    j += 1
+        return flags
+
+    _KERNELS = (expm2_scaled, grid, simulate)
+    return _KERNELS
+
+
+def transfer_matrices(
+    lam: float, ratio: float, q_in: float, q_out: float, tau: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``M₀(τ)`` and ``M₁(τ)`` (2×2; rows: start state, columns: end state; quiet first)."""
+    expm2_scaled, _, _ = _kernels()
+    m00, m01, m10, m11, scale = expm2_scaled(
+        -q_in - lam, q_in, q_out, -q_out - ratio * lam, tau
+    )
+    quiet = np.array([[m00, m01], [m10, m11]]) * np.exp(scale)
+    s00, s01, s10, s11, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, tau)
+    return quiet, np.array([[s00, s01], [s10, s11]]) - quiet
+
+
+def grid_loglik(
+    runs: VisitRuns, theta: np.ndarray, ratio: float, q_in: float, q_out: float
+) -> np.ndarray:
+    """``log P(page's sequence | λ = e^θ)`` for every page and every ``θ`` of ``theta``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_pages, len(theta))``.
+    """
+    _, grid, _ = _kernels()
+    return grid(
+        runs.offsets, runs.tau, runs.changed, runs.count,
+        np.asarray(theta, dtype=np.float64), float(ratio), float(q_in), float(q_out),
+    )
+
+
+def _log_weights(theta: np.ndarray, mu: float, sigma: float) -> np.ndarray:
+    """Normal(μ, σ) on the grid ``theta``, normalised over it (trapezoid-free: equal steps)."""
+    logw = -0.5 * ((theta - mu) / sigma) ** 2
+    return logw - logsumexp(logw)
+
+
+def marginal_loglik(ll: np.ndarray, theta: np.ndarray, mu: float, sigma: float) -> np.ndarray:
+    """Each page's log-likelihood with its log-rate integrated over the population."""
+    return logsumexp(ll + _log_weights(theta, mu, sigma)[None, :], axis=1)
+
+
+@dataclass(frozen=True)
+class BurstFit:
+    """Maximum marginal likelihood estimates (:func:`fit`).
+
+    Attributes
+    ----------
+    params
+        The estimates.
+    loglik
+        The maximised marginal log-likelihood, summed over pages.
+    poisson
+        True for the baseline without bursts.
+    theta
+        The log-rate grid.
+    page_loglik
+        ``(n_pages, grid)``: each page's log-likelihood at the estimates.
+    evaluations
+        Forward-recursion passes over the data.
+    """
+
+    params: BurstParameters
+    loglik: float
+    poisson: bool
+    theta: np.ndarray
+    page_loglik: np.ndarray
+    evaluations: int
+
+    def page_posterior(self) -> np.ndarray:
+        """``(n_pages, grid)`` posterior weights of each page's quiet log-rate."""
+        logp = self.page_loglik + _log_weights(self.theta, self.params.mu, self.params.sigma)
+        return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
+
+
+def _population(ll: np.ndarray, theta: np.ndarray, start: tuple[float, float]) -> tuple:
+    """``(μ, σ)`` maximising the marginal likelihood of fixed per-page grid likelihoods."""
+
+    def objective(x):
+        return -float(marginal_loglik(ll, theta, x[0], np.exp(x[1])).sum())
+
+    res = minimize(objective, [start[0], np.log(start[1])], method="Nelder-Mead",
+                   options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 400})
+    return float(res.x[0]), float(np.exp(res.x[1])), -float(res.fun)
+
+
+def fit(
+    runs: VisitRuns,
+    *,
+    poisson: bool = False,
+    start: BurstParameters | None = None,
+    theta: np.ndarray | None = None,
+    max_evaluations: int = 400,
+) -> BurstFit:
+    """Maximum marginal likelihood fit of the MMPP (or of the Poisson baseline).
+
+    The shared parameters are searched by Nelder–Mead over ``(log(r − 1), log q_in,
+    log q_out)``; for each, the population ``(μ, σ)`` is maximised with the pages'
+    grid likelihoods held fixed.
+
+    Parameters
+    ----------
+    runs
+        The pages' visit sequences.
+    poisson
+        Fit the baseline (``r = 1``: no bursts) instead.
+    start
+        Starting values (default: bursts of 4× the quiet rate lasting a week, a quiet
+        spell of 60 days).
+    theta
+        The log-rate grid (per hour); default :data:`GRID_POINTS` points from
+        :data:`THETA_LOW` to :data:`THETA_HIGH`.
+    max_evaluations
+        Cap on the Nelder–Mead evaluations of the shared parameters.
+    """
+    theta = (
+        np.linspace(THETA_LOW, THETA_HIGH, GRID_POINTS)
+        if theta is None else np.asarray(theta, dtype=np.float64)
+    )
+    start = start or BurstParameters(4.0, 1 / (60 * 24.0), 1 / (7 * 24.0), np.log(1e-3), 2.0)
+    population = [start.mu, start.sigma]
+    if poisson:
+        ll = grid_loglik(runs, theta, 1.0, 0.0, 0.0)
+        mu, sigma, total = _population(ll, theta, tuple(population))
+        params = BurstParameters(1.0, 0.0, 0.0, mu, sigma)
+        return BurstFit(params, total, True, theta, ll, 1)
+
+    evaluations = 0
+    best: dict = {}
+
+    def objective(x):
+        nonlocal evaluations
+        evaluations += 1
+        ratio, q_in, q_out = 1.0 + np.exp(x[0]), np.exp(x[1]), np.exp(x[2])
+        ll = grid_loglik(runs, theta, ratio, q_in, q_out)
+        mu, sigma, total = _population(ll, theta, tuple(population))
+        if not np.isfinite(total):
+            return np.inf
+        if total > best.get("total", -np.inf):
+            population[:] = [mu, sigma]
+            best.update(total=total, ll=ll, params=BurstParameters(ratio, q_in, q_out, mu, sigma))
+        return -total
+
+    x0 = [np.log(start.ratio - 1.0), np.log(start.q_in), np.log(start.q_out)]
+    minimize(objective, x0, method="Nelder-Mead",
+             options={"xatol": 1e-3, "fatol": 1e-3, "maxfev": max_evaluations})
+    return BurstFit(best["params"], best["total"], False, theta, best["ll"], evaluations)
+
+
+def heldout_log_score(fitted: BurstFit, train: VisitRuns, full: VisitRuns) -> np.ndarray:
+    """``log p(later intervals | earlier ones)`` per page, at the fitted parameters.
+
+    ``full`` holds each page's whole sequence and ``train`` its first part (the data
+    ``fitted`` was fitted to); the difference of their marginal log-likelihoods is the
+    predictive log score of the rest, with the page's rate and hidden state carried over.
+    """
+    if full.n_pages != train.n_pages:
+        raise ObservationError("train and full runs must hold the same pages")
+    p = fitted.params
+    ll_full = grid_loglik(full, fitted.theta, p.ratio, p.q_in, p.q_out)
+    return (
+        marginal_loglik(ll_full, fitted.theta, p.mu, p.sigma)
+        - marginal_loglik(fitted.page_loglik, fitted.theta, p.mu, p.sigma)
+    )
+
+
+def simulate_changes(
+    runs: VisitRuns, lam: np.ndarray, params: BurstParameters, rng: np.random.Generator
+) -> np.ndarray:
+    """One detection flag per interval of ``runs`` (runs expanded, in order).
+
+    Page ``p`` changes at quiet rate ``lam[p]``; its state path follows ``params``' chain,
+    started from the stationary distribution (the ``mu``/``sigma`` of ``params`` are not
+    used).
+    """
+    _, _, simulate = _kernels()
+    lam = np.asarray(lam, dtype=np.float64)
+    if lam.shape != (runs.n_pages,):
+        raise ObservationError(f"need one quiet rate per page ({runs.n_pages}), got {lam.shape}")
+    n = int(runs.count.sum())
+    return simulate(
+        runs.offsets, runs.tau, runs.count, lam, float(params.ratio), float(params.q_in),
+        float(params.q_out), rng.random(runs.n_pages), rng.random(n),
+    )
+
+
+def replicate_changes(
+    fitted: BurstFit, runs: VisitRuns, rng: np.random.Generator
+) -> np.ndarray:
+    """:func:`simulate_changes` with each page's quiet rate drawn from its posterior.
+
+    The conditional replication of :mod:`bayesrate.checks.ppc`: ``runs`` must be the
+    sequences ``fitted`` was fitted to (one posterior per page).
+    """
+    post = fitted.page_posterior()
+    if post.shape[0] != runs.n_pages:
+        raise ObservationError("runs must hold the pages the fit was fitted to")
+    cdf = np.cumsum(post, axis=1)
+    pick = (cdf < rng.random((runs.n_pages, 1)) * cdf[:, -1:]).sum(axis=1)
+    lam = np.exp(fitted.theta[np.minimum(pick, len(fitted.theta) - 1)])
+    return simulate_changes(runs, lam, fitted.params, rng)

@@ -1,0 +1,278 @@
+"""The two-state MMPP under interval censoring against independent oracles."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.linalg import expm
+from scipy.special import logsumexp
+
+from bayesrate.checks.ppc import gap_cv
+from bayesrate.errors import ObservationError
+from bayesrate.estimators import mmpp
+from bayesrate.likelihood import CensoredGroups, loglik_grid
+from bayesrate.seeds import rng_from
+
+CASES = [
+    # lam, ratio, q_in, q_out, tau (hours)
+    (0.01, 5.0, 0.001, 0.02, 24.0),
+    (0.5, 3.0, 0.1, 0.3, 1000.0),  # entries near 1e-200: the scaling matters
+    (0.02, 10.0, 1e-4, 0.01, 24.0 * 365),
+    (2e-6, 1.0, 0.0, 0.0, 24.0),  # Poisson: no switching
+    (0.03, 4.0, 0.2, 0.2, 1e-3),  # short interval: the series branch
+]
+
+
+def expm_oracle(lam, ratio, q_in, q_out, tau):
+    generator = np.array([[-q_in, q_in], [q_out, -q_out]])
+    quiet = expm((generator - np.diag([lam, ratio * lam])) * tau)
+    return quiet, expm(generator * tau) - quiet
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_transfer_matrices_match_scipy_expm(case):
+    quiet, change = mmpp.transfer_matrices(*case)
+    quiet_ref, change_ref = expm_oracle(*case)
+    np.testing.assert_allclose(quiet, quiet_ref, rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(change, change_ref, rtol=1e-9, atol=1e-15)
+    # the rows of M0 + M1 are the switching chain's, so they sum to 1
+    np.testing.assert_allclose((quiet + change).sum(axis=1), 1.0, rtol=1e-12)
+
+
+def random_world(seed: str, n_pages: int = 12, max_intervals: int = 40):
+    """Intervals drawn from a few lengths (so runs form) with random flags."""
+    rng = rng_from(seed)
+    sizes = rng.integers(0, max_intervals, n_pages)
+    page = np.repeat(np.arange(n_pages), sizes)
+    tau = rng.choice([6.0, 24.0, 24.0, 24.0, 72.5], size=len(page))
+    changed = (rng.random(len(page)) < 0.3).astype(np.int8)
+    changed[rng.random(len(page)) < 0.5] = 0  # long unchanged runs
+    return page, tau, changed, n_pages
+
+
+def brute_force_loglik(page, tau, changed, n_pages, lam, ratio, q_in, q_out):
+    """``log π·Π M·1`` interval by interval with scipy's expm (no runs, no closed form)."""
+    total = q_in + q_out
+    pi = np.array([q_out, q_in]) / total if total > 0 else np.array([1.0, 0.0])
+    out = np.zeros(n_pages)
+    for p in range(n_pages):
+        alpha, log_scale = pi.copy(), 0.0
+        for t, c in zip(tau[page == p], changed[page == p], strict=True):
+            quiet, change = expm_oracle(lam, ratio, q_in, q_out, t)
+            alpha = alpha @ (change if c else quiet)
+            log_scale += np.log(alpha.sum())
+            alpha /= alpha.sum()
+        out[p] = log_scale
+    return out
+
+
+def test_runs_compress_without_losing_intervals():
+    page, tau, changed, n_pages = random_world("mmpp-runs")
+    runs = mmpp.VisitRuns.from_intervals(page, tau, changed, n_pages)
+    assert runs.n_runs < len(tau)
+    np.testing.assert_array_equal(runs.n_intervals, np.bincount(page, minlength=n_pages))
+    expanded_tau = np.repeat(runs.tau, runs.count)
+    expanded_flag = np.repeat(runs.changed, runs.count)
+    np.testing.assert_array_equal(expanded_tau, tau)
+    np.testing.assert_array_equal(expanded_flag, changed)
+
+
+@pytest.mark.parametrize("params", [(5.0, 0.01, 0.05), (1.0, 0.0, 0.0), (30.0, 1e-3, 0.2)])
+def test_grid_loglik_matches_interval_by_interval_product(params):
+    page, tau, changed, n_pages = random_world("mmpp-brute")
+    runs = mmpp.VisitRuns.from_intervals(page, tau, changed, n_pages)
+    theta = np.log([1e-4, 0.01, 0.3])
+    got = mmpp.grid_loglik(runs, theta, *params)
+    for k, th in enumerate(theta):
+        ref = brute_force_loglik(page, tau, changed, n_pages, np.exp(th), *params)
+        np.testing.assert_allclose(got[:, k], ref, rtol=1e-9, atol=1e-9)
+
+
+def test_without_bursts_it_is_the_poisson_likelihood():
+    page, tau, changed, n_pages = random_world("mmpp-poisson")
+    runs = mmpp.VisitRuns.from_intervals(page, tau, changed, n_pages)
+    theta = np.linspace(-12, 0, 9)
+    groups = poisson_groups(page, tau, changed, n_pages)
+    ref = loglik_grid(groups, theta)
+    # r = 1: the states are the same; no switching at all: the quiet state alone
+    np.testing.assert_allclose(mmpp.grid_loglik(runs, theta, 1.0, 0.3, 0.7), ref, rtol=1e-10)
+    np.testing.assert_allclose(mmpp.grid_loglik(runs, theta, 7.0, 0.0, 0.5), ref, rtol=1e-10)
+
+
+def poisson_groups(page, tau, changed, n_pages) -> CensoredGroups:
+    """The home formula's statistics, built by hand: one changed group per interval."""
+    hit = changed == 1
+    unchanged = np.bincount(page[~hit], weights=tau[~hit], minlength=n_pages)
+    return CensoredGroups(
+        unchanged=unchanged,
+        group_page=page[hit],
+        group_log_exposure=np.log(tau[hit]),
+        group_count=np.ones(int(hit.sum())),
+    )
+
+
+def gillespie_flags(lam, ratio, q_in, q_out, taus, n, rng):
+    """Event-level simulation of the chain and its changes; one row of flags per world."""
+    rates = np.array([lam, ratio * lam])
+    switch = np.array([q_in, q_out])
+    state = (rng.random(n) < q_in / (q_in + q_out)).astype(int)
+    flags = np.zeros((n, len(taus)), dtype=np.int8)
+    for i, tau in enumerate(taus):
+        left = np.full(n, tau)
+        active = np.ones(n, dtype=bool)
+        while active.any():
+            idx = np.flatnonzero(active)
+            total = rates[state[idx]] + switch[state[idx]]
+            wait = rng.exponential(1.0 / total)
+            done = wait >= left[idx]
+            active[idx[done]] = False
+            go = idx[~done]
+            left[go] -= wait[~done]
+            is_change = rng.random(len(go)) < rates[state[go]] / total[~done]
+            flags[go[is_change], i] = 1
+            state[go[~is_change]] = 1 - state[go[~is_change]]
+    return flags
+
+
+def pattern_probabilities(taus, lam, params):
+    """exp(loglik) of every flag pattern on the visit grid ``taus``, one page per pattern."""
+    patterns = np.array(list(itertools.product([0, 1], repeat=len(taus))), dtype=np.int8)
+    page = np.repeat(np.arange(len(patterns)), len(taus))
+    runs = mmpp.VisitRuns.from_intervals(
+        page, np.tile(taus, len(patterns)), patterns.ravel(), len(patterns)
+    )
+    return patterns, np.exp(mmpp.grid_loglik(runs, [np.log(lam)], *params)[:, 0])
+
+
+def frequencies(flags, patterns):
+    code = flags @ (2 ** np.arange(flags.shape[1])[::-1])
+    ref = patterns @ (2 ** np.arange(patterns.shape[1])[::-1])
+    counts = np.bincount(code, minlength=len(patterns))
+    return counts[ref] / len(flags)
+
+
+TAUS = np.array([1.0, 1.0, 0.5, 2.0])
+LAM, PARAMS = 0.25, (8.0, 0.4, 1.0)
+
+
+def test_likelihood_matches_event_level_simulation():
+    patterns, prob = pattern_probabilities(TAUS, LAM, PARAMS)
+    assert prob.sum() == pytest.approx(1.0, abs=1e-12)
+    n = 200_000
+    freq = frequencies(gillespie_flags(LAM, *PARAMS, TAUS, n, rng_from("mmpp-gillespie")), patterns)
+    sd = np.sqrt(prob * (1 - prob) / n)
+    assert np.all(np.abs(freq - prob) < 4.5 * sd), np.c_[freq, prob, sd]
+    # the test has power: the Poisson with the same long-run rate is far off
+    share = PARAMS[1] / (PARAMS[1] + PARAMS[2])
+    _, poisson = pattern_probabilities(TAUS, LAM * (1 + share * (PARAMS[0] - 1)), (1.0, 0, 0))
+    assert np.max(np.abs(freq - poisson) / sd) > 20
+
+
+def test_simulated_changes_follow_the_likelihood():
+    patterns, prob = pattern_probabilities(TAUS, LAM, PARAMS)
+    n = 100_000
+    runs = mmpp.VisitRuns.from_intervals(
+        np.repeat(np.arange(n), len(TAUS)), np.tile(TAUS, n), np.zeros(n * len(TAUS)), n
+    )
+    params = mmpp.BurstParameters(*PARAMS, mu=0.0, sigma=1.0)
+    flags = mmpp.simulate_changes(runs, np.full(n, LAM), params, rng_from("mmpp-sim"))
+    freq = frequencies(flags.reshape(n, len(TAUS)), patterns)
+    sd = np.sqrt(prob * (1 - prob) / n)
+    assert np.all(np.abs(freq - prob) < 4.5 * sd), np.c_[freq, prob, sd]
+
+
+def bursty_world(seed: str, n_pages: int = 150, days: int = 365):
+    """Daily visits; quiet rates log-normal around one change per 20 days; bursts."""
+    rng = rng_from(seed)
+    truth = mmpp.BurstParameters(
+        ratio=12.0, q_in=1 / (40 * 24.0), q_out=1 / (4 * 24.0),
+        mu=float(np.log(1 / (20 * 24.0))), sigma=0.5,
+    )
+    lam = np.exp(truth.mu + truth.sigma * rng.standard_normal(n_pages))
+    page = np.repeat(np.arange(n_pages), days)
+    tau = np.full(len(page), 24.0)
+    grid = mmpp.VisitRuns.from_intervals(page, tau, np.zeros(len(page)), n_pages)
+    flags = mmpp.simulate_changes(grid, lam, truth, rng)
+    return mmpp.VisitRuns.from_intervals(page, tau, flags, n_pages), page, flags, truth
+
+
+THETA = np.linspace(np.log(1e-5), np.log(0.5), 61)
+
+
+@pytest.fixture(scope="module")
+def bursty_fits():
+    runs, page, flags, truth = bursty_world("mmpp-recovery")
+    return (
+        runs, page, flags, truth,
+        mmpp.fit(runs, theta=THETA),
+        mmpp.fit(runs, theta=THETA, poisson=True),
+    )
+
+
+def test_fit_recovers_bursts_and_the_gap_check_tells_the_models_apart(bursty_fits):
+    runs, page, flags, truth, fitted, poisson = bursty_fits
+    est = fitted.params
+    assert est.ratio == pytest.approx(truth.ratio, rel=0.35)
+    assert est.burst_days == pytest.approx(truth.burst_days, rel=0.35)
+    assert est.quiet_days == pytest.approx(truth.quiet_days, rel=0.35)
+    assert est.mu == pytest.approx(truth.mu, abs=0.25)
+    assert fitted.loglik - poisson.loglik > 50
+    # gap CV of the world against each fit's replicates on the same visits
+    n_pages = runs.n_pages
+    offsets = np.arange(0, (365 + 1) * (n_pages + 1), 366)
+    time = np.tile(np.arange(366) * 24.0, n_pages)
+    visit_flags = np.zeros(len(time), dtype=np.int8)
+    keep = np.ones(len(time), dtype=bool)
+    keep[offsets[:-1]] = False
+    visit_flags[keep] = flags
+    observed = gap_cv(visit_flags, time, offsets)[0]
+    rng = rng_from("mmpp-gap")
+    reps = {}
+    for name, fit in [("mmpp", fitted), ("poisson", poisson)]:
+        values = []
+        for _ in range(20):
+            visit_flags[keep] = mmpp.replicate_changes(fit, runs, rng)
+            values.append(gap_cv(visit_flags, time, offsets)[0])
+        reps[name] = np.array(values)
+    assert np.mean(reps["poisson"] >= observed) == 0.0  # the Poisson misses the clustering
+    assert 0.05 < np.mean(reps["mmpp"] >= observed) < 0.95
+
+
+def test_heldout_score_of_the_poisson_is_its_posterior_predictive():
+    page, tau, changed, n_pages = random_world("mmpp-heldout", n_pages=8, max_intervals=60)
+    split = np.array([np.flatnonzero(page == p)[: (page == p).sum() // 2].max(initial=-1)
+                      for p in range(n_pages)])
+    before = np.zeros(len(page), dtype=bool)
+    for p in range(n_pages):
+        before[(page == p) & (np.arange(len(page)) <= split[p])] = True
+    keep = np.bincount(page[before], minlength=n_pages) > 0
+    keep &= np.bincount(page[~before], minlength=n_pages) > 0
+    sel = keep[page]
+    page, tau, changed, before = page[sel], tau[sel], changed[sel], before[sel]
+    page = np.cumsum(np.r_[0, np.diff(page) != 0]) if len(page) else page
+    n = int(page.max()) + 1
+    train = mmpp.VisitRuns.from_intervals(page[before], tau[before], changed[before], n)
+    full = mmpp.VisitRuns.from_intervals(page, tau, changed, n)
+    theta = np.linspace(-10, 0, 41)
+    fitted = mmpp.fit(train, theta=theta, poisson=True)
+    got = mmpp.heldout_log_score(fitted, train, full)
+    # oracle: the test intervals are independent of the training ones given λ
+    post = fitted.page_posterior()
+    test = loglik_grid(poisson_groups(page[~before], tau[~before], changed[~before], n), theta)
+    np.testing.assert_allclose(got, logsumexp(test, b=post, axis=1), rtol=1e-9)
+
+
+def test_bad_intervals_are_named():
+    with pytest.raises(ObservationError, match=r"positions \[2\]"):
+        mmpp.VisitRuns.from_intervals([0, 0, 0], [1.0, 2.0, -1.0], [0, 1, 0], 1)
+    with pytest.raises(ObservationError, match=r"not 0/1 \(positions \[1\]"):
+        mmpp.VisitRuns.from_intervals([0, 0], [1.0, 2.0], [0, 2], 1)
+    with pytest.raises(ObservationError, match="grouped by page"):
+        mmpp.VisitRuns.from_intervals([1, 0], [1.0, 2.0], [0, 1], 2)
+    with pytest.raises(ObservationError, match="one quiet rate per page"):
+        mmpp.simulate_changes(
+            mmpp.VisitRuns.from_intervals([0, 1], [1.0, 1.0], [0, 0], 2), np.ones(3),
+            mmpp.BurstParameters(2.0, 0.1, 0.1, 0.0, 1.0), rng_from("x"),
+        )

@@ -1,0 +1,81 @@
+"""The bursts study end to end: a bursty history crawled, fitted, scored and checked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrate.cli import main
+from bayesrate.errors import ObservationError
+from bayesrate.seeds import rng_from
+from bayesrate.studies import bursts
+
+DAYS = 3 * 365
+
+
+def bursty_history(path, n_pages: int = 80, seed: str = "bursts-history") -> None:
+    """Change times of an event-level MMPP per page (no crawl grid involved), as a CSV."""
+    rng = rng_from(seed)
+    ratio, q_in, q_out = 15.0, 1 / (50 * 24.0), 1 / (5 * 24.0)
+    rows = []
+    for p in range(n_pages):
+        lam = np.exp(np.log(1 / (30 * 24.0)) + 0.4 * rng.standard_normal())
+        t, state = 0.0, int(rng.random() < q_in / (q_in + q_out))
+        while True:
+            rate = lam * (ratio if state else 1.0)
+            switch = q_out if state else q_in
+            t += rng.exponential(1.0 / (rate + switch))
+            if t >= DAYS * 24.0:
+                break
+            if rng.random() < rate / (rate + switch):
+                rows.append((f"p{p}", t))
+            else:
+                state = 1 - state
+        rows.append((f"p{p}", 0.0))  # every page exists from the start
+    frame = pd.DataFrame(rows, columns=["page", "time"]).assign(domain="d")
+    frame.to_csv(path, index=False)
+
+
+@pytest.fixture(scope="module")
+def bursty_result(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bursts") / "history.csv"
+    bursty_history(path)
+    return bursts.run(
+        history=str(path), split=(DAYS - 365) * 24.0, horizon_days=300, replicates=30,
+        max_evaluations=150,
+    )
+
+
+def test_bursts_win_on_a_bursty_history(bursty_result):
+    rows = bursty_result.tables["bursts"].set_index("model")
+    mmpp_row, poisson_row = rows.loc["mmpp"], rows.loc["poisson"]
+    assert mmpp_row["heldout_log_score_per_page"] > poisson_row["heldout_log_score_per_page"]
+    assert bursty_result.summary["train_loglik_gain_mmpp"] > 20
+    assert poisson_row["gap_cv_p"] < 0.025  # Poisson replicates are too regular
+    assert 0.025 < mmpp_row["gap_cv_p"] < 0.975
+    assert 6 < mmpp_row["ratio"] < 40 and 2 < mmpp_row["burst_days"] < 12
+    s = bursty_result.summary
+    total = rows["heldout_log_score_per_interval"] * s["test_intervals"]
+    np.testing.assert_allclose(total, rows["heldout_log_score_per_page"] * s["pages"])
+    assert s["pages"] == 80 and 80 * 299 <= s["test_intervals"] <= 80 * 300  # page phases
+
+
+def test_cli_writes_the_table_and_summary(tmp_path, capsys):
+    out = tmp_path / "b"
+    args = ["study", "bursts", "--fast", "--dataset", "ota-contrib", "--crawl-log"]
+    args += ["--split", "2025-01-01T00:00Z", "--horizon-days", "180", "--out", str(out)]
+    assert main(args) == 0
+    assert "mmpp" in capsys.readouterr().out
+    table = pd.read_csv(out / "bursts.csv")
+    assert list(table["model"]) == ["poisson", "mmpp"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["crawl_log"] is True and summary["pages"] == bursts.FAST["max_pages"]
+    assert summary["split"].startswith("2025-01-01")
+
+
+def test_crawl_log_needs_a_dataset():
+    with pytest.raises(ObservationError, match="embedded dataset"):
+        bursts.run(history="x.csv", crawl_log=True, fast=True)
