@@ -92,8 +92,10 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ("--history", {"metavar": "FILE", "help": "change-history table (.csv, .parquet)"}),
         (
             "--crawl-log",
-            {"action": "store_true", "help": "the dataset's crawl log as recorded, not a crawl "
-             "of its history"},
+            {
+                "action": "store_true",
+                "help": "the dataset's crawl log as recorded, not a crawl of its history",
+            },
         ),
         ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
         ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),

@@ -131,8 +131,8 @@ class VisitRuns:
         changed = changed.astype(np.int8)
         start = np.ones(len(tau), dtype=bool)
         if len(tau):
-            start[1:] = (page[1:] != page[:-1]) | (tau[1:] != tau[:-1]) | (
-                changed[1:] != changed[:-1]
+            start[1:] = (
+                (page[1:] != page[:-1]) | (tau[1:] != tau[:-1]) | (changed[1:] != changed[:-1])
             )
         first = np.flatnonzero(start)
         count = np.diff(np.append(first, len(tau)))
@@ -212,7 +212,7 @@ def _kernels():
 
     @njit
     def expm2_scaled(a, b, c, d, t):
-        """``exp([[a, b], [c, d]]·t)·e^{−ℓ}`` and ``ℓ`` (``b, c ≥ 0``; ``ℓ`` the top eigenvalue·t)."""
+        """``exp([[a, b], [c, d]]·t)·e^{−ℓ}`` and ``ℓ`` (``b, c ≥ 0``; ``ℓ``: top eigenvalue·t)."""
         s = 0.5 * (a + d)
         h = 0.5 * (a - d)
         bc = b * c
@@ -230,7 +230,8 @@ def _kernels():
 
     @njit
     def page_loglik(lo, hi, tau, changed, count, lam, ratio, q_in, q_out):
-        """Scaled forward recursion of one page at quiet rate ``lam``."""
+        """Scaled forward recursion of one page at quiet rate ``lam``: ``log L`` and the
+        filtered probability of the burst state after the last interval."""
         total = q_in + q_out
         p0 = q_out / total if total > 0.0 else 1.0
         p1 = 1.0 - p0
@@ -245,7 +246,7 @@ def _kernels():
                 n1 = p0 * m01 + p1 * m11
                 norm = n0 + n1
                 if not norm > 0.0:
-                    return -np.inf
+                    return -np.inf, np.nan
                 ll += np.log(norm) + scale
                 p0, p1 = n0 / norm, n1 / norm
             else:
@@ -263,22 +264,56 @@ def _kernels():
                     n1 = p0 * c01 + p1 * c11
                     norm = n0 + n1
                     if not norm > 0.0:
-                        return -np.inf
+                        return -np.inf, np.nan
                     ll += np.log(norm)
                     p0, p1 = n0 / norm, n1 / norm
-        return ll
+        return ll, p1
 
     @njit
     def grid(offsets, tau, changed, count, theta, ratio, q_in, q_out):
         n_pages = len(offsets) - 1
         out = np.empty((n_pages, len(theta)))
+        burst = np.empty((n_pages, len(theta)))
         for p in range(n_pages):
             for k in range(len(theta)):
-                out[p, k] = page_loglik(
-                    offsets[p], offsets[p + 1], tau, changed, count, np.exp(theta[k]),
-                    ratio, q_in, q_out,
+                out[p, k], burst[p, k] = page_loglik(
+                    offsets[p],
+                    offsets[p + 1],
+                    tau,
+                    changed,
+                    count,
+                    np.exp(theta[k]),
+                    ratio,
+                    q_in,
+                    q_out,
                 )
-        return out
+        return out, burst
+
+    @njit
+    def count_pmf(burst, lam, ratio, q_in, q_out, tau, cap):
+        """``P(K = c)``, ``c ≤ cap``, of the detections in intervals ``tau`` from a state
+        that is burst with probability ``burst``; the mass above ``cap`` is dropped."""
+        dist = np.zeros((cap + 1, 2))
+        dist[0, 0], dist[0, 1] = 1.0 - burst, burst
+        for t in tau:
+            m00, m01, m10, m11, scale = expm2_scaled(
+                -q_in - lam, q_in, q_out, -q_out - ratio * lam, t
+            )
+            e = np.exp(scale)
+            m00, m01, m10, m11 = e * m00, e * m01, e * m10, e * m11
+            s00, s01, s10, s11, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, t)
+            c00, c01 = max(s00 - m00, 0.0), max(s01 - m01, 0.0)
+            c10, c11 = max(s10 - m10, 0.0), max(s11 - m11, 0.0)
+            for c in range(cap, -1, -1):
+                a0, a1 = dist[c, 0], dist[c, 1]
+                n0 = a0 * m00 + a1 * m10
+                n1 = a0 * m01 + a1 * m11
+                if c > 0:
+                    b0, b1 = dist[c - 1, 0], dist[c - 1, 1]
+                    n0 += b0 * c00 + b1 * c10
+                    n1 += b0 * c01 + b1 * c11
+                dist[c, 0], dist[c, 1] = n0, n1
+        return dist[:, 0] + dist[:, 1]
 
     @njit
     def simulate(offsets, tau, count, lam, ratio, q_in, q_out, starts, uniforms):
@@ -299,7 +334,7 @@ def _kernels():
                     -q_in - lam[p], q_in, q_out, -q_out - ratio * lam[p], t
                 )
                 e = np.exp(scale)
-                s00, s01, s10, s11, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, t)
+                s00, _, s10, _, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, t)
                 for _ in range(count[i]):
                     u = uniforms[j]
                     if state == 0:
@@ -321,7 +356,7 @@ def _kernels():
                     j += 1
         return flags
 
-    _KERNELS = (expm2_scaled, grid, simulate)
+    _KERNELS = (expm2_scaled, grid, simulate, count_pmf)
     return _KERNELS
 
 
@@ -329,10 +364,8 @@ def transfer_matrices(
     lam: float, ratio: float, q_in: float, q_out: float, tau: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """``M₀(τ)`` and ``M₁(τ)`` (2×2; rows: start state, columns: end state; quiet first)."""
-    expm2_scaled, _, _ = _kernels()
-    m00, m01, m10, m11, scale = expm2_scaled(
-        -q_in - lam, q_in, q_out, -q_out - ratio * lam, tau
-    )
+    expm2_scaled = _kernels()[0]
+    m00, m01, m10, m11, scale = expm2_scaled(-q_in - lam, q_in, q_out, -q_out - ratio * lam, tau)
     quiet = np.array([[m00, m01], [m10, m11]]) * np.exp(scale)
     s00, s01, s10, s11, _ = expm2_scaled(-q_in, q_in, q_out, -q_out, tau)
     return quiet, np.array([[s00, s01], [s10, s11]]) - quiet
@@ -348,10 +381,24 @@ def grid_loglik(
     numpy.ndarray
         ``(n_pages, len(theta))``.
     """
-    _, grid, _ = _kernels()
+    return filtered(runs, theta, ratio, q_in, q_out)[0]
+
+
+def filtered(
+    runs: VisitRuns, theta: np.ndarray, ratio: float, q_in: float, q_out: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grid_loglik` and the filtered probability of the burst state at each page's
+    last visit, both ``(n_pages, len(theta))``."""
+    grid = _kernels()[1]
     return grid(
-        runs.offsets, runs.tau, runs.changed, runs.count,
-        np.asarray(theta, dtype=np.float64), float(ratio), float(q_in), float(q_out),
+        runs.offsets,
+        runs.tau,
+        runs.changed,
+        runs.count,
+        np.asarray(theta, dtype=np.float64),
+        float(ratio),
+        float(q_in),
+        float(q_out),
     )
 
 
@@ -384,6 +431,8 @@ class BurstFit:
         ``(n_pages, grid)``: each page's log-likelihood at the estimates.
     evaluations
         Forward-recursion passes over the data.
+    converged
+        Whether Nelder–Mead met its tolerances within its evaluation cap.
     """
 
     params: BurstParameters
@@ -392,6 +441,7 @@ class BurstFit:
     theta: np.ndarray
     page_loglik: np.ndarray
     evaluations: int
+    converged: bool = True
 
     def page_posterior(self) -> np.ndarray:
         """``(n_pages, grid)`` posterior weights of each page's quiet log-rate."""
@@ -405,8 +455,12 @@ def _population(ll: np.ndarray, theta: np.ndarray, start: tuple[float, float]) -
     def objective(x):
         return -float(marginal_loglik(ll, theta, x[0], np.exp(x[1])).sum())
 
-    res = minimize(objective, [start[0], np.log(start[1])], method="Nelder-Mead",
-                   options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 400})
+    res = minimize(
+        objective,
+        [start[0], np.log(start[1])],
+        method="Nelder-Mead",
+        options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 400},
+    )
     return float(res.x[0]), float(np.exp(res.x[1])), -float(res.fun)
 
 
@@ -441,7 +495,8 @@ def fit(
     """
     theta = (
         np.linspace(THETA_LOW, THETA_HIGH, GRID_POINTS)
-        if theta is None else np.asarray(theta, dtype=np.float64)
+        if theta is None
+        else np.asarray(theta, dtype=np.float64)
     )
     start = start or BurstParameters(4.0, 1 / (60 * 24.0), 1 / (7 * 24.0), np.log(1e-3), 2.0)
     population = [start.mu, start.sigma]
@@ -449,7 +504,7 @@ def fit(
         ll = grid_loglik(runs, theta, 1.0, 0.0, 0.0)
         mu, sigma, total = _population(ll, theta, tuple(population))
         params = BurstParameters(1.0, 0.0, 0.0, mu, sigma)
-        return BurstFit(params, total, True, theta, ll, 1)
+        return BurstFit(params, total, True, theta, ll, 1, True)
 
     evaluations = 0
     best: dict = {}
@@ -468,9 +523,15 @@ def fit(
         return -total
 
     x0 = [np.log(start.ratio - 1.0), np.log(start.q_in), np.log(start.q_out)]
-    minimize(objective, x0, method="Nelder-Mead",
-             options={"xatol": 1e-3, "fatol": 1e-3, "maxfev": max_evaluations})
-    return BurstFit(best["params"], best["total"], False, theta, best["ll"], evaluations)
+    res = minimize(
+        objective,
+        x0,
+        method="Nelder-Mead",
+        options={"xatol": 1e-3, "fatol": 1e-3, "maxfev": max_evaluations},
+    )
+    return BurstFit(
+        best["params"], best["total"], False, theta, best["ll"], evaluations, bool(res.success)
+    )
 
 
 def heldout_log_score(fitted: BurstFit, train: VisitRuns, full: VisitRuns) -> np.ndarray:
@@ -484,9 +545,8 @@ def heldout_log_score(fitted: BurstFit, train: VisitRuns, full: VisitRuns) -> np
         raise ObservationError("train and full runs must hold the same pages")
     p = fitted.params
     ll_full = grid_loglik(full, fitted.theta, p.ratio, p.q_in, p.q_out)
-    return (
-        marginal_loglik(ll_full, fitted.theta, p.mu, p.sigma)
-        - marginal_loglik(fitted.page_loglik, fitted.theta, p.mu, p.sigma)
+    return marginal_loglik(ll_full, fitted.theta, p.mu, p.sigma) - marginal_loglik(
+        fitted.page_loglik, fitted.theta, p.mu, p.sigma
     )
 
 
@@ -499,20 +559,25 @@ def simulate_changes(
     started from the stationary distribution (the ``mu``/``sigma`` of ``params`` are not
     used).
     """
-    _, _, simulate = _kernels()
+    simulate = _kernels()[2]
     lam = np.asarray(lam, dtype=np.float64)
     if lam.shape != (runs.n_pages,):
         raise ObservationError(f"need one quiet rate per page ({runs.n_pages}), got {lam.shape}")
     n = int(runs.count.sum())
     return simulate(
-        runs.offsets, runs.tau, runs.count, lam, float(params.ratio), float(params.q_in),
-        float(params.q_out), rng.random(runs.n_pages), rng.random(n),
+        runs.offsets,
+        runs.tau,
+        runs.count,
+        lam,
+        float(params.ratio),
+        float(params.q_in),
+        float(params.q_out),
+        rng.random(runs.n_pages),
+        rng.random(n),
     )
 
 
-def replicate_changes(
-    fitted: BurstFit, runs: VisitRuns, rng: np.random.Generator
-) -> np.ndarray:
+def replicate_changes(fitted: BurstFit, runs: VisitRuns, rng: np.random.Generator) -> np.ndarray:
     """:func:`simulate_changes` with each page's quiet rate drawn from its posterior.
 
     The conditional replication of :mod:`bayesrate.checks.ppc`: ``runs`` must be the
@@ -525,3 +590,113 @@ def replicate_changes(
     pick = (cdf < rng.random((runs.n_pages, 1)) * cdf[:, -1:]).sum(axis=1)
     lam = np.exp(fitted.theta[np.minimum(pick, len(fitted.theta) - 1)])
     return simulate_changes(runs, lam, fitted.params, rng)
+
+
+#: grid points whose posterior weight is below this are left out of a predictive
+WEIGHT_FLOOR = 1e-12
+#: a predictive pmf is extended until the mass above its cap is below this
+TAIL_MASS = 1e-10
+
+
+@dataclass(frozen=True)
+class WindowPredictive:
+    """Each page's predictive for its next intervals (:func:`window_predictive`).
+
+    Attributes
+    ----------
+    pmf
+        Per page, ``P(K = c)`` of its detections for ``c`` up to a cap at least the one
+        asked for, and beyond which less than :data:`TAIL_MASS` is left.
+    prob_change
+        ``(n_pages,)``: probability of at least one change in the page's window.
+    mean_rate
+        ``(n_pages,)``: posterior mean of the long-run rate ``λ(π₀ + rπ₁)`` per hour.
+    """
+
+    pmf: list[np.ndarray]
+    prob_change: np.ndarray
+    mean_rate: np.ndarray
+
+    def at(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``P(K = k)`` and ``P(K < k)`` per page (``k``: ``(n_pages,)`` or ``(…, n_pages)``)."""
+        k = np.asarray(k)
+        prob = np.zeros(k.shape)
+        below = np.zeros(k.shape)
+        for p, pmf in enumerate(self.pmf):
+            kk = k[..., p]
+            inside = kk < len(pmf)
+            cdf = np.concatenate([[0.0], np.cumsum(pmf)])
+            prob[..., p] = np.where(inside, pmf[np.minimum(kk, len(pmf) - 1)], 0.0)
+            below[..., p] = cdf[np.minimum(kk, len(pmf))]
+        return prob, below
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``(n, n_pages)`` counts drawn page by page from the predictive."""
+        out = np.empty((n, len(self.pmf)), dtype=np.int64)
+        for p, pmf in enumerate(self.pmf):
+            out[:, p] = rng.choice(len(pmf), size=n, p=pmf / pmf.sum())
+        return out
+
+
+def window_predictive(
+    fitted: BurstFit,
+    train: VisitRuns,
+    offsets: np.ndarray,
+    tau: np.ndarray,
+    lead_hours: np.ndarray,
+    window_hours: np.ndarray,
+    cap: np.ndarray,
+) -> WindowPredictive:
+    """The predictive of each page's next visits, given the sequence ``fitted`` saw.
+
+    Page ``p``'s quiet rate is integrated over its posterior (:meth:`BurstFit.page_posterior`);
+    at each rate its hidden state starts from the filtered distribution after its last
+    training visit.
+
+    Parameters
+    ----------
+    fitted, train
+        A fit and the sequences it was fitted to.
+    offsets, tau
+        The next intervals of page ``p``: ``tau[offsets[p]:offsets[p + 1]]`` (hours).
+    lead_hours, window_hours
+        Per page, from its last training visit to the start of the window whose change
+        probability is wanted (``prob_change``), and that window's length.
+    cap
+        Per page, the largest count whose probability is wanted.
+    """
+    count_pmf = _kernels()[3]
+    p = fitted.params
+    _, burst = filtered(train, fitted.theta, p.ratio, p.q_in, p.q_out)
+    post = fitted.page_posterior()
+    lam = np.exp(fitted.theta)
+    share = p.burst_share
+    pmfs, prob_change = [], np.empty(train.n_pages)
+    for page in range(train.n_pages):
+        keep = np.flatnonzero(post[page] > WEIGHT_FLOOR)
+        w = post[page, keep] / post[page, keep].sum()
+        intervals = np.ascontiguousarray(tau[offsets[page] : offsets[page + 1]], dtype=np.float64)
+        size = max(int(cap[page]), 8)
+        while True:
+            size = min(size, len(intervals))
+            pmf = np.zeros(size + 1)
+            for weight, k in zip(w, keep, strict=True):
+                pmf += weight * count_pmf(
+                    burst[page, k], lam[k], p.ratio, p.q_in, p.q_out, intervals, size
+                )
+            if size == len(intervals) or 1.0 - pmf.sum() < TAIL_MASS:
+                break
+            size *= 2
+        pmfs.append(pmf)
+        # the state drifts (changes or not) up to the window, which must then stay quiet
+        drift, _ = transfer_matrices(0.0, 1.0, p.q_in, p.q_out, float(lead_hours[page]))
+        quiet = 0.0
+        for weight, k in zip(w, keep, strict=True):
+            start = np.array([1.0 - burst[page, k], burst[page, k]])
+            no_change, _ = transfer_matrices(
+                lam[k], p.ratio, p.q_in, p.q_out, float(window_hours[page])
+            )
+            quiet += weight * float(start @ drift @ no_change.sum(axis=1))
+        prob_change[page] = 1.0 - quiet
+    mean_rate = (post * lam[None, :]).sum(axis=1) * (1.0 + share * (p.ratio - 1.0))
+    return WindowPredictive(pmfs, prob_change, mean_rate)

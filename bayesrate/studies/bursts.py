@@ -61,15 +61,20 @@ def _from_history(dataset, history, crawl_every, split, horizon_hours, seed, max
     hist = load_history(dataset=dataset, path=history)
     split_hours = hist.end - horizon_hours if split is None else hours_of(split, "split")
     d = design(
-        hist, crawl_every_hours=crawl_every, split=split_hours, horizon_hours=horizon_hours,
-        seed=seed, max_pages=max_pages,
+        hist,
+        crawl_every_hours=crawl_every,
+        split=split_hours,
+        horizon_hours=horizon_hours,
+        seed=seed,
+        max_pages=max_pages,
     )
     train = mmpp.VisitRuns.from_observations(d.train)
     keep = np.ones(d.train.n_visits, dtype=bool)
     keep[d.train.offsets[:-1]] = False
     page = np.concatenate([d.train.page_of_visit[keep], d.interval_page])
-    tau = np.concatenate([np.diff(d.train.time, prepend=np.nan)[keep],
-                          d.interval_end - d.interval_start])
+    tau = np.concatenate(
+        [np.diff(d.train.time, prepend=np.nan)[keep], d.interval_end - d.interval_start]
+    )
     flag = np.concatenate([d.train.changed[keep], (d.interval_truth > 0).astype(np.int8)])
     order = np.argsort(page, kind="stable")
     full = mmpp.VisitRuns.from_intervals(page[order], tau[order], flag[order], d.n_pages)
@@ -99,15 +104,19 @@ def _from_crawl_log(dataset, split, horizon_hours, seed, max_pages):
         return Observations(
             pages=obs.pages.iloc[chosen].copy(),
             offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            time=obs.time[idx], changed=obs.changed[idx], time_kind=obs.time_kind,
+            time=obs.time[idx],
+            changed=obs.changed[idx],
+            time_kind=obs.time_kind,
             source=obs.source,
         )
 
     train_obs = cut(n_train[chosen])
     full_obs = cut(n_full[chosen])
     seqs = _Sequences(
-        train_obs, mmpp.VisitRuns.from_observations(train_obs),
-        mmpp.VisitRuns.from_observations(full_obs), (n_full - n_train)[chosen],
+        train_obs,
+        mmpp.VisitRuns.from_observations(train_obs),
+        mmpp.VisitRuns.from_observations(full_obs),
+        (n_full - n_train)[chosen],
         (*notes, *obs.notes),
     )
     return seqs, split_hours
@@ -185,8 +194,13 @@ def run(
         seqs, split_hours = _from_crawl_log(dataset, split, horizon, str(seed), max_pages)
     else:
         seqs, split_hours = _from_history(
-            None if history else dataset, history, float(crawl_every), split, horizon,
-            str(seed), max_pages,
+            None if history else dataset,
+            history,
+            float(crawl_every),
+            split,
+            horizon,
+            str(seed),
+            max_pages,
         )
     source = seqs.train_obs.source
     progress(
@@ -205,20 +219,22 @@ def run(
         reps = _gap_replicates(fitted, seqs, replicates, f"{seed}-{name}-gaps")
         p_value = float(np.mean(reps > observed_cv) + 0.5 * np.mean(reps == observed_cv))
         fits[name] = fitted
-        rows.append({
-            "model": name,
-            "train_loglik": fitted.loglik,
-            "heldout_log_score_per_page": float(score.mean()),
-            "heldout_log_score_per_interval": float(score.sum() / seqs.test_intervals.sum()),
-            "gap_cv_observed": observed_cv,
-            "gap_cv_replicated": float(np.mean(reps)),
-            "gap_cv_q05": float(np.quantile(reps, 0.05)),
-            "gap_cv_q95": float(np.quantile(reps, 0.95)),
-            "gap_cv_p": p_value,
-            "fit_seconds": fit_seconds,
-            "evaluations": fitted.evaluations,
-            **fitted.params.as_dict(),
-        })
+        rows.append(
+            {
+                "model": name,
+                "train_loglik": fitted.loglik,
+                "heldout_log_score_per_page": float(score.mean()),
+                "heldout_log_score_per_interval": float(score.sum() / seqs.test_intervals.sum()),
+                "gap_cv_observed": observed_cv,
+                "gap_cv_replicated": float(np.mean(reps)),
+                "gap_cv_q05": float(np.quantile(reps, 0.05)),
+                "gap_cv_q95": float(np.quantile(reps, 0.95)),
+                "gap_cv_p": p_value,
+                "fit_seconds": fit_seconds,
+                "evaluations": fitted.evaluations,
+                **fitted.params.as_dict(),
+            }
+        )
         progress(
             f"  {name}: held-out {rows[-1]['heldout_log_score_per_page']:.4f} nats/page, "
             f"gap CV {observed_cv:.3f} observed vs {rows[-1]['gap_cv_replicated']:.3f} "
@@ -238,15 +254,25 @@ def run(
         "min_detections_for_gaps": MIN_DETECTIONS_FOR_GAPS,
         "train_loglik_gain_mmpp": gain,
         "heldout_gain_per_page": float(
-            table["heldout_log_score_per_page"].iloc[1] - table["heldout_log_score_per_page"].iloc[0]
+            table["heldout_log_score_per_page"].iloc[1]
+            - table["heldout_log_score_per_page"].iloc[0]
         ),
         "models": {r["model"]: r for r in rows},
         "notes": list(seqs.notes),
         "seconds": time.perf_counter() - t0,
     }
-    text = table[[
-        "model", "heldout_log_score_per_page", "heldout_log_score_per_interval",
-        "gap_cv_observed", "gap_cv_replicated", "gap_cv_p", "ratio", "burst_days",
-        "quiet_days", "burst_share",
-    ]].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    text = table[
+        [
+            "model",
+            "heldout_log_score_per_page",
+            "heldout_log_score_per_interval",
+            "gap_cv_observed",
+            "gap_cv_replicated",
+            "gap_cv_p",
+            "ratio",
+            "burst_days",
+            "quiet_days",
+            "burst_share",
+        ]
+    ].to_string(index=False, float_format=lambda v: f"{v:.4g}")
     return StudyResult("bursts", tables={"bursts": table}, summary=summary, text=text)

@@ -30,7 +30,7 @@ it, :mod:`bayesrate.commands.study`); the figures are :func:`bayesrate.plots.for
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,9 @@ from bayesrate.studies import Progress, StudyResult, silent
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
 POINT_METHODS = ("naive", "cho", "mle")
+#: fitted by maximum marginal likelihood, scored with their own exact predictive
+#: (:func:`burst_forecast`)
+BURST_METHODS = ("mmpp",)
 MODEL_METHODS = (
     "censored",
     "hierarchical",
@@ -67,10 +70,10 @@ MODEL_METHODS = (
     "dynamic",
     "dynamic_shocks",
 )
-METHODS = (*POINT_METHODS, *MODEL_METHODS)
+METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
-#: the hierarchical model's, docs/models.md; the epoch models on request)
-ON_REQUEST = ("bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks")
+#: the hierarchical model's, docs/models.md; the epoch models and the MMPP on request)
+ON_REQUEST = ("bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks", "mmpp")
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in ON_REQUEST)
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
@@ -657,16 +660,20 @@ def draw_worlds(
 
 
 def world_coverage(
-    worlds: Worlds, buckets: list[tuple[np.ndarray, np.ndarray]], observed: float
+    worlds: Worlds,
+    at: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    observed: float,
 ) -> WorldCoverage:
     """How far from 0.90 coverage90 falls when the method's own predictive is the truth.
 
-    Each world's coverage90 is scored against the mixed predictive (``buckets``, from
-    :func:`count_pmf` with caps covering the worlds' counts). Pages that share a draw-level
-    effect (a shock) make the worlds' coverage spread far wider than the Binomial spread of
-    independent pages: one held-out window is one draw of it.
+    Each world's coverage90 is scored against the mixed predictive: ``at(counts)`` gives
+    ``P(K = k)`` and ``P(K < k)`` of any ``(worlds, pages)`` counts (e.g.
+    :func:`pmf_at` of :func:`count_pmf`'s buckets with caps covering the worlds' counts).
+    Pages that share a draw-level effect (a shock) make the worlds' coverage spread far
+    wider than the Binomial spread of independent pages: one held-out window is one draw
+    of it.
     """
-    prob_k, cdf_below = pmf_at(buckets, worlds.counts)
+    prob_k, cdf_below = at(worlds.counts)
     inside = in_pit_band(cdf_below + worlds.noise * prob_k)
     return WorldCoverage(coverage=inside.mean(axis=1), observed=float(observed))
 
@@ -933,19 +940,50 @@ def score(
     cap = k if drawn is None else np.maximum(k, drawn.counts.max(axis=0))
     buckets = count_pmf(prob, groups.page, groups.count, cap)  # one convolution for both
     prob_k, cdf_below = pmf_at(buckets, k)
+    expected = np.bincount(
+        groups.page, weights=groups.count * prob.mean(axis=0), minlength=d.n_pages
+    )
+    return _scored(
+        name,
+        d,
+        prob_k,
+        cdf_below,
+        pit_noise,
+        pred.window_probability().mean(axis=0),
+        pred.rate_per_hour,
+        expected,
+        seconds,
+        diagnostics,
+        None if drawn is None else (drawn, lambda counts: pmf_at(buckets, counts)),
+    )
+
+
+def _scored(
+    name: str,
+    d: _Design,
+    prob_k: np.ndarray,
+    cdf_below: np.ndarray,
+    pit_noise: np.ndarray,
+    prob_change: np.ndarray,
+    rate_per_hour: np.ndarray,
+    expected: np.ndarray,
+    seconds: float,
+    diagnostics: dict[str, Any] | None,
+    worlds: tuple[Worlds, Callable] | None,
+) -> MethodForecast:
+    """The scores from a method's ``P(K = k)``, ``P(K < k)`` per page and its window change
+    probabilities; ``worlds``: drawn worlds and the same ``(P(K = k), P(K < k))`` of any
+    counts."""
     floored = int((prob_k < MIN_PROBABILITY).sum())
     log_score = float(np.mean(np.log(np.maximum(prob_k, MIN_PROBABILITY))))
     pit = cdf_below + pit_noise * prob_k
     coverage = float(np.mean(in_pit_band(pit)))
-    prob_change = pred.window_probability().mean(axis=0)
     changed = d.window_changes > 0
     brier = float(np.mean((prob_change - changed) ** 2))
     true_rate = d.window_changes / d.window_hours
-    ok = changed & (pred.rate_per_hour > 0)
-    rmse = float(np.sqrt(np.mean((np.log(pred.rate_per_hour[ok]) - np.log(true_rate[ok])) ** 2)))
-    expected = np.bincount(
-        groups.page, weights=groups.count * prob.mean(axis=0), minlength=d.n_pages
-    )
+    ok = changed & (rate_per_hour > 0)
+    rmse = float(np.sqrt(np.mean((np.log(rate_per_hour[ok]) - np.log(true_rate[ok])) ** 2)))
+    own = None if worlds is None else world_coverage(*worlds, coverage)
     return MethodForecast(
         name=name,
         log_score=log_score,
@@ -957,11 +995,72 @@ def score(
         pit=pit,
         prob_change=prob_change,
         expected_count=expected,
-        rate_per_hour=pred.rate_per_hour,
+        rate_per_hour=rate_per_hour,
         seconds=seconds,
         diagnostics=diagnostics,
         floored_probabilities=floored,
-        worlds=None if drawn is None else world_coverage(drawn, buckets, coverage),
+        worlds=own,
+    )
+
+
+def burst_forecast(
+    d: _Design,
+    pit_noise: np.ndarray,
+    worlds: int,
+    seed: int | str,
+    progress: Progress = silent,
+) -> MethodForecast:
+    """The two-state MMPP (:mod:`bayesrate.estimators.mmpp`) fitted to the training visits
+    and its exact predictive of each page's test detections: the quiet rate integrated over
+    the page's posterior, the hidden state carried over from its last training visit."""
+    from bayesrate.estimators import mmpp
+
+    t0 = time.perf_counter()
+    train = mmpp.VisitRuns.from_observations(d.train)
+    fitted = mmpp.fit(train)
+    diag = {
+        "method": "maximum marginal likelihood (Nelder-Mead)",
+        "converged": fitted.converged,
+        "evaluations": fitted.evaluations,
+        "train_loglik": fitted.loglik,
+        **fitted.params.as_dict(),
+    }
+    progress(
+        f"  mmpp: fitted in {time.perf_counter() - t0:.0f} s ({fitted.evaluations} "
+        f"evaluations, {'converged' if fitted.converged else 'NOT converged'}): ratio "
+        f"{fitted.params.ratio:.3g}, bursts {fitted.params.burst_days:.3g} d, quiet spells "
+        f"{fitted.params.quiet_days:.3g} d"
+    )
+    offsets = np.searchsorted(d.interval_page, np.arange(d.n_pages + 1)).astype(np.int64)
+    last_visit = d.train.time[d.train.offsets[1:] - 1]
+    k = d.detected
+    rng = rng_from(f"{seed}-worlds")
+    pred = mmpp.window_predictive(
+        fitted,
+        train,
+        offsets,
+        d.interval_end - d.interval_start,
+        d.split - last_visit,
+        d.window_hours,
+        k,
+    )
+    prob_k, cdf_below = pred.at(k)
+    expected = np.array([pmf @ np.arange(len(pmf)) for pmf in pred.pmf])
+    drawn = None
+    if worlds:
+        drawn = (Worlds(pred.sample(worlds, rng), rng.random((worlds, d.n_pages))), pred.at)
+    return _scored(
+        "mmpp",
+        d,
+        prob_k,
+        cdf_below,
+        pit_noise,
+        pred.prob_change,
+        pred.mean_rate,
+        expected,
+        time.perf_counter() - t0,
+        diag,
+        drawn,
     )
 
 
@@ -1057,6 +1156,11 @@ def run(
     results: dict[str, MethodForecast] = {}
     for name in methods:
         t0 = time.perf_counter()
+        if name in BURST_METHODS:
+            results[name] = burst_forecast(d, pit_noise, worlds, f"{seed}-{name}", progress)
+            seconds[name] = results[name].seconds
+            _report(progress, results[name])
+            continue
         pred, groups, diag = _forecast_of(
             name,
             d,
@@ -1069,12 +1173,7 @@ def run(
         )
         results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag, worlds, seed)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
-        m = results[name]
-        progress(
-            f"  {name}: log score {m.log_score:.4f}, Brier {m.brier:.4f}, coverage90 "
-            f"{m.coverage90:.3f}{_worlds_text(m.worlds)}, rate log-RMSE "
-            f"{m.rate_log_rmse:.3f} ({seconds[name]:.1f} s)"
-        )
+        _report(progress, results[name])
     reference = score("hindsight", hindsight_prediction(d, by_length), by_length, d, pit_noise, 0.0)
     seconds["total"] = time.perf_counter() - t_start
     stats = d.train.interval_stats
@@ -1211,6 +1310,14 @@ def _forecast_of(
     else:
         groups = by_length
     return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
+
+
+def _report(progress: Progress, m: MethodForecast) -> None:
+    progress(
+        f"  {m.name}: log score {m.log_score:.4f}, Brier {m.brier:.4f}, coverage90 "
+        f"{m.coverage90:.3f}{_worlds_text(m.worlds)}, rate log-RMSE "
+        f"{m.rate_log_rmse:.3f} ({m.seconds:.1f} s)"
+    )
 
 
 def _domain_quantiles(draws) -> dict[str, list[float]]:

@@ -187,8 +187,11 @@ def bursty_world(seed: str, n_pages: int = 150, days: int = 365):
     """Daily visits; quiet rates log-normal around one change per 20 days; bursts."""
     rng = rng_from(seed)
     truth = mmpp.BurstParameters(
-        ratio=12.0, q_in=1 / (40 * 24.0), q_out=1 / (4 * 24.0),
-        mu=float(np.log(1 / (20 * 24.0))), sigma=0.5,
+        ratio=12.0,
+        q_in=1 / (40 * 24.0),
+        q_out=1 / (4 * 24.0),
+        mu=float(np.log(1 / (20 * 24.0))),
+        sigma=0.5,
     )
     lam = np.exp(truth.mu + truth.sigma * rng.standard_normal(n_pages))
     page = np.repeat(np.arange(n_pages), days)
@@ -205,14 +208,17 @@ THETA = np.linspace(np.log(1e-5), np.log(0.5), 61)
 def bursty_fits():
     runs, page, flags, truth = bursty_world("mmpp-recovery")
     return (
-        runs, page, flags, truth,
+        runs,
+        page,
+        flags,
+        truth,
         mmpp.fit(runs, theta=THETA),
         mmpp.fit(runs, theta=THETA, poisson=True),
     )
 
 
 def test_fit_recovers_bursts_and_the_gap_check_tells_the_models_apart(bursty_fits):
-    runs, page, flags, truth, fitted, poisson = bursty_fits
+    runs, _, flags, truth, fitted, poisson = bursty_fits
     est = fitted.params
     assert est.ratio == pytest.approx(truth.ratio, rel=0.35)
     assert est.burst_days == pytest.approx(truth.burst_days, rel=0.35)
@@ -242,8 +248,12 @@ def test_fit_recovers_bursts_and_the_gap_check_tells_the_models_apart(bursty_fit
 
 def test_heldout_score_of_the_poisson_is_its_posterior_predictive():
     page, tau, changed, n_pages = random_world("mmpp-heldout", n_pages=8, max_intervals=60)
-    split = np.array([np.flatnonzero(page == p)[: (page == p).sum() // 2].max(initial=-1)
-                      for p in range(n_pages)])
+    split = np.array(
+        [
+            np.flatnonzero(page == p)[: (page == p).sum() // 2].max(initial=-1)
+            for p in range(n_pages)
+        ]
+    )
     before = np.zeros(len(page), dtype=bool)
     for p in range(n_pages):
         before[(page == p) & (np.arange(len(page)) <= split[p])] = True
@@ -273,6 +283,65 @@ def test_bad_intervals_are_named():
         mmpp.VisitRuns.from_intervals([1, 0], [1.0, 2.0], [0, 1], 2)
     with pytest.raises(ObservationError, match="one quiet rate per page"):
         mmpp.simulate_changes(
-            mmpp.VisitRuns.from_intervals([0, 1], [1.0, 1.0], [0, 0], 2), np.ones(3),
-            mmpp.BurstParameters(2.0, 0.1, 0.1, 0.0, 1.0), rng_from("x"),
+            mmpp.VisitRuns.from_intervals([0, 1], [1.0, 1.0], [0, 0], 2),
+            np.ones(3),
+            mmpp.BurstParameters(2.0, 0.1, 0.1, 0.0, 1.0),
+            rng_from("x"),
         )
+
+
+def test_window_predictive_matches_pattern_enumeration():
+    page, tau, changed, n_pages = random_world("mmpp-window", n_pages=5, max_intervals=30)
+    train = mmpp.VisitRuns.from_intervals(page, tau, changed, n_pages)
+    theta = np.linspace(-8, 0, 25)
+    params = mmpp.BurstParameters(6.0, 0.02, 0.1, mu=-3.0, sigma=1.5)
+    ll_train = mmpp.grid_loglik(train, theta, params.ratio, params.q_in, params.q_out)
+    fitted = mmpp.BurstFit(params, 0.0, False, theta, ll_train, 1)
+    test_tau = np.array([24.0, 24.0, 6.0, 48.0, 24.0])
+    lead, window = 10.0, 30.0
+    m = len(test_tau)
+    pred = mmpp.window_predictive(
+        fitted,
+        train,
+        np.arange(0, m * (n_pages + 1), m),
+        np.tile(test_tau, n_pages),
+        np.full(n_pages, lead),
+        np.full(n_pages, window),
+        np.full(n_pages, m),
+    )
+    post = fitted.page_posterior()
+
+    def conditional(tails):
+        """P(tail | training sequence) per page, each tail ``(taus, flags)``, by the forward
+        likelihood of the whole sequence."""
+        seq_page, seq_tau, seq_flag = [], [], []
+        for p in range(n_pages):
+            for j, (t_tail, f_tail) in enumerate(tails):
+                sel = page == p
+                seq_page.append(np.full(sel.sum() + len(t_tail), p * len(tails) + j))
+                seq_tau.append(np.r_[tau[sel], t_tail])
+                seq_flag.append(np.r_[changed[sel], f_tail])
+        runs = mmpp.VisitRuns.from_intervals(
+            np.concatenate(seq_page),
+            np.concatenate(seq_tau),
+            np.concatenate(seq_flag),
+            n_pages * len(tails),
+        )
+        ll = mmpp.grid_loglik(runs, theta, params.ratio, params.q_in, params.q_out)
+        ll = ll.reshape(n_pages, len(tails), len(theta))
+        return np.einsum("pk,pjk->pj", post, np.exp(ll - ll_train[:, None, :]))
+
+    patterns = np.array(list(itertools.product([0, 1], repeat=m)))
+    prob = conditional([(test_tau, f) for f in patterns])
+    for p in range(n_pages):
+        expected = np.bincount(patterns.sum(axis=1), weights=prob[p], minlength=m + 1)
+        np.testing.assert_allclose(pred.pmf[p], expected, rtol=1e-9, atol=1e-14)
+    quiet = conditional([([lead, window], [0, 0]), ([lead, window], [1, 0])]).sum(axis=1)
+    np.testing.assert_allclose(pred.prob_change, 1.0 - quiet, rtol=1e-9)
+    # P(K = k), P(K < k), including a count beyond the support
+    k = np.array([0, 2, 5, 6, 1])
+    at_k, below = pred.at(k)
+    for p in range(n_pages):
+        pmf = np.r_[pred.pmf[p], 0.0, 0.0]
+        assert at_k[p] == pytest.approx(pmf[k[p]])
+        assert below[p] == pytest.approx(pmf[: k[p]].sum())

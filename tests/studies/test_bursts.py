@@ -11,7 +11,7 @@ import pytest
 from bayesrate.cli import main
 from bayesrate.errors import ObservationError
 from bayesrate.seeds import rng_from
-from bayesrate.studies import bursts
+from bayesrate.studies import bursts, forecast
 
 DAYS = 3 * 365
 
@@ -40,11 +40,19 @@ def bursty_history(path, n_pages: int = 80, seed: str = "bursts-history") -> Non
 
 
 @pytest.fixture(scope="module")
-def bursty_result(tmp_path_factory):
+def history_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("bursts") / "history.csv"
     bursty_history(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def bursty_result(history_file):
     return bursts.run(
-        history=str(path), split=(DAYS - 365) * 24.0, horizon_days=300, replicates=30,
+        history=history_file,
+        split=(DAYS - 365) * 24.0,
+        horizon_days=300,
+        replicates=30,
         max_evaluations=150,
     )
 
@@ -79,3 +87,22 @@ def test_cli_writes_the_table_and_summary(tmp_path, capsys):
 def test_crawl_log_needs_a_dataset():
     with pytest.raises(ObservationError, match="embedded dataset"):
         bursts.run(history="x.csv", crawl_log=True, fast=True)
+
+
+def test_forecast_scores_the_mmpp_with_its_own_predictive(history_file):
+    result = forecast.run(
+        history=history_file,
+        split=(DAYS - 365) * 24.0,
+        horizon_days=300,
+        methods="mle,mmpp",
+        worlds=400,
+    )
+    own, plug_in = result.methods["mmpp"], result.methods["mle"]
+    assert own.log_score > plug_in.log_score + 0.3
+    # the history is an MMPP world: its coverage90 is one of the model's own worlds
+    assert 0.025 < own.worlds.observed_quantile < 0.975
+    assert own.worlds.q05 < 0.9 < own.worlds.q95
+    # page-independent worlds: the Binomial spread of 80 pages
+    assert own.worlds.coverage.std() == pytest.approx(np.sqrt(0.9 * 0.1 / 80), rel=0.3)
+    np.testing.assert_array_less(own.expected_count, result.test_intervals + 1e-9)
+    assert own.diagnostics["converged"] and own.diagnostics["ratio"] > 3

@@ -64,7 +64,7 @@ def _world_coverage(prob, group_n, observed, worlds, seed):
     n_pages = prob.shape[1]
     drawn = forecast.draw_worlds(prob, np.arange(n_pages), group_n, n_pages, worlds, seed)
     buckets = forecast.count_pmf(prob, np.arange(n_pages), group_n, drawn.counts.max(axis=0))
-    return forecast.world_coverage(drawn, buckets, observed)
+    return forecast.world_coverage(drawn, lambda k: forecast.pmf_at(buckets, k), observed)
 
 
 def test_world_coverage_of_independent_pages_is_binomial():
