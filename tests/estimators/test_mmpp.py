@@ -345,3 +345,23 @@ def test_window_predictive_matches_pattern_enumeration():
         pmf = np.r_[pred.pmf[p], 0.0, 0.0]
         assert at_k[p] == pytest.approx(pmf[k[p]])
         assert below[p] == pytest.approx(pmf[: k[p]].sum())
+
+
+def test_the_grid_scan_leaves_out_only_negligible_points(bursty_fits):
+    runs, *_ = bursty_fits
+    theta = np.linspace(mmpp.THETA_LOW, mmpp.THETA_HIGH, mmpp.GRID_POINTS)
+    args = (runs, theta, 12.0, 1 / (40 * 24.0), 1 / (4 * 24.0))
+    full = mmpp.grid_loglik(*args)
+    scan = mmpp.grid_loglik(*args, stride=mmpp.SCAN_STRIDE)
+    done = np.isfinite(scan)
+    assert done.mean() < 0.6  # the scan saves work
+    np.testing.assert_array_equal(scan[done], full[done])
+    assert np.all(
+        full[~done]
+        < full.max(axis=1, keepdims=True).repeat(len(theta), 1)[~done] - mmpp.SCAN_DROP + 1e-9
+    )
+    np.testing.assert_allclose(
+        mmpp.marginal_loglik(scan, theta, -6.0, 1.0),
+        mmpp.marginal_loglik(full, theta, -6.0, 1.0),
+        rtol=1e-14,
+    )
