@@ -467,6 +467,11 @@ class BurstFit:
         Forward-recursion passes over the data.
     converged
         Whether Nelder–Mead met its tolerances within its evaluation cap.
+    steady_share
+        With ``mixture=True``: the prior share of *steady* pages (Poisson at their quiet
+        rate, no bursts); 0 otherwise.
+    steady_loglik
+        ``(n_pages, grid)``: each page's Poisson log-likelihood (mixture fits only).
     """
 
     params: BurstParameters
@@ -476,41 +481,93 @@ class BurstFit:
     page_loglik: np.ndarray
     evaluations: int
     converged: bool = True
+    steady_share: float = 0.0
+    steady_loglik: np.ndarray | None = None
 
-    def page_posterior(self) -> np.ndarray:
-        """``(n_pages, grid)`` posterior weights of each page's quiet log-rate."""
-        logp = self.page_loglik + _log_weights(self.theta, self.params.mu, self.params.sigma)
+    @property
+    def steady(self) -> BurstParameters:
+        """The steady class's chain: no bursts, the same population."""
+        return BurstParameters(1.0, 0.0, 0.0, self.params.mu, self.params.sigma)
+
+    def page_marginal(
+        self, ll: np.ndarray | None = None, steady_ll: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Each page's marginal log-likelihood (over its rate, and its class in a mixture)
+        of grid likelihoods ``ll`` / ``steady_ll`` (default: the fitted data's)."""
+        ll = self.page_loglik if ll is None else ll
+        p = self.params
+        bursty = marginal_loglik(ll, self.theta, p.mu, p.sigma)
+        if not self.steady_share:
+            return bursty
+        steady_ll = self.steady_loglik if steady_ll is None else steady_ll
+        steady = marginal_loglik(steady_ll, self.theta, p.mu, p.sigma)
+        return np.logaddexp(
+            np.log1p(-self.steady_share) + bursty, np.log(self.steady_share) + steady
+        )
+
+    def steady_probability(self) -> np.ndarray:
+        """``(n_pages,)`` posterior probability that each page is steady (0 without a mixture)."""
+        if not self.steady_share:
+            return np.zeros(self.page_loglik.shape[0])
+        p = self.params
+        steady = marginal_loglik(self.steady_loglik, self.theta, p.mu, p.sigma)
+        return np.exp(np.log(self.steady_share) + steady - self.page_marginal())
+
+    def page_posterior(self, steady: bool = False) -> np.ndarray:
+        """``(n_pages, grid)`` posterior weights of each page's quiet log-rate (given that
+        it is steady, with ``steady=True``, or bursty)."""
+        ll = self.steady_loglik if steady else self.page_loglik
+        logp = ll + _log_weights(self.theta, self.params.mu, self.params.sigma)
         return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
 
 
-def _population(ll: np.ndarray, theta: np.ndarray, start: tuple[float, float]) -> tuple:
-    """``(μ, σ)`` maximising the marginal likelihood of fixed per-page grid likelihoods.
+def _population(
+    ll: np.ndarray,
+    theta: np.ndarray,
+    start: tuple[float, float, float],
+    steady: np.ndarray | None = None,
+) -> tuple[float, float, float, float]:
+    """``(μ, σ, steady share, total)`` maximising the marginal likelihood of fixed per-page
+    grid likelihoods (``steady``: the Poisson class's, for a mixture; share 0 without).
 
     Each page's likelihood is scaled by its maximum once, so a trial ``(μ, σ)`` costs one
-    matrix–vector product (:func:`marginal_loglik`'s value, without its logsumexp).
+    matrix–vector product per class (:func:`marginal_loglik`'s value without its logsumexp).
     """
-    top = ll.max(axis=1)
-    scaled = np.exp(ll - top[:, None])
-    offset = float(top.sum())
+    classes = [ll] if steady is None else [ll, steady]
+    tops = [c.max(axis=1) for c in classes]
+    scaled = [np.exp(c - t[:, None]) for c, t in zip(classes, tops, strict=True)]
 
-    def objective(x):
+    def per_page(x):
         weights = np.exp(_log_weights(theta, x[0], np.exp(x[1])))
         with np.errstate(divide="ignore"):
-            return -(float(np.log(scaled @ weights).sum()) + offset)
+            terms = [np.log(m @ weights) + t for m, t in zip(scaled, tops, strict=True)]
+        if steady is None:
+            return terms[0]
+        share = 1.0 / (1.0 + np.exp(-x[2]))
+        return np.logaddexp(np.log1p(-share) + terms[0], np.log(share) + terms[1])
 
+    def objective(x):
+        return -float(per_page(x).sum())
+
+    x0 = [start[0], np.log(start[1])]
+    if steady is not None:
+        share0 = min(max(start[2], 0.01), 0.99)
+        x0.append(np.log(share0 / (1.0 - share0)))
     res = minimize(
         objective,
-        [start[0], np.log(start[1])],
+        x0,
         method="Nelder-Mead",
-        options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 400},
+        options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 600},
     )
-    return float(res.x[0]), float(np.exp(res.x[1])), -float(res.fun)
+    share = 0.0 if steady is None else float(1.0 / (1.0 + np.exp(-res.x[2])))
+    return float(res.x[0]), float(np.exp(res.x[1])), share, -float(res.fun)
 
 
 def fit(
     runs: VisitRuns,
     *,
     poisson: bool = False,
+    mixture: bool = False,
     start: BurstParameters | None = None,
     theta: np.ndarray | None = None,
     max_evaluations: int = 400,
@@ -528,6 +585,9 @@ def fit(
         The pages' visit sequences.
     poisson
         Fit the baseline (``r = 1``: no bursts) instead.
+    mixture
+        A share of the pages steady (Poisson at their quiet rate), the others bursty,
+        the share fitted with the population (:attr:`BurstFit.steady_share`).
     start
         Starting values (default: bursts of 4× the quiet rate lasting a week, a quiet
         spell of 60 days).
@@ -545,12 +605,12 @@ def fit(
         else np.asarray(theta, dtype=np.float64)
     )
     start = start or BurstParameters(4.0, 1 / (60 * 24.0), 1 / (7 * 24.0), np.log(1e-3), 2.0)
-    population = [start.mu, start.sigma]
+    population = [start.mu, start.sigma, 0.5]
+    steady = grid_loglik(runs, theta, 1.0, 0.0, 0.0, stride=stride) if poisson or mixture else None
     if poisson:
-        ll = grid_loglik(runs, theta, 1.0, 0.0, 0.0, stride=stride)
-        mu, sigma, total = _population(ll, theta, tuple(population))
+        mu, sigma, _, total = _population(steady, theta, tuple(population))
         params = BurstParameters(1.0, 0.0, 0.0, mu, sigma)
-        return BurstFit(params, total, True, theta, ll, 1, True)
+        return BurstFit(params, total, True, theta, steady, 1, True)
 
     evaluations = 0
     best: dict = {}
@@ -560,12 +620,17 @@ def fit(
         evaluations += 1
         ratio, q_in, q_out = 1.0 + np.exp(x[0]), np.exp(x[1]), np.exp(x[2])
         ll = grid_loglik(runs, theta, ratio, q_in, q_out, stride=stride)
-        mu, sigma, total = _population(ll, theta, tuple(population))
+        mu, sigma, share, total = _population(ll, theta, tuple(population), steady)
         if not np.isfinite(total):
             return np.inf
         if total > best.get("total", -np.inf):
-            population[:] = [mu, sigma]
-            best.update(total=total, ll=ll, params=BurstParameters(ratio, q_in, q_out, mu, sigma))
+            population[:] = [mu, sigma, share]
+            best.update(
+                total=total,
+                ll=ll,
+                share=share,
+                params=BurstParameters(ratio, q_in, q_out, mu, sigma),
+            )
         return -total
 
     x0 = [np.log(start.ratio - 1.0), np.log(start.q_in), np.log(start.q_out)]
@@ -576,7 +641,15 @@ def fit(
         options={"xatol": 1e-3, "fatol": 1e-3, "maxfev": max_evaluations},
     )
     return BurstFit(
-        best["params"], best["total"], False, theta, best["ll"], evaluations, bool(res.success)
+        best["params"],
+        best["total"],
+        False,
+        theta,
+        best["ll"],
+        evaluations,
+        bool(res.success),
+        best["share"],
+        steady,
     )
 
 
@@ -591,9 +664,8 @@ def heldout_log_score(fitted: BurstFit, train: VisitRuns, full: VisitRuns) -> np
         raise ObservationError("train and full runs must hold the same pages")
     p = fitted.params
     ll_full = grid_loglik(full, fitted.theta, p.ratio, p.q_in, p.q_out)
-    return marginal_loglik(ll_full, fitted.theta, p.mu, p.sigma) - marginal_loglik(
-        fitted.page_loglik, fitted.theta, p.mu, p.sigma
-    )
+    steady_full = grid_loglik(full, fitted.theta, 1.0, 0.0, 0.0) if fitted.steady_share else None
+    return fitted.page_marginal(ll_full, steady_full) - fitted.page_marginal()
 
 
 def simulate_changes(
@@ -629,13 +701,21 @@ def replicate_changes(fitted: BurstFit, runs: VisitRuns, rng: np.random.Generato
     The conditional replication of :mod:`bayesrate.checks.ppc`: ``runs`` must be the
     sequences ``fitted`` was fitted to (one posterior per page).
     """
-    post = fitted.page_posterior()
-    if post.shape[0] != runs.n_pages:
+    if fitted.page_loglik.shape[0] != runs.n_pages:
         raise ObservationError("runs must hold the pages the fit was fitted to")
-    cdf = np.cumsum(post, axis=1)
-    pick = (cdf < rng.random((runs.n_pages, 1)) * cdf[:, -1:]).sum(axis=1)
-    lam = np.exp(fitted.theta[np.minimum(pick, len(fitted.theta) - 1)])
-    return simulate_changes(runs, lam, fitted.params, rng)
+
+    def quiet_rates(steady: bool) -> np.ndarray:
+        cdf = np.cumsum(fitted.page_posterior(steady), axis=1)
+        pick = (cdf < rng.random((runs.n_pages, 1)) * cdf[:, -1:]).sum(axis=1)
+        return np.exp(fitted.theta[np.minimum(pick, len(fitted.theta) - 1)])
+
+    flags = simulate_changes(runs, quiet_rates(False), fitted.params, rng)
+    if not fitted.steady_share:
+        return flags
+    steady = rng.random(runs.n_pages) < fitted.steady_probability()
+    other = simulate_changes(runs, quiet_rates(True), fitted.steady, rng)
+    interval_page = np.repeat(np.repeat(np.arange(runs.n_pages), np.diff(runs.offsets)), runs.count)
+    return np.where(steady[interval_page], other, flags)
 
 
 #: grid points whose posterior weight is below this are left out of a predictive
@@ -697,7 +777,8 @@ def window_predictive(
 
     Page ``p``'s quiet rate is integrated over its posterior (:meth:`BurstFit.page_posterior`);
     at each rate its hidden state starts from the filtered distribution after its last
-    training visit.
+    training visit. A mixture fit mixes the bursty and the steady predictive with the
+    page's posterior class probabilities.
 
     Parameters
     ----------
@@ -711,11 +792,46 @@ def window_predictive(
     cap
         Per page, the largest count whose probability is wanted.
     """
+    steady = fitted.steady_probability()
+    classes = [(1.0 - steady, fitted.params, False)]
+    if fitted.steady_share:
+        classes.append((steady, fitted.steady, True))
+    args = (fitted.theta, train, offsets, tau, lead_hours, window_hours, cap)
+    parts = [
+        (weight, _chain_predictive(chain, fitted.page_posterior(is_steady), *args))
+        for weight, chain, is_steady in classes
+    ]
+    pmfs = []
+    for page in range(train.n_pages):
+        size = max(len(part.pmf[page]) for _, part in parts)
+        pmfs.append(
+            sum(
+                w[page] * np.pad(part.pmf[page], (0, size - len(part.pmf[page])))
+                for w, part in parts
+            )
+        )
+    return WindowPredictive(
+        pmfs,
+        sum(w * part.prob_change for w, part in parts),
+        sum(w * part.mean_rate for w, part in parts),
+    )
+
+
+def _chain_predictive(
+    p: BurstParameters,
+    post: np.ndarray,
+    theta: np.ndarray,
+    train: VisitRuns,
+    offsets: np.ndarray,
+    tau: np.ndarray,
+    lead_hours: np.ndarray,
+    window_hours: np.ndarray,
+    cap: np.ndarray,
+) -> WindowPredictive:
+    """:func:`window_predictive` of one chain, the pages' rate posteriors ``post``."""
     count_pmf = _kernels()[3]
-    p = fitted.params
-    _, burst = filtered(train, fitted.theta, p.ratio, p.q_in, p.q_out)
-    post = fitted.page_posterior()
-    lam = np.exp(fitted.theta)
+    _, burst = filtered(train, theta, p.ratio, p.q_in, p.q_out)
+    lam = np.exp(theta)
     share = p.burst_share
     pmfs, prob_change = [], np.empty(train.n_pages)
     for page in range(train.n_pages):

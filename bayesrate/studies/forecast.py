@@ -58,7 +58,7 @@ DESCRIPTION = "Forecast the future of real pages: every estimator and model vs t
 POINT_METHODS = ("naive", "cho", "mle")
 #: fitted by maximum marginal likelihood, scored with their own exact predictive
 #: (:func:`burst_forecast`)
-BURST_METHODS = ("mmpp",)
+BURST_METHODS = ("mmpp", "mmpp_mixture")
 MODEL_METHODS = (
     "censored",
     "hierarchical",
@@ -73,7 +73,15 @@ MODEL_METHODS = (
 METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
 #: the hierarchical model's, docs/models.md; the epoch models and the MMPP on request)
-ON_REQUEST = ("bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks", "mmpp")
+ON_REQUEST = (
+    "bursty",
+    "shocks",
+    "drift",
+    "shocks_ar1",
+    "dynamic",
+    "dynamic_shocks",
+    *BURST_METHODS,
+)
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in ON_REQUEST)
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
@@ -1009,27 +1017,32 @@ def burst_forecast(
     worlds: int,
     seed: int | str,
     progress: Progress = silent,
+    *,
+    mixture: bool = False,
 ) -> MethodForecast:
     """The two-state MMPP (:mod:`bayesrate.estimators.mmpp`) fitted to the training visits
     and its exact predictive of each page's test detections: the quiet rate integrated over
-    the page's posterior, the hidden state carried over from its last training visit."""
+    the page's posterior, the hidden state carried over from its last training visit
+    (``mixture``: a fitted share of the pages steady, ``mmpp_mixture``)."""
     from bayesrate.estimators import mmpp
 
+    name = "mmpp_mixture" if mixture else "mmpp"
     t0 = time.perf_counter()
     train = mmpp.VisitRuns.from_observations(d.train)
-    fitted = mmpp.fit(train)
+    fitted = mmpp.fit(train, mixture=mixture)
     diag = {
         "method": "maximum marginal likelihood (Nelder-Mead)",
         "converged": fitted.converged,
         "evaluations": fitted.evaluations,
         "train_loglik": fitted.loglik,
+        "steady_share": fitted.steady_share,
         **fitted.params.as_dict(),
     }
     progress(
-        f"  mmpp: fitted in {time.perf_counter() - t0:.0f} s ({fitted.evaluations} "
+        f"  {name}: fitted in {time.perf_counter() - t0:.0f} s ({fitted.evaluations} "
         f"evaluations, {'converged' if fitted.converged else 'NOT converged'}): ratio "
         f"{fitted.params.ratio:.3g}, bursts {fitted.params.burst_days:.3g} d, quiet spells "
-        f"{fitted.params.quiet_days:.3g} d"
+        f"{fitted.params.quiet_days:.3g} d, steady share {fitted.steady_share:.3g}"
     )
     offsets = np.searchsorted(d.interval_page, np.arange(d.n_pages + 1)).astype(np.int64)
     last_visit = d.train.time[d.train.offsets[1:] - 1]
@@ -1050,7 +1063,7 @@ def burst_forecast(
     if worlds:
         drawn = (Worlds(pred.sample(worlds, rng), rng.random((worlds, d.n_pages))), pred.at)
     return _scored(
-        "mmpp",
+        name,
         d,
         prob_k,
         cdf_below,
@@ -1157,7 +1170,9 @@ def run(
     for name in methods:
         t0 = time.perf_counter()
         if name in BURST_METHODS:
-            results[name] = burst_forecast(d, pit_noise, worlds, f"{seed}-{name}", progress)
+            results[name] = burst_forecast(
+                d, pit_noise, worlds, f"{seed}-{name}", progress, mixture=name == "mmpp_mixture"
+            )
             seconds[name] = results[name].seconds
             _report(progress, results[name])
             continue

@@ -290,13 +290,25 @@ def test_bad_intervals_are_named():
         )
 
 
-def test_window_predictive_matches_pattern_enumeration():
+@pytest.mark.parametrize("steady_share", [0.0, 0.4])
+def test_window_predictive_matches_pattern_enumeration(steady_share):
     page, tau, changed, n_pages = random_world("mmpp-window", n_pages=5, max_intervals=30)
     train = mmpp.VisitRuns.from_intervals(page, tau, changed, n_pages)
     theta = np.linspace(-8, 0, 25)
     params = mmpp.BurstParameters(6.0, 0.02, 0.1, mu=-3.0, sigma=1.5)
-    ll_train = mmpp.grid_loglik(train, theta, params.ratio, params.q_in, params.q_out)
-    fitted = mmpp.BurstFit(params, 0.0, False, theta, ll_train, 1)
+    chains = [params, mmpp.BurstParameters(1.0, 0.0, 0.0, -3.0, 1.5)]
+    ll_train = [mmpp.grid_loglik(train, theta, c.ratio, c.q_in, c.q_out) for c in chains]
+    fitted = mmpp.BurstFit(
+        params,
+        0.0,
+        False,
+        theta,
+        ll_train[0],
+        1,
+        True,
+        steady_share,
+        ll_train[1] if steady_share else None,
+    )
     test_tau = np.array([24.0, 24.0, 6.0, 48.0, 24.0])
     lead, window = 10.0, 30.0
     m = len(test_tau)
@@ -309,11 +321,14 @@ def test_window_predictive_matches_pattern_enumeration():
         np.full(n_pages, window),
         np.full(n_pages, m),
     )
-    post = fitted.page_posterior()
+    # oracle: Bayes' rule by hand over class and grid, each tail scored by the forward
+    # likelihood of the whole sequence
+    logw = -0.5 * ((theta - params.mu) / params.sigma) ** 2
+    logw -= logsumexp(logw)
+    prior_class = np.log([1.0 - steady_share, max(steady_share, 1e-300)])
 
     def conditional(tails):
-        """P(tail | training sequence) per page, each tail ``(taus, flags)``, by the forward
-        likelihood of the whole sequence."""
+        """P(tail | training sequence) per page, each tail ``(taus, flags)``."""
         seq_page, seq_tau, seq_flag = [], [], []
         for p in range(n_pages):
             for j, (t_tail, f_tail) in enumerate(tails):
@@ -327,9 +342,15 @@ def test_window_predictive_matches_pattern_enumeration():
             np.concatenate(seq_flag),
             n_pages * len(tails),
         )
-        ll = mmpp.grid_loglik(runs, theta, params.ratio, params.q_in, params.q_out)
-        ll = ll.reshape(n_pages, len(tails), len(theta))
-        return np.einsum("pk,pjk->pj", post, np.exp(ll - ll_train[:, None, :]))
+        joint = []  # log P(class, θ, train + tail) per (page, tail, class, θ)
+        for c, chain in enumerate(chains):
+            ll = mmpp.grid_loglik(runs, theta, chain.ratio, chain.q_in, chain.q_out)
+            joint.append(ll.reshape(n_pages, len(tails), len(theta)) + logw + prior_class[c])
+        joint = np.stack(joint, axis=2)
+        evidence = logsumexp(
+            np.stack(ll_train, axis=1) + logw + prior_class[None, :, None], axis=(1, 2)
+        )
+        return np.exp(logsumexp(joint, axis=(2, 3)) - evidence[:, None])
 
     patterns = np.array(list(itertools.product([0, 1], repeat=m)))
     prob = conditional([(test_tau, f) for f in patterns])
@@ -338,6 +359,21 @@ def test_window_predictive_matches_pattern_enumeration():
         np.testing.assert_allclose(pred.pmf[p], expected, rtol=1e-9, atol=1e-14)
     quiet = conditional([([lead, window], [0, 0]), ([lead, window], [1, 0])]).sum(axis=1)
     np.testing.assert_allclose(pred.prob_change, 1.0 - quiet, rtol=1e-9)
+    # the held-out score of one tail is its conditional probability
+    tail_flags = np.array([1, 0, 0, 1, 0])
+    page_full = np.r_[page, np.repeat(np.arange(n_pages), m)]
+    order = np.argsort(page_full, kind="stable")
+    full = mmpp.VisitRuns.from_intervals(
+        page_full[order],
+        np.r_[tau, np.tile(test_tau, n_pages)][order],
+        np.r_[changed, np.tile(tail_flags, n_pages)][order],
+        n_pages,
+    )
+    np.testing.assert_allclose(
+        mmpp.heldout_log_score(fitted, train, full),
+        np.log(conditional([(test_tau, tail_flags)])[:, 0]),
+        rtol=1e-9,
+    )
     # P(K = k), P(K < k), including a count beyond the support
     k = np.array([0, 2, 5, 6, 1])
     at_k, below = pred.at(k)
@@ -364,4 +400,31 @@ def test_the_grid_scan_leaves_out_only_negligible_points(bursty_fits):
         mmpp.marginal_loglik(scan, theta, -6.0, 1.0),
         mmpp.marginal_loglik(full, theta, -6.0, 1.0),
         rtol=1e-14,
+    )
+
+
+def test_mixture_finds_the_steady_pages():
+    """Half the pages steady (Poisson), half bursty: the share, the chain and each page's
+    class are recovered, and the mixture fits better than one chain for all."""
+    runs, page, flags, truth = bursty_world("mmpp-mixture", n_pages=200)
+    rng = rng_from("mmpp-mixture-steady")
+    steady = np.arange(200) % 2 == 0
+    lam = np.exp(truth.mu + truth.sigma * rng.standard_normal(200))
+    grid = mmpp.VisitRuns.from_intervals(page, np.full(len(page), 24.0), np.zeros(len(page)), 200)
+    poisson_flags = mmpp.simulate_changes(grid, lam, mmpp.BurstParameters(1, 0, 0, 0, 1), rng)
+    flags = np.where(steady[page], poisson_flags, flags)
+    runs = mmpp.VisitRuns.from_intervals(page, np.full(len(page), 24.0), flags, 200)
+    mixed = mmpp.fit(runs, theta=THETA, mixture=True)
+    single = mmpp.fit(runs, theta=THETA)
+    assert mixed.loglik > single.loglik + 5
+    assert mixed.steady_share == pytest.approx(0.5, abs=0.15)
+    assert mixed.params.ratio == pytest.approx(truth.ratio, rel=0.35)
+    assert mixed.params.burst_days == pytest.approx(truth.burst_days, rel=0.35)
+    prob = mixed.steady_probability()
+    assert prob[steady].mean() > 0.6 > 0.4 > prob[~steady].mean()
+    # with no steady share the mixture's terms are the single chain's
+    no_mix = mmpp.BurstFit(single.params, 0.0, False, THETA, single.page_loglik, 1)
+    np.testing.assert_allclose(
+        no_mix.page_marginal(),
+        mmpp.marginal_loglik(single.page_loglik, THETA, single.params.mu, single.params.sigma),
     )

@@ -61,7 +61,7 @@ def test_bursts_win_on_a_bursty_history(bursty_result):
     rows = bursty_result.tables["bursts"].set_index("model")
     mmpp_row, poisson_row = rows.loc["mmpp"], rows.loc["poisson"]
     assert mmpp_row["heldout_log_score_per_page"] > poisson_row["heldout_log_score_per_page"]
-    assert bursty_result.summary["train_loglik_gain_mmpp"] > 20
+    assert bursty_result.summary["train_loglik_gain"]["mmpp"] > 20
     assert poisson_row["gap_cv_p"] < 0.025  # Poisson replicates are too regular
     assert 0.025 < mmpp_row["gap_cv_p"] < 0.975
     assert 6 < mmpp_row["ratio"] < 40 and 2 < mmpp_row["burst_days"] < 12
@@ -78,7 +78,7 @@ def test_cli_writes_the_table_and_summary(tmp_path, capsys):
     assert main(args) == 0
     assert "mmpp" in capsys.readouterr().out
     table = pd.read_csv(out / "bursts.csv")
-    assert list(table["model"]) == ["poisson", "mmpp"]
+    assert list(table["model"]) == ["poisson", "mmpp", "mmpp_mixture"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["crawl_log"] is True and summary["pages"] == bursts.FAST["max_pages"]
     assert summary["split"].startswith("2025-01-01")
