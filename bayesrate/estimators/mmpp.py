@@ -56,6 +56,10 @@ THETA_LOW, THETA_HIGH, GRID_POINTS = float(np.log(1e-6)), float(np.log(3.0)), 12
 SCAN_STRIDE, SCAN_DROP = 6, 40.0
 #: below this ``2Dτ`` the scaled exponential uses the series of ``−expm1(−x)/x``
 _SERIES_BELOW = 1e-8
+#: grid points whose posterior weight is below this are left out of a predictive
+WEIGHT_FLOOR = 1e-12
+#: a predictive pmf is extended until the mass above its cap is below this
+TAIL_MASS = 1e-10
 
 
 @dataclass(frozen=True)
@@ -716,12 +720,6 @@ def replicate_changes(fitted: BurstFit, runs: VisitRuns, rng: np.random.Generato
     other = simulate_changes(runs, quiet_rates(True), fitted.steady, rng)
     interval_page = np.repeat(np.repeat(np.arange(runs.n_pages), np.diff(runs.offsets)), runs.count)
     return np.where(steady[interval_page], other, flags)
-
-
-#: grid points whose posterior weight is below this are left out of a predictive
-WEIGHT_FLOOR = 1e-12
-#: a predictive pmf is extended until the mass above its cap is below this
-TAIL_MASS = 1e-10
 
 
 @dataclass(frozen=True)

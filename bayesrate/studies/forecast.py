@@ -74,12 +74,7 @@ METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
 #: the hierarchical model's, docs/models.md; the epoch models and the MMPP on request)
 ON_REQUEST = (
-    "bursty",
-    "shocks",
-    "drift",
-    "shocks_ar1",
-    "dynamic",
-    "dynamic_shocks",
+    *(m for m in MODEL_METHODS if m not in ("censored", "hierarchical", "modulated")),
     *BURST_METHODS,
 )
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in ON_REQUEST)
