@@ -229,7 +229,7 @@ class HourOfWeekStats:
 # ---------------------------------------------------------------------------------------
 
 
-def _interval_arrays(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def interval_arrays(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(page position, length in hours, changed flag) of every interval."""
     not_first = ~obs.is_baseline
     tau = np.diff(obs.time, prepend=np.nan)[not_first]
@@ -269,7 +269,7 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def interval_stats(obs: Observations) -> IntervalStats:
     """Group every page's intervals by length; see :class:`IntervalStats`."""
-    page, tau, changed = _interval_arrays(obs)
+    page, tau, changed = interval_arrays(obs)
     n_pages = obs.n_pages
     tau_values, tau_code = _factorize_sorted(tau)
     n_tau = len(tau_values)

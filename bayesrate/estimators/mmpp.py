@@ -149,10 +149,9 @@ class VisitRuns:
     @classmethod
     def from_observations(cls, obs: Observations) -> VisitRuns:
         """The visit sequences of validated observations (every page's baseline excluded)."""
-        keep = np.ones(obs.n_visits, dtype=bool)
-        keep[obs.offsets[:-1]] = False
-        tau = np.diff(obs.time, prepend=np.nan)[keep]
-        return cls.from_intervals(obs.page_of_visit[keep], tau, obs.changed[keep], obs.n_pages)
+        from bayesrate.sufficient import interval_arrays
+
+        return cls.from_intervals(*interval_arrays(obs), obs.n_pages)
 
 
 @dataclass(frozen=True)

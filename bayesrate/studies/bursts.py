@@ -36,6 +36,7 @@ from bayesrate.estimators import mmpp
 from bayesrate.observations import Observations, concat_ranges
 from bayesrate.seeds import rng_from
 from bayesrate.studies import Progress, StudyResult, silent
+from bayesrate.sufficient import interval_arrays
 
 DESCRIPTION = (
     "bursts: a two-state Markov-modulated Poisson process (and a mixture of bursty and "
@@ -72,13 +73,10 @@ def _from_history(dataset, history, crawl_every, split, horizon_hours, seed, max
         max_pages=max_pages,
     )
     train = mmpp.VisitRuns.from_observations(d.train)
-    keep = np.ones(d.train.n_visits, dtype=bool)
-    keep[d.train.offsets[:-1]] = False
-    page = np.concatenate([d.train.page_of_visit[keep], d.interval_page])
-    tau = np.concatenate(
-        [np.diff(d.train.time, prepend=np.nan)[keep], d.interval_end - d.interval_start]
-    )
-    flag = np.concatenate([d.train.changed[keep], (d.interval_truth > 0).astype(np.int8)])
+    page, tau, flag = interval_arrays(d.train)
+    page = np.concatenate([page, d.interval_page])
+    tau = np.concatenate([tau, d.interval_end - d.interval_start])
+    flag = np.concatenate([flag, (d.interval_truth > 0).astype(np.int64)])
     order = np.argsort(page, kind="stable")
     full = mmpp.VisitRuns.from_intervals(page[order], tau[order], flag[order], d.n_pages)
     tests = np.bincount(d.interval_page, minlength=d.n_pages)
@@ -129,8 +127,7 @@ def _gap_replicates(fitted, seqs: _Sequences, replicates: int, seed: str) -> np.
     from bayesrate.checks.ppc import gap_cv
 
     obs = seqs.train_obs
-    keep = np.ones(obs.n_visits, dtype=bool)
-    keep[obs.offsets[:-1]] = False
+    keep = ~obs.is_baseline
     rng = rng_from(seed)
     out = np.empty(replicates)
     flags = np.zeros(obs.n_visits, dtype=np.int8)
