@@ -68,7 +68,11 @@ def active_client() -> Any:
 
 
 def compute(tasks: Sequence[Any], *, progress: bool = False) -> list[Any]:
-    """Compute Dask collections/delayed objects; results in order."""
+    """Compute Dask collections/delayed objects; results in order.
+
+    On a cluster, when a task fails the call waits for the others to finish before it
+    raises (an interrupt cancels them instead).
+    """
     import dask
 
     if not tasks:
@@ -81,9 +85,21 @@ def compute(tasks: Sequence[Any], *, progress: bool = False) -> list[Any]:
             with ProgressBar():
                 return list(dask.compute(*tasks))
         return list(dask.compute(*tasks))
-    futures = client.compute(list(tasks))
-    if progress:
-        from distributed import progress as bar
+    from distributed import wait
 
-        bar(futures)
-    return client.gather(futures)
+    futures = client.compute(list(tasks))
+    try:
+        if progress:
+            from distributed import progress as bar
+
+            bar(futures)
+        return client.gather(futures)
+    except Exception:
+        # one task failed: let the others finish before the error propagates, so no task
+        # of this call still writes (e.g. into a staging directory a rerun then commits);
+        # what they finished stays staged for the rerun
+        wait(futures)
+        raise
+    except BaseException:
+        client.cancel(futures)
+        raise

@@ -738,3 +738,29 @@ def test_fit_stage_writes_a_gated_artifact(client, stats_dir, tmp_path):
     assert summary["pages_sampled"] == 60 and summary["domains"] == 5
     assert set(priors.domains) == {f"site{i}.org" for i in range(5)}
     assert priors.metadata["forced"] == (not summary["converged"])
+
+
+def test_a_failed_compute_leaves_no_task_running(tmp_path):
+    """When one task fails, the others have finished by the time the error reaches the
+    caller: nothing of the failed call writes afterwards (the killed-run resume raced a
+    part still being written into the staging directory)."""
+    import time
+
+    import dask
+
+    from bayesrate.scaleout.cluster import compute, connect
+
+    marker = tmp_path / "late"
+
+    def slow():
+        time.sleep(1.0)
+        marker.write_text("done")
+        return 1
+
+    def fail():
+        raise ValueError("boom")
+
+    with connect(workers=2, processes=False):
+        with pytest.raises(ValueError, match="boom"):
+            compute([dask.delayed(slow, pure=False)(), dask.delayed(fail, pure=False)()])
+        assert marker.exists()
