@@ -1311,12 +1311,16 @@ def _forecast_of(
     if "kappa" in model.idata_["posterior"]:
         diag["kappa_per_domain_q05_q50_q95"] = _domain_quantiles(model.idata_["posterior"]["kappa"])
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
-    if name == "modulated":
+    from bayesrate.models.dynamic import DynamicModel
+    from bayesrate.models.modulated import ModulatedModel
+    from bayesrate.models.shocks import ShockModel
+
+    if isinstance(model, ModulatedModel):
         groups = pattern_groups(d, model.model_config["timezone"])
-    elif name in ("shocks", "drift", "shocks_ar1"):
-        groups = epoch_groups(d, model)
-    elif name in ("dynamic", "dynamic_shocks"):
+    elif isinstance(model, DynamicModel):  # before ShockModel: dynamic_shocks is both
         groups = closing_epoch_groups(d, model)
+    elif isinstance(model, ShockModel):
+        groups = epoch_groups(d, model)
     else:
         groups = by_length
     return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
