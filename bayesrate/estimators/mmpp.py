@@ -460,8 +460,6 @@ class BurstFit:
         The estimates.
     loglik
         The maximised marginal log-likelihood, summed over pages.
-    poisson
-        True for the baseline without bursts.
     theta
         The log-rate grid.
     page_loglik
@@ -479,7 +477,6 @@ class BurstFit:
 
     params: BurstParameters
     loglik: float
-    poisson: bool
     theta: np.ndarray
     page_loglik: np.ndarray
     evaluations: int
@@ -488,33 +485,40 @@ class BurstFit:
     steady_loglik: np.ndarray | None = None
 
     @property
+    def poisson(self) -> bool:
+        """True for the baseline without bursts."""
+        return self.params.ratio == 1.0
+
+    @property
     def steady(self) -> BurstParameters:
         """The steady class's chain: no bursts, the same population."""
         return BurstParameters(1.0, 0.0, 0.0, self.params.mu, self.params.sigma)
+
+    def _class_terms(self, ll, steady_ll) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per page, ``log P(class, data)`` of the bursty and (mixture only) steady class."""
+        p = self.params
+        ll = self.page_loglik if ll is None else ll
+        bursty = marginal_loglik(ll, self.theta, p.mu, p.sigma)
+        if not self.steady_share:
+            return bursty, None
+        steady_ll = self.steady_loglik if steady_ll is None else steady_ll
+        steady = marginal_loglik(steady_ll, self.theta, p.mu, p.sigma)
+        return np.log1p(-self.steady_share) + bursty, np.log(self.steady_share) + steady
 
     def page_marginal(
         self, ll: np.ndarray | None = None, steady_ll: np.ndarray | None = None
     ) -> np.ndarray:
         """Each page's marginal log-likelihood (over its rate, and its class in a mixture)
         of grid likelihoods ``ll`` / ``steady_ll`` (default: the fitted data's)."""
-        ll = self.page_loglik if ll is None else ll
-        p = self.params
-        bursty = marginal_loglik(ll, self.theta, p.mu, p.sigma)
-        if not self.steady_share:
-            return bursty
-        steady_ll = self.steady_loglik if steady_ll is None else steady_ll
-        steady = marginal_loglik(steady_ll, self.theta, p.mu, p.sigma)
-        return np.logaddexp(
-            np.log1p(-self.steady_share) + bursty, np.log(self.steady_share) + steady
-        )
+        bursty, steady = self._class_terms(ll, steady_ll)
+        return bursty if steady is None else np.logaddexp(bursty, steady)
 
     def steady_probability(self) -> np.ndarray:
         """``(n_pages,)`` posterior probability that each page is steady (0 without a mixture)."""
-        if not self.steady_share:
-            return np.zeros(self.page_loglik.shape[0])
-        p = self.params
-        steady = marginal_loglik(self.steady_loglik, self.theta, p.mu, p.sigma)
-        return np.exp(np.log(self.steady_share) + steady - self.page_marginal())
+        bursty, steady = self._class_terms(None, None)
+        if steady is None:
+            return np.zeros(len(bursty))
+        return np.exp(steady - np.logaddexp(bursty, steady))
 
     def page_posterior(self, steady: bool = False) -> np.ndarray:
         """``(n_pages, grid)`` posterior weights of each page's quiet log-rate (given that
@@ -613,7 +617,7 @@ def fit(
     if poisson:
         mu, sigma, _, total = _population(steady, theta, tuple(population))
         params = BurstParameters(1.0, 0.0, 0.0, mu, sigma)
-        return BurstFit(params, total, True, theta, steady, 1, True)
+        return BurstFit(params, total, theta, steady, 1, True)
 
     evaluations = 0
     best: dict = {}
@@ -646,7 +650,6 @@ def fit(
     return BurstFit(
         best["params"],
         best["total"],
-        False,
         theta,
         best["ll"],
         evaluations,

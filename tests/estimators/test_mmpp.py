@@ -301,7 +301,6 @@ def test_window_predictive_matches_pattern_enumeration(steady_share):
     fitted = mmpp.BurstFit(
         params,
         0.0,
-        False,
         theta,
         ll_train[0],
         1,
@@ -422,9 +421,3 @@ def test_mixture_finds_the_steady_pages():
     assert mixed.params.burst_days == pytest.approx(truth.burst_days, rel=0.35)
     prob = mixed.steady_probability()
     assert prob[steady].mean() > 0.6 > 0.4 > prob[~steady].mean()
-    # with no steady share the mixture's terms are the single chain's
-    no_mix = mmpp.BurstFit(single.params, 0.0, False, THETA, single.page_loglik, 1)
-    np.testing.assert_allclose(
-        no_mix.page_marginal(),
-        mmpp.marginal_loglik(single.page_loglik, THETA, single.params.mu, single.params.sigma),
-    )
