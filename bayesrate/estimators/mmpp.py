@@ -450,6 +450,23 @@ def marginal_loglik(ll: np.ndarray, theta: np.ndarray, mu: float, sigma: float) 
     return logsumexp(ll + _log_weights(theta, mu, sigma)[None, :], axis=1)
 
 
+def _class_terms(
+    ll: np.ndarray,
+    steady_ll: np.ndarray | None,
+    theta: np.ndarray,
+    mu: float,
+    sigma: float,
+    steady_share: float,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per page, ``log P(class, data)`` of the bursty class and (``steady_share > 0``) the
+    steady one, each page's log-rate integrated over the population ``Normal(μ, σ)``."""
+    bursty = marginal_loglik(ll, theta, mu, sigma)
+    if not steady_share:
+        return bursty, None
+    steady = marginal_loglik(steady_ll, theta, mu, sigma)
+    return np.log1p(-steady_share) + bursty, np.log(steady_share) + steady
+
+
 @dataclass(frozen=True)
 class BurstFit:
     """Maximum marginal likelihood estimates (:func:`fit`).
@@ -498,12 +515,8 @@ class BurstFit:
         """Per page, ``log P(class, data)`` of the bursty and (mixture only) steady class."""
         p = self.params
         ll = self.page_loglik if ll is None else ll
-        bursty = marginal_loglik(ll, self.theta, p.mu, p.sigma)
-        if not self.steady_share:
-            return bursty, None
         steady_ll = self.steady_loglik if steady_ll is None else steady_ll
-        steady = marginal_loglik(steady_ll, self.theta, p.mu, p.sigma)
-        return np.log1p(-self.steady_share) + bursty, np.log(self.steady_share) + steady
+        return _class_terms(ll, steady_ll, self.theta, p.mu, p.sigma, self.steady_share)
 
     def page_marginal(
         self, ll: np.ndarray | None = None, steady_ll: np.ndarray | None = None
@@ -657,6 +670,158 @@ def fit(
         best["share"],
         steady,
     )
+
+
+#: the shared parameters on the scale of the information matrix (:func:`information`)
+INFORMATION_PARAMETERS = (
+    "log_ratio_excess",
+    "log_q_in",
+    "log_q_out",
+    "mu",
+    "log_sigma",
+    "logit_steady_share",
+)
+
+
+#: a mixture's steady share this close to 0 or 1 is held there by :func:`information`
+BOUNDARY_SHARE = 1e-6
+
+
+@dataclass(frozen=True)
+class BurstIntervals:
+    """Large-sample (Laplace) intervals of a fit's shared parameters (:func:`information`).
+
+    Attributes
+    ----------
+    names
+        The free parameters, a subset of :data:`INFORMATION_PARAMETERS` (``log(r − 1)``,
+        ``log q_in``, ``log q_out``, ``μ``, ``log σ``, ``logit`` of the steady share):
+        the Poisson baseline has only ``μ`` and ``log σ``, a mixture adds the share.
+    estimate
+        The fit's values on that scale.
+    covariance
+        The inverse of the observed information (minus the Hessian of the marginal
+        log-likelihood by central differences); NaN where the information is not
+        positive definite (a parameter the data do not identify, e.g. ``r`` near 1).
+    at_boundary
+        Parameters held at the edge of their range instead (a mixture's steady share
+        within :data:`BOUNDARY_SHARE` of 0 or 1: no information there, so the others'
+        intervals are those of the fit with the share fixed).
+    """
+
+    names: tuple[str, ...]
+    estimate: np.ndarray
+    covariance: np.ndarray
+    at_boundary: tuple[str, ...] = ()
+
+    @property
+    def identified(self) -> bool:
+        """False when the observed information is not positive definite."""
+        return bool(np.all(np.isfinite(self.covariance)))
+
+    @property
+    def standard_errors(self) -> dict[str, float]:
+        """On the transformed scale of :attr:`names`."""
+        return dict(zip(self.names, np.sqrt(np.diag(self.covariance)).tolist(), strict=True))
+
+    def interval(self, level: float = 0.9) -> dict[str, tuple[float, float]]:
+        """Central ``level`` intervals on the natural scale: ``ratio``, ``q_in``, ``q_out``
+        (per hour), ``quiet_days``, ``burst_days``, ``mu``, ``sigma``, ``steady_share``
+        (those the fit has), each the image of the Normal interval of its transformed
+        parameter."""
+        from scipy.stats import norm
+
+        z = float(norm.ppf(0.5 + level / 2.0))
+        se = np.sqrt(np.diag(self.covariance))
+        bounds = {
+            name: (x - z * s, x + z * s)
+            for name, x, s in zip(self.names, self.estimate, se, strict=True)
+        }
+        out: dict[str, tuple[float, float]] = {}
+
+        def put(key, source, f, decreasing=False):
+            if source in bounds:
+                lo, hi = (f(b) for b in bounds[source])
+                out[key] = (hi, lo) if decreasing else (lo, hi)
+
+        put("ratio", "log_ratio_excess", lambda x: 1.0 + np.exp(x))
+        put("q_in", "log_q_in", np.exp)
+        put("q_out", "log_q_out", np.exp)
+        put("quiet_days", "log_q_in", lambda x: 1.0 / (24.0 * np.exp(x)), decreasing=True)
+        put("burst_days", "log_q_out", lambda x: 1.0 / (24.0 * np.exp(x)), decreasing=True)
+        put("mu", "mu", float)
+        put("sigma", "log_sigma", np.exp)
+        put("steady_share", "logit_steady_share", lambda x: 1.0 / (1.0 + np.exp(-x)))
+        return {k: (float(lo), float(hi)) for k, (lo, hi) in out.items()}
+
+
+def information(fitted: BurstFit, runs: VisitRuns, *, step: float = 0.01) -> BurstIntervals:
+    """The observed information of a :func:`fit` at its estimates, as intervals.
+
+    Minus the Hessian of the marginal log-likelihood (the one :func:`fit` maximises, the
+    population integrated over each page's grid) by central differences of ``step`` on the
+    transformed parameters; every page likelihood at every point is a full grid pass
+    (no scan). Costs ``1 + 2k + 2k(k − 1)`` passes for ``k`` chain parameters (19 for
+    the MMPP, 1 for the Poisson baseline).
+
+    Parameters
+    ----------
+    fitted
+        A :func:`fit` of ``runs``.
+    runs
+        The data it was fitted to.
+    step
+        The difference step on the transformed scale.
+    """
+    p = fitted.params
+    chain = [] if fitted.poisson else ["log_ratio_excess", "log_q_in", "log_q_out"]
+    names = [*chain, "mu", "log_sigma"]
+    values = [] if fitted.poisson else [np.log(p.ratio - 1.0), np.log(p.q_in), np.log(p.q_out)]
+    values += [p.mu, np.log(p.sigma)]
+    share = fitted.steady_share
+    mixture = share > 0.0
+    free_share = BOUNDARY_SHARE < share < 1.0 - BOUNDARY_SHARE
+    if free_share:
+        names.append("logit_steady_share")
+        values.append(np.log(share / (1.0 - share)))
+    x0 = np.array(values, dtype=np.float64)
+    theta = fitted.theta
+    steady_ll = grid_loglik(runs, theta, 1.0, 0.0, 0.0) if mixture or fitted.poisson else None
+    cache: dict[tuple[float, ...], np.ndarray] = {}
+
+    def chain_loglik(x):
+        if fitted.poisson:
+            return steady_ll
+        key = tuple(np.round(x[:3], 12))
+        if key not in cache:
+            cache[key] = grid_loglik(runs, theta, 1.0 + np.exp(x[0]), np.exp(x[1]), np.exp(x[2]))
+        return cache[key]
+
+    def total(x):
+        k = len(chain)
+        mix = 1.0 / (1.0 + np.exp(-x[k + 2])) if free_share else share
+        terms = _class_terms(chain_loglik(x), steady_ll, theta, x[k], np.exp(x[k + 1]), mix)
+        bursty, steady = terms
+        per_page = bursty if steady is None else np.logaddexp(bursty, steady)
+        return float(per_page.sum())
+
+    n = len(x0)
+    eye = np.eye(n) * step
+    f0 = total(x0)
+    hessian = np.empty((n, n))
+    for i in range(n):
+        hessian[i, i] = (total(x0 + eye[i]) - 2.0 * f0 + total(x0 - eye[i])) / step**2
+        for j in range(i):
+            corners = [total(x0 + si * eye[i] + sj * eye[j]) for si in (1, -1) for sj in (1, -1)]
+            value = (corners[0] - corners[1] - corners[2] + corners[3]) / (4.0 * step**2)
+            hessian[i, j] = hessian[j, i] = value
+    info = -hessian
+    if np.all(np.linalg.eigvalsh(info) > 0):
+        covariance = np.linalg.inv(info)
+    else:
+        covariance = np.full((n, n), np.nan)
+    boundary = ("logit_steady_share",) if mixture and not free_share else ()
+    return BurstIntervals(tuple(names), x0, covariance, boundary)
 
 
 def heldout_log_score(fitted: BurstFit, train: VisitRuns, full: VisitRuns) -> np.ndarray:

@@ -220,6 +220,7 @@ def run(
             max_evaluations=max_evaluations,
         )
         fit_seconds = time.perf_counter() - t1
+        intervals = mmpp.information(fitted, seqs.train)
         score = mmpp.heldout_log_score(fitted, seqs.train, seqs.full)
         reps = _gap_replicates(fitted, seqs, replicates, f"{seed}-{name}-gaps")
         p_value = float(np.mean(reps > observed_cv) + 0.5 * np.mean(reps == observed_cv))
@@ -240,6 +241,12 @@ def run(
                 "converged": fitted.converged,
                 "steady_share": fitted.steady_share,
                 **fitted.params.as_dict(),
+                "identified": intervals.identified,
+                **{
+                    f"{key}_{end}90": bound
+                    for key, pair in intervals.interval(0.9).items()
+                    for end, bound in zip(("lo", "hi"), pair, strict=True)
+                },
             }
         )
         progress(
@@ -278,7 +285,11 @@ def run(
             "gap_cv_replicated",
             "gap_cv_p",
             "ratio",
+            "ratio_lo90",
+            "ratio_hi90",
             "burst_days",
+            "burst_days_lo90",
+            "burst_days_hi90",
             "quiet_days",
             "burst_share",
             "steady_share",

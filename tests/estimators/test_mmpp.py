@@ -421,3 +421,98 @@ def test_mixture_finds_the_steady_pages():
     assert mixed.params.burst_days == pytest.approx(truth.burst_days, rel=0.35)
     prob = mixed.steady_probability()
     assert prob[steady].mean() > 0.6 > 0.4 > prob[~steady].mean()
+    result = mmpp.information(mixed, runs)
+    assert result.identified and result.at_boundary == ()
+    bounds = result.interval(0.9)
+    assert bounds["steady_share"][0] < 0.5 < bounds["steady_share"][1]
+    assert bounds["ratio"][0] < truth.ratio < bounds["ratio"][1]
+
+
+def _louis_hessian(ll: np.ndarray, theta: np.ndarray, mu: float, sigma: float) -> np.ndarray:
+    """Hessian in ``(μ, log σ)`` of ``Σ_p log Σ_g exp(ll[p, g]) w_g`` for grid-normalised
+    Normal weights ``w``, by Louis's identity (moments of the weights' derivatives under
+    each page's posterior and under the prior), not by differences."""
+    u = (theta - mu) / sigma
+    a = -0.5 * u**2
+    grad = np.stack([u / sigma, u**2], axis=1)  # ∂a/∂μ, ∂a/∂log σ
+    hess = np.empty((len(theta), 2, 2))
+    hess[:, 0, 0] = -1.0 / sigma**2
+    hess[:, 0, 1] = hess[:, 1, 0] = -2.0 * u / sigma
+    hess[:, 1, 1] = -2.0 * u**2
+
+    def moments(logp):
+        w = np.exp(logp - logsumexp(logp))
+        mean = w @ grad
+        centred = grad - mean
+        return np.einsum("g,gij->ij", w, hess) + np.einsum("g,gi,gj->ij", w, centred, centred)
+
+    prior = moments(a)
+    return sum(moments(row + a) - prior for row in ll)
+
+
+def test_information_of_the_population_matches_louis_identity():
+    rng = rng_from("mmpp-louis")
+    n_pages, days = 60, 200
+    lam = np.exp(np.log(1 / (15 * 24.0)) + 0.8 * rng.standard_normal(n_pages))
+    page = np.repeat(np.arange(n_pages), days)
+    tau = np.full(len(page), 24.0)
+    flags = (rng.random(len(page)) < -np.expm1(-lam[page] * 24.0)).astype(np.int8)
+    runs = mmpp.VisitRuns.from_intervals(page, tau, flags, n_pages)
+    fitted = mmpp.fit(runs, theta=THETA, poisson=True)
+    result = mmpp.information(fitted, runs)
+    assert result.names == ("mu", "log_sigma")
+    p = fitted.params
+    expected = np.linalg.inv(-_louis_hessian(fitted.page_loglik, THETA, p.mu, p.sigma))
+    np.testing.assert_allclose(result.covariance, expected, rtol=2e-3)
+    # the natural-scale intervals are the images of the transformed ones
+    se = np.sqrt(np.diag(expected))
+    z = 1.6448536269514722
+    bounds = result.interval(0.9)
+    assert bounds["mu"] == pytest.approx((p.mu - z * se[0], p.mu + z * se[0]), rel=1e-3)
+    assert bounds["sigma"] == pytest.approx(
+        (p.sigma * np.exp(-z * se[1]), p.sigma * np.exp(z * se[1])), rel=1e-3
+    )
+
+
+def _pit(posterior: np.ndarray, theta: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Each page's posterior CDF at its true log-rate, the grid points as bin centres."""
+    step = theta[1] - theta[0]
+    below = np.clip(np.floor((value - theta[0]) / step + 0.5).astype(int), 0, len(theta) - 1)
+    cdf = np.cumsum(posterior, axis=1)
+    rows = np.arange(len(value))
+    inside = np.clip((value - (theta[below] - step / 2)) / step, 0.0, 1.0)
+    return cdf[rows, below] - posterior[rows, below] * (1.0 - inside)
+
+
+@pytest.mark.slow
+def test_intervals_cover_the_truth_at_their_nominal_rate():
+    """Over 40 simulated bursty worlds: the shared parameters' 90% intervals and the
+    pages' 90% posterior intervals of their quiet log-rates cover the truth at 85–95%,
+    and the standard errors match the spread of the estimates across worlds."""
+    truth_hits, estimates, errors, page_pit = [], [], [], []
+    for w in range(40):
+        seed = f"mmpp-coverage-{w}"
+        runs, _, _, truth = bursty_world(seed, n_pages=100)
+        rng = rng_from(seed)  # bursty_world's first draws are the quiet rates
+        log_lam = truth.mu + truth.sigma * rng.standard_normal(runs.n_pages)
+        fitted = mmpp.fit(runs, theta=THETA)
+        result = mmpp.information(fitted, runs)
+        assert result.identified
+        bounds = result.interval(0.9)
+        truth_values = {
+            "ratio": truth.ratio,
+            "q_in": truth.q_in,
+            "q_out": truth.q_out,
+            "mu": truth.mu,
+            "sigma": truth.sigma,
+        }
+        truth_hits.append([bounds[k][0] <= v <= bounds[k][1] for k, v in truth_values.items()])
+        estimates.append(result.estimate)
+        errors.append(np.sqrt(np.diag(result.covariance)))
+        page_pit.append(_pit(fitted.page_posterior(), THETA, log_lam))
+    hits = np.array(truth_hits)
+    assert 0.85 <= hits.mean() <= 0.95, hits.mean(axis=0)
+    spread = np.std(np.array(estimates), axis=0, ddof=1) / np.mean(np.array(errors), axis=0)
+    assert np.all((spread > 0.75) & (spread < 1.33)), spread
+    pit = np.concatenate(page_pit)
+    assert 0.85 <= np.mean((pit > 0.05) & (pit < 0.95)) <= 0.95

@@ -65,6 +65,14 @@ def test_bursts_win_on_a_bursty_history(bursty_result):
     assert poisson_row["gap_cv_p"] < 0.025  # Poisson replicates are too regular
     assert 0.025 < mmpp_row["gap_cv_p"] < 0.975
     assert 6 < mmpp_row["ratio"] < 40 and 2 < mmpp_row["burst_days"] < 12
+    # the history's chain (ratio 15, bursts of 5 days, quiet spells of 50) in the 90% intervals
+    assert mmpp_row["identified"]
+    assert mmpp_row["ratio_lo90"] < 15.0 < mmpp_row["ratio_hi90"]
+    assert mmpp_row["burst_days_lo90"] < 5.0 < mmpp_row["burst_days_hi90"]
+    assert mmpp_row["quiet_days_lo90"] < 50.0 < mmpp_row["quiet_days_hi90"]
+    assert np.isnan(poisson_row["ratio_lo90"])  # the baseline has no chain
+    mixture_row = rows.loc["mmpp_mixture"]  # its steady share at 0: held there
+    assert mixture_row["ratio_lo90"] < 15.0 < mixture_row["ratio_hi90"]
     s = bursty_result.summary
     total = rows["heldout_log_score_per_interval"] * s["test_intervals"]
     np.testing.assert_allclose(total, rows["heldout_log_score_per_page"] * s["pages"])
