@@ -306,7 +306,7 @@ def _gap_statistic(
     return observed_cv, observed_gaps, replicated_cv, replicated_gaps
 
 
-def _top_cell_share(counts: np.ndarray) -> np.ndarray:
+def top_cell_share(counts: np.ndarray) -> np.ndarray:
     """Share of each row's total in its largest cell (NaN for an empty row)."""
     total = counts.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -332,12 +332,12 @@ def _periodicity(obs: Observations, reps: Replicates) -> tuple[float, np.ndarray
     size = len(eligible) * N_HOURS_OF_WEEK
     shape = (len(eligible), N_HOURS_OF_WEEK)
     observed_counts = np.bincount(cell, weights=patterns.group_changed[keep], minlength=size)
-    observed = _top_cell_share(observed_counts.reshape(shape))
+    observed = top_cell_share(observed_counts.reshape(shape))
     replicated = np.empty((n_draws, len(eligible)))
     for start in range(0, n_draws, PERIODICITY_DRAW_BLOCK):
         block = reps.detections[start : start + PERIODICITY_DRAW_BLOCK][:, keep]
         counts = np.stack([np.bincount(cell, weights=row, minlength=size) for row in block])
-        replicated[start : start + len(block)] = _top_cell_share(counts.reshape(-1, *shape))
+        replicated[start : start + len(block)] = top_cell_share(counts.reshape(-1, *shape))
     top = observed_counts.reshape(shape).argmax(axis=1)
     valid = np.isfinite(replicated)
     greater = np.where(valid, replicated >= observed[None, :], False).sum(axis=0)

@@ -54,6 +54,11 @@ if TYPE_CHECKING:
 THETA_LOW, THETA_HIGH, GRID_POINTS = float(np.log(1e-6)), float(np.log(3.0)), 121
 #: the fit's grid scan: every SCAN_STRIDE-th point, then the cells within SCAN_DROP nats
 SCAN_STRIDE, SCAN_DROP = 6, 40.0
+#: the search box of :func:`fit` on ``(log(r − 1), log q_in, log q_out)`` (rates per
+#: hour): beyond it the chain is degenerate (switches every few seconds or never in a
+#: million years) and the closed-form exponentials lose all precision
+SEARCH_LOW = np.log([1e-3, 1e-10, 1e-10])
+SEARCH_HIGH = np.log([1e6, 1e2, 1e2])
 #: below this ``2Dτ`` the scaled exponential uses the series of ``−expm1(−x)/x``
 _SERIES_BELOW = 1e-8
 #: grid points whose posterior weight is below this are left out of a predictive
@@ -554,7 +559,8 @@ def _population(
     matrix–vector product per class (:func:`marginal_loglik`'s value without its logsumexp).
     """
     classes = [ll] if steady is None else [ll, steady]
-    tops = [c.max(axis=1) for c in classes]
+    # a page impossible under a class (every grid point -inf) gets -inf from it, no NaN
+    tops = [np.where(np.isfinite(t), t, 0.0) for t in (c.max(axis=1) for c in classes)]
     scaled = [np.exp(c - t[:, None]) for c, t in zip(classes, tops, strict=True)]
 
     def per_page(x):
@@ -637,6 +643,8 @@ def fit(
 
     def objective(x):
         nonlocal evaluations
+        if not (np.all(x >= SEARCH_LOW) and np.all(x <= SEARCH_HIGH)):
+            return np.inf
         evaluations += 1
         ratio, q_in, q_out = 1.0 + np.exp(x[0]), np.exp(x[1]), np.exp(x[2])
         ll = grid_loglik(runs, theta, ratio, q_in, q_out, stride=stride)

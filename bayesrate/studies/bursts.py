@@ -14,7 +14,12 @@ and judged on what it did not see:
 - **gap check**: the coefficient of variation of the gaps between detections
   (:func:`bayesrate.checks.ppc.gap_cv`, pages with at least five detections) of the
   training sequences, against replicates drawn on the same visit times from each fit
-  (each page's rate from its own posterior: the conditional replication).
+  (each page's rate from its own posterior: the conditional replication);
+- **weekly checks** on the same replicates: detections by hour of day and by day of week
+  of the detecting visit (chi-square against the replicates' mean counts, UTC) and the
+  mean share of a page's detections in its busiest hour-of-week cell (scheduled jobs);
+- **intervals**: 90% large-sample intervals of each fit's shared parameters
+  (:func:`bayesrate.estimators.mmpp.information`).
 
 Data: a change history crawled on a fixed grid and cut at ``split`` (the forecast study's
 design, :func:`bayesrate.studies.forecast.design`), or with ``crawl_log=True`` an embedded
@@ -30,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesrate.constants import HOURS_PER_DAY
+from bayesrate.constants import HOURS_PER_DAY, N_HOURS_OF_DAY
 from bayesrate.errors import ObservationError
 from bayesrate.estimators import mmpp
 from bayesrate.observations import Observations, concat_ranges
@@ -123,18 +128,91 @@ def _from_crawl_log(dataset, split, horizon_hours, seed, max_pages):
     return seqs, split_hours
 
 
-def _gap_replicates(fitted, seqs: _Sequences, replicates: int, seed: str) -> np.ndarray:
-    from bayesrate.checks.ppc import gap_cv
+#: the clock of the weekly checks (the crawl logs' and histories' times are UTC)
+CHECK_TIMEZONE = "UTC"
+
+
+def _replicate_checks(fitted, seqs: _Sequences, replicates: int, seed: str) -> list:
+    """The training sequences against ``replicates`` replicated ones, on four statistics.
+
+    Gap CV (:func:`~bayesrate.checks.ppc.gap_cv`) of whole sequences; detections by hour
+    of day and by day of week of the detecting visit as chi-square discrepancies against
+    the replicates' mean counts (one reference for observed and replicated alike); the
+    mean share of a page's detections in its busiest hour-of-week cell (pages with
+    :data:`~bayesrate.checks.ppc.MIN_DETECTIONS_FOR_GAPS` detections; scheduled jobs).
+    """
+    from bayesrate.checks.ppc import (
+        MIN_DETECTIONS_FOR_GAPS,
+        N_DAYS,
+        N_HOURS_OF_WEEK,
+        PPCStatistic,
+        gap_cv,
+        top_cell_share,
+    )
+    from bayesrate.clock import hour_of_week
 
     obs = seqs.train_obs
     keep = ~obs.is_baseline
+    bucket = hour_of_week(obs.time[keep], CHECK_TIMEZONE)
+    hour, day = bucket % N_HOURS_OF_DAY, bucket // N_HOURS_OF_DAY
+    eligible = obs.changes_per_page >= MIN_DETECTIONS_FOR_GAPS
+    position = np.cumsum(eligible) - 1
+    page = obs.page_of_visit[keep]
+    periodic = eligible[page]
+    cell = position[page[periodic]] * N_HOURS_OF_WEEK + bucket[periodic]
+    shape = (int(eligible.sum()), N_HOURS_OF_WEEK)
+
+    def statistics(flags_of_intervals):
+        flags = np.zeros(obs.n_visits, dtype=np.int8)
+        flags[keep] = flags_of_intervals
+        shares = top_cell_share(
+            np.bincount(
+                cell, weights=flags_of_intervals[periodic], minlength=shape[0] * shape[1]
+            ).reshape(shape)
+        )
+        shares = shares[np.isfinite(shares)]
+        return (
+            gap_cv(flags, obs.time, obs.offsets)[0],
+            np.bincount(hour, weights=flags_of_intervals, minlength=N_HOURS_OF_DAY),
+            np.bincount(day, weights=flags_of_intervals, minlength=N_DAYS),
+            float(shares.mean()) if len(shares) else float("nan"),
+        )
+
+    observed = statistics(obs.changed[keep].astype(np.float64))
     rng = rng_from(seed)
-    out = np.empty(replicates)
-    flags = np.zeros(obs.n_visits, dtype=np.int8)
-    for i in range(replicates):
-        flags[keep] = mmpp.replicate_changes(fitted, seqs.train, rng)
-        out[i] = gap_cv(flags, obs.time, obs.offsets)[0]
-    return out
+    reps = [
+        statistics(mmpp.replicate_changes(fitted, seqs.train, rng).astype(np.float64))
+        for _ in range(replicates)
+    ]
+    gaps, hours, days, tops = (np.array(column) for column in zip(*reps, strict=True))
+
+    def chi2(observed_counts, replicated_counts):
+        expected = np.maximum(replicated_counts.mean(axis=0), 1e-9)
+        t_obs = float(np.sum((observed_counts - expected) ** 2 / expected))
+        return t_obs, np.sum((replicated_counts - expected) ** 2 / expected, axis=1)
+
+    return [
+        PPCStatistic("gap_cv", observed[0], gaps, "mean CV of gaps between detections"),
+        PPCStatistic(
+            "hour_of_day_chi2",
+            *chi2(observed[1], hours),
+            f"chi-square of detections by hour of day ({CHECK_TIMEZONE})",
+            "upper",
+        ),
+        PPCStatistic(
+            "day_of_week_chi2",
+            *chi2(observed[2], days),
+            f"chi-square of detections by day of week ({CHECK_TIMEZONE})",
+            "upper",
+        ),
+        PPCStatistic(
+            "top_hour_of_week_share",
+            observed[3],
+            tops,
+            "mean share of a page's detections in its busiest hour-of-week cell",
+            "upper",
+        ),
+    ]
 
 
 def run(
@@ -180,7 +258,7 @@ def run(
     max_evaluations
         Cap on the MMPP's Nelder–Mead evaluations.
     """
-    from bayesrate.checks.ppc import MIN_DETECTIONS_FOR_GAPS, gap_cv
+    from bayesrate.checks.ppc import MIN_DETECTIONS_FOR_GAPS
 
     if fast:
         max_pages = FAST["max_pages"] if max_pages is None else max_pages
@@ -208,7 +286,6 @@ def run(
         f"intervals in {seqs.train.n_runs:,} runs, {int(seqs.test_intervals.sum()):,} test "
         f"intervals ({time.perf_counter() - t0:.1f} s)"
     )
-    observed_cv = gap_cv(seqs.train_obs.changed, seqs.train_obs.time, seqs.train_obs.offsets)[0]
     rows: list[dict[str, Any]] = []
     fits = {}
     for name in MODELS:
@@ -222,8 +299,15 @@ def run(
         fit_seconds = time.perf_counter() - t1
         intervals = mmpp.information(fitted, seqs.train)
         score = mmpp.heldout_log_score(fitted, seqs.train, seqs.full)
-        reps = _gap_replicates(fitted, seqs, replicates, f"{seed}-{name}-gaps")
-        p_value = float(np.mean(reps > observed_cv) + 0.5 * np.mean(reps == observed_cv))
+        checks = _replicate_checks(fitted, seqs, replicates, f"{seed}-{name}-gaps")
+        check_columns = {}
+        for stat in checks:
+            check_columns[f"{stat.name}_observed"] = stat.observed_value
+            check_columns[f"{stat.name}_replicated"] = float(np.mean(stat.replicated))
+            check_columns[f"{stat.name}_q05"] = float(np.quantile(stat.replicated, 0.05))
+            check_columns[f"{stat.name}_q95"] = float(np.quantile(stat.replicated, 0.95))
+            check_columns[f"{stat.name}_p"] = stat.p_value
+        p_value = check_columns["gap_cv_p"]
         fits[name] = fitted
         rows.append(
             {
@@ -231,11 +315,7 @@ def run(
                 "train_loglik": fitted.loglik,
                 "heldout_log_score_per_page": float(score.mean()),
                 "heldout_log_score_per_interval": float(score.sum() / seqs.test_intervals.sum()),
-                "gap_cv_observed": observed_cv,
-                "gap_cv_replicated": float(np.mean(reps)),
-                "gap_cv_q05": float(np.quantile(reps, 0.05)),
-                "gap_cv_q95": float(np.quantile(reps, 0.95)),
-                "gap_cv_p": p_value,
+                **check_columns,
                 "fit_seconds": fit_seconds,
                 "evaluations": fitted.evaluations,
                 "converged": fitted.converged,
@@ -251,7 +331,7 @@ def run(
         )
         progress(
             f"  {name}: held-out {rows[-1]['heldout_log_score_per_page']:.4f} nats/page, "
-            f"gap CV {observed_cv:.3f} observed vs {rows[-1]['gap_cv_replicated']:.3f} "
+            f"gap CV {rows[-1]['gap_cv_observed']:.3f} observed vs {rows[-1]['gap_cv_replicated']:.3f} "
             f"(p {p_value:.3f}) ({fit_seconds:.1f} s)"
         )
     table = pd.DataFrame(rows)
@@ -284,6 +364,9 @@ def run(
             "gap_cv_observed",
             "gap_cv_replicated",
             "gap_cv_p",
+            "day_of_week_chi2_p",
+            "hour_of_day_chi2_p",
+            "top_hour_of_week_share_p",
             "ratio",
             "ratio_lo90",
             "ratio_hi90",

@@ -79,6 +79,42 @@ def test_bursts_win_on_a_bursty_history(bursty_result):
     assert s["pages"] == 80 and 80 * 299 <= s["test_intervals"] <= 80 * 300  # page phases
 
 
+def test_weekly_checks_catch_a_scheduled_job(tmp_path):
+    """Half the pages change only on Mondays at 03:00 UTC (a weekly job, each week with
+    probability 0.6): neither model has a clock, so both miss the weekly checks; on the
+    bursty history (no clock either) the MMPP passes them."""
+    rng = rng_from("bursts-weekly")
+    monday = 4 * 24.0 + 3.0  # 1970-01-05 is a Monday
+    rows = [(f"p{p}", 0.0) for p in range(60)]
+    for p in range(60):
+        if p % 2:
+            weeks = np.arange(DAYS // 7)
+            rows += [(f"p{p}", monday + 168.0 * w) for w in weeks[rng.random(len(weeks)) < 0.6]]
+        else:
+            times = np.sort(rng.uniform(0, DAYS * 24.0, rng.poisson(DAYS / 10)))
+            rows += [(f"p{p}", t) for t in times]
+    path = tmp_path / "weekly.csv"
+    pd.DataFrame(rows, columns=["page", "time"]).assign(domain="d").to_csv(path, index=False)
+    result = bursts.run(
+        history=str(path),
+        split=(DAYS - 365) * 24.0,
+        horizon_days=300,
+        replicates=40,
+        max_evaluations=60,
+    )
+    rows = result.tables["bursts"].set_index("model")
+    for model in ("poisson", "mmpp"):
+        assert rows.loc[model, "day_of_week_chi2_p"] < 0.025
+        assert rows.loc[model, "top_hour_of_week_share_p"] < 0.025
+        assert rows.loc[model, "top_hour_of_week_share_observed"] > 0.4
+
+
+def test_the_mmpp_passes_the_weekly_checks_of_a_clockless_history(bursty_result):
+    row = bursty_result.tables["bursts"].set_index("model").loc["mmpp"]
+    for name in ("day_of_week_chi2", "hour_of_day_chi2", "top_hour_of_week_share"):
+        assert row[f"{name}_p"] > 0.025
+
+
 def test_cli_writes_the_table_and_summary(tmp_path, capsys):
     out = tmp_path / "b"
     args = ["study", "bursts", "--fast", "--dataset", "ota-contrib", "--crawl-log"]
