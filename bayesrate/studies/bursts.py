@@ -331,8 +331,9 @@ def run(
         )
         progress(
             f"  {name}: held-out {rows[-1]['heldout_log_score_per_page']:.4f} nats/page, "
-            f"gap CV {rows[-1]['gap_cv_observed']:.3f} observed vs {rows[-1]['gap_cv_replicated']:.3f} "
-            f"(p {p_value:.3f}) ({fit_seconds:.1f} s)"
+            f"gap CV {check_columns['gap_cv_observed']:.3f} observed vs "
+            f"{check_columns['gap_cv_replicated']:.3f} (p {p_value:.3f}), day of week p "
+            f"{check_columns['day_of_week_chi2_p']:.3f} ({fit_seconds:.1f} s)"
         )
     table = pd.DataFrame(rows)
     score = table.set_index("model")["heldout_log_score_per_page"]
