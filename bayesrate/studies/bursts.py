@@ -16,7 +16,8 @@ and judged on what it did not see:
   training sequences, against replicates drawn on the same visit times from each fit
   (each page's rate from its own posterior: the conditional replication);
 - **weekly checks** on the same replicates: detections by hour of day and by day of week
-  of the detecting visit (chi-square against the replicates' mean counts, UTC) and the
+  of the detecting visit (chi-square against the replicates' mean shares, scaled to each
+  sequence's total: the shape over the cycle, UTC), the mean detections per page, and the
   mean share of a page's detections in its busiest hour-of-week cell (scheduled jobs);
 - **intervals**: 90% large-sample intervals of each fit's shared parameters
   (:func:`bayesrate.estimators.mmpp.information`).
@@ -137,7 +138,8 @@ def _replicate_checks(fitted, seqs: _Sequences, replicates: int, seed: str) -> l
 
     Gap CV (:func:`~bayesrate.checks.ppc.gap_cv`) of whole sequences; detections by hour
     of day and by day of week of the detecting visit as chi-square discrepancies against
-    the replicates' mean counts (one reference for observed and replicated alike); the
+    the replicates' mean shares scaled to each sequence's own total (the cycle's shape,
+    one reference for observed and replicated alike); the
     mean share of a page's detections in its busiest hour-of-week cell (pages with
     :data:`~bayesrate.checks.ppc.MIN_DETECTIONS_FOR_GAPS` detections; scheduled jobs).
     """
@@ -187,11 +189,26 @@ def _replicate_checks(fitted, seqs: _Sequences, replicates: int, seed: str) -> l
     gaps, hours, days, tops = (np.array(column) for column in zip(*reps, strict=True))
 
     def chi2(observed_counts, replicated_counts):
-        expected = np.maximum(replicated_counts.mean(axis=0), 1e-9)
-        t_obs = float(np.sum((observed_counts - expected) ** 2 / expected))
-        return t_obs, np.sum((replicated_counts - expected) ** 2 / expected, axis=1)
+        """Of each sequence's counts against the replicates' mean shares scaled to its own
+        total: the shape over the cycle, whatever the number of detections."""
+        totals = replicated_counts.sum(axis=1, keepdims=True)
+        share = (replicated_counts / np.maximum(totals, 1.0)).mean(axis=0)
+        share = np.maximum(share, 1e-12)
 
+        def t(counts):
+            expected = counts.sum(axis=-1, keepdims=True) * share
+            return np.sum((counts - expected) ** 2 / np.maximum(expected, 1e-9), axis=-1)
+
+        return float(t(observed_counts)), t(replicated_counts)
+
+    n_pages = obs.n_pages
     return [
+        PPCStatistic(
+            "mean_detections",
+            observed[2].sum() / n_pages,
+            days.sum(axis=1) / n_pages,
+            "mean detections per page",
+        ),
         PPCStatistic("gap_cv", observed[0], gaps, "mean CV of gaps between detections"),
         PPCStatistic(
             "hour_of_day_chi2",
@@ -365,6 +382,7 @@ def run(
             "gap_cv_observed",
             "gap_cv_replicated",
             "gap_cv_p",
+            "mean_detections_p",
             "day_of_week_chi2_p",
             "hour_of_day_chi2_p",
             "top_hour_of_week_share_p",

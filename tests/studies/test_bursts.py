@@ -113,6 +113,7 @@ def test_the_mmpp_passes_the_weekly_checks_of_a_clockless_history(bursty_result)
     row = bursty_result.tables["bursts"].set_index("model").loc["mmpp"]
     for name in ("day_of_week_chi2", "hour_of_day_chi2", "top_hour_of_week_share"):
         assert row[f"{name}_p"] > 0.025
+    assert 0.025 < row["mean_detections_p"] < 0.975
 
 
 def test_cli_writes_the_table_and_summary(tmp_path, capsys):
