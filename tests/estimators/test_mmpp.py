@@ -516,3 +516,24 @@ def test_intervals_cover_the_truth_at_their_nominal_rate():
     assert np.all((spread > 0.75) & (spread < 1.33)), spread
     pit = np.concatenate(page_pit)
     assert 0.85 <= np.mean((pit > 0.05) & (pit < 0.95)) <= 0.95
+
+
+def test_a_world_without_bursts_keeps_the_search_in_its_box():
+    """Detections more regular than a Poisson's (a weekly job, each week with probability
+    0.6, on a daily crawl) pull the chain towards a degenerate one (without the box the
+    switching rates ran to 1e17 per hour, where every likelihood underflows); the search
+    stays inside its box and every likelihood it returns is finite."""
+    rng = rng_from("mmpp-no-bursts")
+    n_pages, weeks = 30, 100
+    page = np.repeat(np.arange(n_pages), 7 * weeks)
+    tau = np.full(len(page), 24.0)
+    weekly = (rng.random((n_pages, weeks)) < 0.6).astype(np.int8)
+    flags = np.zeros((n_pages, weeks, 7), dtype=np.int8)
+    flags[:, :, 0] = weekly
+    runs = mmpp.VisitRuns.from_intervals(page, tau, flags.reshape(-1), n_pages)
+    fitted = mmpp.fit(runs, theta=THETA, max_evaluations=150)
+    p = fitted.params
+    x = np.log([p.ratio - 1.0, p.q_in, p.q_out])
+    assert np.all(x >= mmpp.SEARCH_LOW) and np.all(x <= mmpp.SEARCH_HIGH)
+    assert np.isfinite(fitted.loglik)
+    assert np.all(np.isfinite(fitted.page_marginal()))
