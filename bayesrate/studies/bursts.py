@@ -136,11 +136,12 @@ CHECK_TIMEZONE = "UTC"
 def _replicate_checks(fitted, seqs: _Sequences, replicates: int, seed: str) -> list:
     """The training sequences against ``replicates`` replicated ones, on five statistics.
 
-    Mean detections per page; gap CV (:func:`~bayesrate.checks.ppc.gap_cv`) of whole sequences; detections by hour
-    of day and by day of week of the detecting visit as chi-square discrepancies against
-    the replicates' mean shares scaled to each sequence's own total (the cycle's shape,
-    one reference for observed and replicated alike); the mean share of a page's detections in its busiest hour-of-week cell (pages with
-    :data:`~bayesrate.checks.ppc.MIN_DETECTIONS_FOR_GAPS` detections; scheduled jobs).
+    Mean detections per page; gap CV (:func:`~bayesrate.checks.ppc.gap_cv`) of whole
+    sequences; detections by hour of day and by day of week of the detecting visit as
+    chi-square discrepancies against the replicates' mean shares scaled to each
+    sequence's own total (the cycle's shape, one reference for observed and replicated
+    alike); the mean share of a page's detections in its busiest hour-of-week cell (pages
+    with :data:`~bayesrate.checks.ppc.MIN_DETECTIONS_FOR_GAPS` detections; scheduled jobs).
     """
     from bayesrate.checks.ppc import (
         MIN_DETECTIONS_FOR_GAPS,
