@@ -782,15 +782,20 @@ def information(fitted: BurstFit, runs: VisitRuns, *, step: float = 0.01) -> Bur
         The difference step on the transformed scale.
     """
     p = fitted.params
-    chain = [] if fitted.poisson else ["log_ratio_excess", "log_q_in", "log_q_out"]
-    names = [*chain, "mu", "log_sigma"]
+    chain_names, population_names, share_name = (
+        INFORMATION_PARAMETERS[:3],
+        INFORMATION_PARAMETERS[3:5],
+        INFORMATION_PARAMETERS[5],
+    )
+    chain = [] if fitted.poisson else list(chain_names)
+    names = [*chain, *population_names]
     values = [] if fitted.poisson else [np.log(p.ratio - 1.0), np.log(p.q_in), np.log(p.q_out)]
     values += [p.mu, np.log(p.sigma)]
     share = fitted.steady_share
     mixture = share > 0.0
     free_share = BOUNDARY_SHARE < share < 1.0 - BOUNDARY_SHARE
     if free_share:
-        names.append("logit_steady_share")
+        names.append(share_name)
         values.append(np.log(share / (1.0 - share)))
     x0 = np.array(values, dtype=np.float64)
     theta = fitted.theta
@@ -828,7 +833,7 @@ def information(fitted: BurstFit, runs: VisitRuns, *, step: float = 0.01) -> Bur
         covariance = np.linalg.inv(info)
     else:
         covariance = np.full((n, n), np.nan)
-    boundary = ("logit_steady_share",) if mixture and not free_share else ()
+    boundary = (share_name,) if mixture and not free_share else ()
     return BurstIntervals(tuple(names), x0, covariance, boundary)
 
 
