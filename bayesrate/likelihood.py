@@ -10,11 +10,19 @@ hour) and the page's intervals grouped (:class:`CensoredGroups`)::
 ``U`` is the page's unchanged exposure (the integrated rate multiplier over its unchanged
 intervals, in hours: their total length for a constant rate), and each changed group ``g``
 holds ``c_g`` changed intervals of exposure ``E_g`` (their length ``τ``, or the modulated
-exposure ``Σ_b m_b·overlap_b``). Every estimator, model, check and the scale path evaluates
+exposure ``Σ_b m_b·overlap_b``). A rate shared by the pages on top of the page's own (the
+mass-edit model's ``a``: :mod:`bayesrate.models.mass_edits`) adds a known integrated rate
+``A_g`` to each changed group and ``A_U`` to the unchanged intervals::
+
+    ℓ(θ) = −U·e^θ − A_U + Σ_g c_g · log(1 − exp(−(e^{θ + log E_g} + A_g)))
+
+Every estimator, model, check and the scale path evaluates
 ``ℓ`` through this module; the PyTensor graph of :mod:`bayesrate.models.likelihood` and the
 fused numba kernel of :mod:`bayesrate.models.fused` are its tensor twins (tested equal).
 
-``ℓ`` is concave in ``θ``: ``d/dθ log(1 − e^{−x}) = x/(eˣ − 1)`` decreases in ``x = e^θ E``.
+``ℓ`` is concave in ``θ``: ``d/dθ log(1 − e^{−x}) = x/(eˣ − 1)`` decreases in ``x = e^θ E``
+(with an added rate it need not be: a group's term flattens to ``log(1 − e^{−A_g})`` as
+``θ → −∞``).
 """
 
 from __future__ import annotations
@@ -123,16 +131,32 @@ class CensoredGroups:
         ``log E_g`` of each changed group.
     group_count
         ``c_g``: changed intervals in the group (float).
+    unchanged_added, group_log_added
+        Optional, together: an integrated rate added to the page's own, ``A_U`` per page
+        over its unchanged intervals and ``log A_g`` per changed group (``−inf``: none).
     """
 
     unchanged: np.ndarray
     group_page: np.ndarray
     group_log_exposure: np.ndarray
     group_count: np.ndarray
+    unchanged_added: np.ndarray | None = None
+    group_log_added: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if len(self.group_page) > 1 and np.any(np.diff(self.group_page) < 0):
             raise ValueError("changed groups must be sorted by page")
+        if (self.unchanged_added is None) != (self.group_log_added is None):
+            raise ValueError("give both unchanged_added and group_log_added, or neither")
+
+    @property
+    def has_added(self) -> bool:
+        """Whether a rate is added to the page's own (``A_U``, ``A_g``)."""
+        return self.group_log_added is not None
+
+    def _added_constant(self) -> np.ndarray | float:
+        """``A_U`` per page (0 without an added rate)."""
+        return self.unchanged_added if self.has_added else 0.0
 
     @property
     def n_pages(self) -> int:
@@ -172,6 +196,8 @@ class CensoredGroups:
             group_page=np.repeat(np.arange(len(pages)), counts),
             group_log_exposure=self.group_log_exposure[take],
             group_count=self.group_count[take],
+            unchanged_added=self.unchanged_added[pages] if self.has_added else None,
+            group_log_added=self.group_log_added[take] if self.has_added else None,
         )
 
 
@@ -205,12 +231,16 @@ def loglik_grid(groups: CensoredGroups, theta: np.ndarray) -> np.ndarray:
         theta = np.broadcast_to(theta, (groups.n_pages, len(theta)))
     with np.errstate(over="ignore"):
         out = -groups.unchanged[:, None] * np.exp(theta)
+    if groups.has_added:
+        out -= groups.unchanged_added[:, None]
     n_groups = len(groups.group_page)
     if n_groups:
         step = max(1, CHUNK_CELLS // n_groups)
         for a in range(0, theta.shape[1], step):
             cols = slice(a, a + step)
             log_lam = theta[groups.group_page, cols] + groups.group_log_exposure[:, None]
+            if groups.has_added:
+                log_lam = np.logaddexp(log_lam, groups.group_log_added[:, None])
             contrib = groups.group_count[:, None] * log1mexp_of_log(log_lam)
             out[:, cols] += _sum_by_page(contrib, groups)
     return out
@@ -226,23 +256,35 @@ def loglik_derivatives(
 ) -> tuple[np.ndarray, ...]:
     """Value, score ``dℓ/dθ`` and observed information ``−d²ℓ/dθ²`` per page at ``θ_p``.
 
-    ``order`` 0 returns the value only, 1 value and score, 2 all three.
+    ``order`` 0 returns the value only, 1 value and score, 2 all three. With an added
+    rate a group's integrated rate is ``x = y + A_g`` (``y = λE_g``, the part that moves
+    with ``θ``): with ``s = x/(eˣ − 1)`` and ``r = y/x`` its score is ``c·s·r`` and its
+    information ``c·((s² + s·x)·r² − s·r)`` (``r = 1`` without one).
     """
     theta = np.asarray(log_rate, dtype=np.float64)
     with np.errstate(over="ignore"):
         lam = np.exp(theta)
     exposure = groups.unchanged * lam
     gp = groups.group_page
-    x = lam[gp] * groups.group_exposure
+    own = lam[gp] * groups.group_exposure
+    x = own + np.exp(groups.group_log_added) if groups.has_added else own
     c = groups.group_count
     with np.errstate(over="ignore"):
         q = np.expm1(x)
-    out = [-exposure + _sum_by_page(c * log1mexp_of_rate(x, None, q), groups)]
+    value = -exposure - groups._added_constant()
+    out = [value + _sum_by_page(c * log1mexp_of_rate(x, None, q), groups)]
     if order >= 1:
         s = detection_score(x, q)
-        out.append(-exposure + _sum_by_page(c * s, groups))
+        if groups.has_added:
+            with np.errstate(invalid="ignore"):
+                r = np.where(x > 0, own / x, 1.0)
+        else:
+            r = 1.0
+        out.append(-exposure + _sum_by_page(c * s * r, groups))
         if order >= 2:
-            info = np.maximum(s * s + s * x - s, 0.0)
+            info = (s * s + s * x) * r * r - s * r
+            if not groups.has_added:  # ≥ 0 but for rounding
+                info = np.maximum(info, 0.0)
             out.append(exposure + _sum_by_page(c * info, groups))
     return tuple(out)
 

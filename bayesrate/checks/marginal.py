@@ -46,12 +46,21 @@ def page_grids(
     ``groups``)."""
     coarse = np.linspace(U_MIN, U_MAX, 400)
     ll = loglik_grid(groups, coarse) if loglik_at is None else loglik_at(coarse)
+    return _support(coarse, ll, n_grid)
+
+
+def _support(coarse: np.ndarray, ll: np.ndarray, n_grid: int) -> np.ndarray:
+    """Per page, ``n_grid`` nodes spanning the nodes of ``coarse`` (``(K,)`` or ``(pages,
+    K)``) where ``ll`` is within :data:`LOGLIK_WINDOW` of the page's maximum, and one node
+    beyond on each side."""
+    coarse = np.broadcast_to(coarse, ll.shape)
     keep = ll >= ll.max(axis=1, keepdims=True) - LOGLIK_WINDOW
-    idx = np.arange(len(coarse))
-    lo = np.where(keep, idx, len(coarse)).min(axis=1)
+    idx = np.arange(ll.shape[1])
+    rows = np.arange(len(ll))
+    lo = np.where(keep, idx, ll.shape[1]).min(axis=1)
     hi = np.where(keep, idx, -1).max(axis=1)
-    lo_u = coarse[np.maximum(lo - 1, 0)]
-    hi_u = coarse[np.minimum(hi + 1, len(coarse) - 1)]
+    lo_u = coarse[rows, np.maximum(lo - 1, 0)]
+    hi_u = coarse[rows, np.minimum(hi + 1, ll.shape[1] - 1)]
     t = np.linspace(0.0, 1.0, n_grid)
     return lo_u[:, None] + (hi_u - lo_u)[:, None] * t[None, :]
 
@@ -117,19 +126,32 @@ def integrated_loglik_normal(
 
 
 def integrated_loglik_per_draw(
-    loglik_of_draw: callable, grid: np.ndarray, mu: np.ndarray, sigma: np.ndarray
+    loglik_of_draw: callable,
+    grid: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    refine_to: int | None = None,
 ) -> np.ndarray:
     """``log ∫ p_s(y_p | e^u) Normal(u | mu[s, p], sigma[s]) du`` when each draw ``s`` has
     its own likelihood, ``loglik_of_draw(s, grid)`` ``(pages, K)`` on the per-page ``grid``
     (:func:`page_grids` of the likelihood at the draws' mean effects): the modulated
-    model's multipliers, the shocks models' epoch effects, the bursty model's ``κ``."""
+    model's multipliers, the shocks models' epoch effects, the bursty model's ``κ``.
+
+    ``refine_to``: ``grid`` is a first pass; each draw integrates on ``refine_to`` nodes
+    spanning that draw's integrand (likelihood times prior) within :data:`LOGLIK_WINDOW`
+    of its maximum. For likelihoods that do not fall off at low rates (an added rate's:
+    the mass-edit model), whose support alone spreads the nodes thin over a plateau the
+    prior makes negligible."""
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64).reshape(-1)
-    log_w = _trapezoid_log_weights(grid)
     out = np.empty(mu.shape)
+
+    def integrand(s, g):
+        return loglik_of_draw(s, g) + _normal_logpdf(g, mu[s][:, None], sigma[s])
+
     for s in range(len(mu)):
-        ll = loglik_of_draw(s, grid) + log_w
-        out[s] = logsumexp(ll + _normal_logpdf(grid, mu[s][:, None], sigma[s]), axis=-1)
+        g = grid if refine_to is None else _support(grid, integrand(s, grid), refine_to)
+        out[s] = logsumexp(integrand(s, g) + _trapezoid_log_weights(g), axis=-1)
     return out
 
 

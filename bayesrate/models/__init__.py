@@ -20,6 +20,7 @@ from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
 from bayesrate.models.hierarchical import HierarchicalModel
+from bayesrate.models.mass_edits import MassEditModel
 from bayesrate.models.modulated import ModulatedModel
 from bayesrate.models.shocks import DriftModel, PersistentShockModel, ShockModel
 
@@ -33,6 +34,7 @@ MODELS: dict[str, type[RateModel]] = {
     "shocks_ar1": PersistentShockModel,
     "dynamic": DynamicModel,
     "dynamic_shocks": DynamicShockModel,
+    "mass_edits": MassEditModel,
 }
 
 
@@ -54,6 +56,7 @@ __all__ = [
     "DynamicModel",
     "DynamicShockModel",
     "HierarchicalModel",
+    "MassEditModel",
     "ModulatedModel",
     "PersistentShockModel",
     "RateModel",

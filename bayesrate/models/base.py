@@ -770,16 +770,19 @@ class RateModel:
         self._add_predictive_detections(groups, log_rate, lik.log_exposure(groups, log_multiplier))
 
     @staticmethod
-    def _add_predictive_detections(groups: IntervalGroups, log_rate, log_pattern) -> None:
-        """``detections`` of ``groups`` at pattern log-exposures ``log_pattern``, and their
-        :data:`DETECTION_PROBABILITY` (in the current model context)."""
+    def _add_predictive_detections(
+        groups: IntervalGroups, log_rate, log_pattern, log_added=None
+    ) -> None:
+        """``detections`` of ``groups`` at pattern log-exposures ``log_pattern`` (and log
+        integrated added rates ``log_added``), and their :data:`DETECTION_PROBABILITY` (in
+        the current model context)."""
         import pymc as pm
 
         from bayesrate.constants import DIM_GROUP
         from bayesrate.models import likelihood as lik
 
-        lik.detections(groups, log_rate, log_pattern)
-        log_lam = lik.group_log_rate(groups, log_rate, log_pattern)
+        lik.detections(groups, log_rate, log_pattern, log_added)
+        log_lam = lik.group_log_rate(groups, log_rate, log_pattern, log_added)
         pm.Deterministic(DETECTION_PROBABILITY, -pm.math.expm1(-pm.math.exp(log_lam)),
                          dims=DIM_GROUP)  # fmt: skip
 

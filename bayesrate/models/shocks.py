@@ -108,6 +108,9 @@ class ShockModel(HierarchicalModel):
     conditional_pages: ClassVar[bool] = False
     #: leave-one-page-out: each page's rate integrated out under each draw's shocks
     marginal_loo: ClassVar[bool] = True
+    #: nodes of each draw's own integration grid after a first pass on the shared one, or
+    #: none (:func:`bayesrate.checks.marginal.integrated_loglik_per_draw`)
+    marginal_refine_to: ClassVar[int | None] = None
     default_model_config: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.default_model_config,
         "epoch_days": 90.0,
@@ -269,9 +272,17 @@ class ShockModel(HierarchicalModel):
 
         return self._cached(data, "active_cells", compute)
 
-    def _domain_deviation(self, data: Observations, name: str, centred: bool):
+    def _domain_deviation(
+        self,
+        data: Observations,
+        name: str,
+        centred: bool,
+        sigma_name: str = "sigma_shock_domain",
+        scale: float | None = None,
+    ):
         """``(domains, n_rows)`` domain parts, 0 for domains without shocks of their own;
-        ``None`` if fewer than two domains have them.
+        ``None`` if fewer than two domains have them. Their spread is ``sigma_name`` ~
+        Gamma(2, 2/``scale``) (default ``shock_sd_scale``).
 
         Shocks (``name == "shock_domain"``): when every shocked domain has data in every
         epoch, zero-sum over domains and epochs. Otherwise one value per *active* cell (a
@@ -282,7 +293,8 @@ class ShockModel(HierarchicalModel):
         epoch is then not fixed (tied to the global shock through the prior only: on a
         240-page world with every cell active this version mixed at R-hat 1.05, the
         zero-sum one passes). Steps (``"step_domain"``): every step, zero-sum over the
-        domains.
+        domains. Any other name (the mass-edit model's ``"edit_domain"``) is per epoch, like
+        the shocks.
         """
         import pymc as pm
         import pytensor.tensor as pt
@@ -290,12 +302,13 @@ class ShockModel(HierarchicalModel):
         shocked = self.shocked_domains(data)
         index = np.flatnonzero(shocked)
         n_domains, n_epochs = self.active_cells(data).shape
-        n_rows = n_epochs if name == "shock_domain" else n_epochs - 1
+        per_epoch = name != "step_domain"
+        n_rows = n_epochs if per_epoch else n_epochs - 1
         if len(index) < 2 or n_rows < 1:
             return None
-        scale = self.model_config["shock_sd_scale"]
-        sigma_d = pm.Gamma("sigma_shock_domain", alpha=2.0, beta=2.0 / scale)
-        if name == "shock_domain" and self.active_cells(data)[index].all():
+        scale = self.model_config["shock_sd_scale"] if scale is None else scale
+        sigma_d = pm.Gamma(sigma_name, alpha=2.0, beta=2.0 / scale)
+        if per_epoch and self.active_cells(data)[index].all():
             # every cell has data: zero-sum over the domains and the epochs (exact)
             shape = (len(index), n_rows)
             if centred:
@@ -304,7 +317,7 @@ class ShockModel(HierarchicalModel):
                 z = pm.ZeroSumNormal(f"z_{name}", sigma=1.0, shape=shape, n_zerosum_axes=2)
                 part = sigma_d * z
             return pt.set_subtensor(pt.zeros((n_domains, n_rows))[index], part)
-        if name == "shock_domain":
+        if per_epoch:
             active = self.active_cells(data) & shocked[:, None]
             rows, cols = np.nonzero(active)
             if centred:
@@ -462,20 +475,18 @@ class ShockModel(HierarchicalModel):
         fitted = pd.Index([str(d) for d in post[DIM_DOMAIN].values])
         n_fit = post.sizes[DIM_EPOCH]
         model.add_coords({DIM_DOMAIN: fitted, DIM_EPOCH: post[DIM_EPOCH].values})
-        shock = pm.Flat("shock", dims=(DIM_DOMAIN, DIM_EPOCH))
-        shock_global = pm.Flat("shock_global", dims=DIM_EPOCH)
+        if n_epochs > n_fit:
+            model.add_coords({DIM_FUTURE_EPOCH: np.arange(n_epochs - n_fit)})
+        rows, own = self._domain_rows(
+            data,
+            pm.Flat("shock", dims=(DIM_DOMAIN, DIM_EPOCH)),
+            pm.Flat("shock_global", dims=DIM_EPOCH),
+        )
         sigma_g = pm.HalfFlat("sigma_shock_global")
         domains = [str(d) for d in data.domains]
-        row = fitted.get_indexer(domains)
-        rows = shock[np.maximum(row, 0)]
         walk = self.model_config["shock_process"] == "random_walk"
-        new = np.flatnonzero(row < 0)
-        if len(new):  # a new domain follows the global shocks
-            rows = pt.set_subtensor(rows[new], pt.ones((len(new), 1)) * shock_global[None, :])
-        own = (row >= 0) & self.shocked_domains(self.data_)[np.maximum(row, 0)]
         if n_epochs > n_fit:
             n_new = n_epochs - n_fit
-            model.add_coords({DIM_FUTURE_EPOCH: np.arange(n_new)})
             z_g = pm.Normal("future_z_shock_global", 0.0, 1.0, dims=DIM_FUTURE_EPOCH)
             if "shock_persistence" in post:  # ar1
                 path = pm.Flat("shock_path_global", dims=DIM_EPOCH)
@@ -493,6 +504,20 @@ class ShockModel(HierarchicalModel):
                 future = rows[:, -1:] + pt.cumsum(future, axis=1)
             rows = pt.concatenate([rows, future], axis=1)
         return rows[:, :n_epochs]
+
+    def _domain_rows(self, data: Observations, fitted_rows, global_row):
+        """``(data's domains, fitted epochs)`` rows of a fitted (domain, epoch) effect
+        (``fitted_rows``), a domain the fit did not see taking ``global_row``; and whether
+        each of data's domains has an effect of its own (:meth:`shocked_domains`)."""
+        import pytensor.tensor as pt
+
+        fitted = pd.Index([str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values])
+        row = fitted.get_indexer([str(d) for d in data.domains])
+        rows = fitted_rows[np.maximum(row, 0)]
+        new = np.flatnonzero(row < 0)
+        if len(new):
+            rows = pt.set_subtensor(rows[new], pt.ones((len(new), 1)) * global_row[None, :])
+        return rows, (row >= 0) & self.shocked_domains(self.data_)[np.maximum(row, 0)]
 
     def fitted_grid(self) -> EpochPatterns:
         """The epoch grid of the fitted data."""
@@ -535,26 +560,39 @@ class ShockModel(HierarchicalModel):
         from bayesrate.likelihood import loglik
 
         post, log_rate = self._loglik_draws(max_draws)
+        groups_of = self._groups_of_draws(post)
+        return np.stack([loglik(groups_of(s), r) for s, r in enumerate(log_rate)])
+
+    def _groups_of_draws(self, post: xr.Dataset):
+        """``s ->`` the fitted pages' sufficient statistics under draw ``s``'s effects."""
         log_e = self._pattern_log_exposures(post)
-        pairs = zip(log_e, log_rate, strict=True)
-        return np.stack([loglik(self._shocked_groups(e), r) for e, r in pairs])
+        return lambda s: self._shocked_groups(log_e[s])
+
+    def _marginal_grid(self, post: xr.Dataset, groups_of) -> np.ndarray:
+        """Per-page log-rate grids of :meth:`marginal_page_loglik` (the likelihood's support
+        at the draws' mean effects)."""
+        from bayesrate.checks.marginal import N_GRID, page_grids
+
+        return page_grids(self._shocked_groups(self._pattern_log_exposures(post).mean(axis=0)),
+                          N_GRID)  # fmt: skip
 
     def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
         """``(draws, pages)`` ``log ∫ p(y_p | λ, shocks_s) Normal(log λ | mu_domain, sigma_page)``:
         each page's own rate integrated out under draw ``s``'s shocks and population (the
         unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
-        from bayesrate.checks.marginal import N_GRID, integrated_loglik_per_draw, page_grids
+        from bayesrate.checks.marginal import integrated_loglik_per_draw
         from bayesrate.draws import stack_draws
         from bayesrate.likelihood import loglik_grid
 
         if self.data_ is None:
             raise RuntimeError("the fitted data are needed: load the fit with data=...")
-        log_e = self._pattern_log_exposures(post)
+        groups_of = self._groups_of_draws(post)
         return integrated_loglik_per_draw(
-            lambda s, grid: loglik_grid(self._shocked_groups(log_e[s]), grid),
-            page_grids(self._shocked_groups(log_e.mean(axis=0)), N_GRID),
+            lambda s, grid: loglik_grid(groups_of(s), grid),
+            self._marginal_grid(post, groups_of),
             stack_draws(post["mu_domain"], DIM_DOMAIN)[:, self.data_.domain_codes],
             stack_draws(post["sigma_page"]),
+            self.marginal_refine_to,
         )
 
     def _pattern_log_exposures(self, post: xr.Dataset) -> np.ndarray:
@@ -565,20 +603,26 @@ class ShockModel(HierarchicalModel):
         shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
         return log_exposure_draws(self.fitted_grid(), shock)
 
-    def _shocked_groups(self, log_e: np.ndarray):
-        """The fitted pages' sufficient statistics at pattern log exposures ``log_e``."""
+    def _shocked_groups(self, log_e: np.ndarray, log_added: np.ndarray | None = None):
+        """The fitted pages' sufficient statistics at pattern log exposures ``log_e`` (and
+        pattern log integrated added rates ``log_added``, the mass-edit model's)."""
         from bayesrate.likelihood import CensoredGroups
 
         g = self.fitted_grid().groups
         busy = g.detected > 0
-        unchanged = np.bincount(
-            g.page, weights=(g.trials - g.detected) * np.exp(log_e)[g.pattern], minlength=g.n_pages
-        )
+        quiet = g.trials - g.detected
+
+        def unchanged(log_pattern):
+            weights = quiet * np.exp(log_pattern)[g.pattern]
+            return np.bincount(g.page, weights=weights, minlength=g.n_pages)
+
         return CensoredGroups(
-            unchanged=unchanged,
+            unchanged=unchanged(log_e),
             group_page=g.page[busy],
             group_log_exposure=log_e[g.pattern[busy]],
             group_count=g.detected[busy].astype(np.float64),
+            unchanged_added=None if log_added is None else unchanged(log_added),
+            group_log_added=None if log_added is None else log_added[g.pattern[busy]],
         )
 
 

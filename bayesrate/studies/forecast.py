@@ -69,6 +69,7 @@ MODEL_METHODS = (
     "shocks_ar1",
     "dynamic",
     "dynamic_shocks",
+    "mass_edits",
 )
 METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
@@ -808,9 +809,11 @@ def _shock_prediction(
     """The shocks model's predictive: fitted shocks for the fitted epochs, fresh draws of the
     shock distribution (global, and per domain for the domains with shocks of their own; per
     posterior draw) for every later epoch:
-    independent shocks, or (``random_walk``) steps from the last fitted level."""
+    independent shocks, or (``random_walk``) steps from the last fitted level. The mass-edit
+    model adds its edit rate, fitted and then drawn afresh likewise."""
     from bayesrate.constants import DIM_EPOCH
     from bayesrate.models.epochs import interval_patterns, log_exposure_draws
+    from bayesrate.models.mass_edits import EDIT_RATE
 
     n_fitted = model.idata_["posterior"].sizes[DIM_EPOCH]
     grid = model.fitted_grid()
@@ -827,13 +830,47 @@ def _shock_prediction(
     )
     n_epochs = max(groups.epochs.n_epochs, window.n_epochs, n_fitted)
     shock = _fitted_and_future_shocks(model, keep, n_epochs - n_fitted, seed)
-    group_log_e = log_exposure_draws(groups.epochs, shock)[:, groups.key]
-    window_log_e = log_exposure_draws(window, shock)[:, window.groups.pattern]
-    return _Prediction(
-        group_lambda=base[:, groups.page] * np.exp(group_log_e),
-        window_lambda=base[:, window.groups.page] * np.exp(window_log_e),
-        rate_per_hour=mean_rate,
+    group_lambda = (
+        base[:, groups.page] * np.exp(log_exposure_draws(groups.epochs, shock))[:, groups.key]
     )
+    window_lambda = (
+        base[:, window.groups.page]
+        * np.exp(log_exposure_draws(window, shock))[:, window.groups.pattern]
+    )
+    if EDIT_RATE in model.idata_["posterior"]:  # mass edits: the added rate on top
+        edit = _fitted_and_future_edits(model, keep, n_epochs - n_fitted, seed)
+        group_lambda += np.exp(log_exposure_draws(groups.epochs, edit))[:, groups.key]
+        window_lambda += np.exp(log_exposure_draws(window, edit))[:, window.groups.pattern]
+    return _Prediction(
+        group_lambda=group_lambda, window_lambda=window_lambda, rate_per_hour=mean_rate
+    )
+
+
+def _fitted_and_future_edits(model, keep, n_new: int, seed: int | str) -> np.ndarray:
+    """``(draws, domains, fitted + n_new epochs)``: each kept draw's fitted edit log-rates,
+    then fresh draws of their distribution (global, and per domain for the domains with
+    effects of their own) for ``n_new`` later epochs."""
+    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
+    from bayesrate.draws import stack_draws
+    from bayesrate.models.mass_edits import (
+        EDIT_MEAN,
+        EDIT_RATE,
+        SIGMA_EDIT_DOMAIN,
+        SIGMA_EDIT_GLOBAL,
+    )
+
+    post = model.idata_["posterior"]
+    fitted = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)[keep]
+    rng = rng_from(f"{seed}-future-edits")
+    n_draws, n_domains = fitted.shape[:2]
+    mean = stack_draws(post[EDIT_MEAN])[keep][:, None, None]
+    sigma_g = stack_draws(post[SIGMA_EDIT_GLOBAL])[keep][:, None, None]
+    future = mean + sigma_g * rng.standard_normal((n_draws, 1, n_new))
+    if SIGMA_EDIT_DOMAIN in post:
+        own = model.shocked_domains(model.data_).astype(float)[None, :, None]
+        sigma_d = stack_draws(post[SIGMA_EDIT_DOMAIN])[keep][:, None, None]
+        future = future + sigma_d * rng.standard_normal((n_draws, n_domains, n_new)) * own
+    return np.concatenate([fitted, np.broadcast_to(future, (n_draws, n_domains, n_new))], axis=2)
 
 
 def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.ndarray:

@@ -1,0 +1,343 @@
+"""Tests of the mass-edit model (shocks plus an added rate per domain and epoch) against
+independent oracles.
+
+Oracles: a per-interval Bernoulli log-likelihood from the raw visits, with each interval's
+integrated rate from :class:`bayesrate.simulate.PiecewiseConstant` (the page's
+``exp(θ + shock) + exp(edit)`` per epoch); finite differences of the numpy likelihood;
+scipy's adaptive quadrature for the leave-one-page-out terms; recovery of known edit rates
+on a simulated world.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from bayesrate import simulate as sim
+from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
+from bayesrate.draws import stack_draws
+from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
+from bayesrate.models import MassEditModel, ShockModel, get_model
+from bayesrate.models.mass_edits import EDIT_MEAN, EDIT_RATE, SIGMA_EDIT_DOMAIN, SIGMA_EDIT_GLOBAL
+from tests.helpers import seed_of
+
+L = 90 * 24.0
+END = 475_000.0
+
+
+# ---------------------------------------------------------------- numpy likelihood
+def _interval_loglik(lam, exposure, added, changed) -> float:
+    """Σ over single intervals of log P(outcome), integrated rate ``lam·E + A``."""
+    x = lam * exposure + added
+    return float(np.sum(np.where(changed, np.log(-np.expm1(-x)), -x)))
+
+
+def test_added_rate_likelihood_against_intervals_and_finite_differences():
+    """``CensoredGroups`` with an added rate: value against a sum over single intervals,
+    score and information against central differences (the information may be negative:
+    the likelihood is not concave in log λ with an added rate)."""
+    rng = np.random.default_rng(seed_of("added-loglik"))
+    n_pages = 5
+    page = np.sort(rng.integers(0, n_pages, 80))
+    exposure = rng.choice([1.0, 24.0, 200.0], 80)
+    added = rng.choice([0.0, 0.01, 0.3, 2.0], 80)
+    changed = rng.random(80) < 0.5
+    busy = changed
+    with np.errstate(divide="ignore"):
+        log_added = np.log(added[busy])  # −inf where nothing is added
+    groups = CensoredGroups(
+        unchanged=np.bincount(page, weights=exposure * ~changed, minlength=n_pages),
+        group_page=page[busy],
+        group_log_exposure=np.log(exposure[busy]),
+        group_count=np.ones(busy.sum()),
+        unchanged_added=np.bincount(page, weights=added * ~changed, minlength=n_pages),
+        group_log_added=log_added,
+    )
+    theta = rng.normal(-3.0, 1.5, n_pages)
+    want = [
+        _interval_loglik(math.exp(theta[p]), exposure[page == p], added[page == p],
+                         changed[page == p])
+        for p in range(n_pages)
+    ]  # fmt: skip
+    value, score, info = loglik_derivatives(groups, theta, order=2)
+    np.testing.assert_allclose(value, want, rtol=1e-12)
+    grid = loglik_grid(groups, theta[:, None] + np.array([-1e-4, 0.0, 1e-4]))
+    np.testing.assert_allclose(grid[:, 1], want, rtol=1e-12)
+    np.testing.assert_allclose(score, (grid[:, 2] - grid[:, 0]) / 2e-4, rtol=1e-6, atol=1e-8)
+    second = (grid[:, 2] - 2 * grid[:, 1] + grid[:, 0]) / 1e-8
+    np.testing.assert_allclose(info, -second, rtol=1e-3, atol=1e-4)
+    # the same groups without the added rate are the plain likelihood
+    plain = CensoredGroups(groups.unchanged, groups.group_page, groups.group_log_exposure,
+                           groups.group_count)  # fmt: skip
+    zero = CensoredGroups(
+        groups.unchanged, groups.group_page, groups.group_log_exposure, groups.group_count,
+        np.zeros(n_pages), np.full(busy.sum(), -np.inf),
+    )  # fmt: skip
+    for order in range(3):
+        for a, b in zip(loglik_derivatives(plain, theta, order),
+                        loglik_derivatives(zero, theta, order), strict=True):  # fmt: skip
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    # one added part alone is refused; selection keeps both
+    with pytest.raises(ValueError, match="both"):
+        CensoredGroups(groups.unchanged, groups.group_page, groups.group_log_exposure,
+                       groups.group_count, unchanged_added=np.zeros(n_pages))  # fmt: skip
+    part = groups.select(np.array([3, 1]))
+    np.testing.assert_allclose(loglik_grid(part, theta[[3, 1]][:, None])[:, 0],
+                               np.array(want)[[3, 1]], rtol=1e-12)  # fmt: skip
+
+
+# ---------------------------------------------------------------- a world with mass edits
+def _edit_world(
+    seed: str,
+    n_pages: int,
+    n_domains: int,
+    n_epochs: int,
+    shock_sd: float = 0.3,
+    edit_mean: float = math.log(0.02 / 24),
+    edit_sd: float = 0.8,
+):
+    """Daily visits (random phase) over ``n_epochs`` epochs ending at END; a page's rate in
+    epoch ``e`` is ``exp(θ_p + shock[d, e]) + exp(edit[d, e])``, ``edit`` the same for
+    every page of the domain."""
+    rng = sim.rng_from(seed)
+    edges = END - L * np.arange(n_epochs, -1, -1)
+    shock = shock_sd * rng.standard_normal((n_domains, n_epochs))
+    edit = edit_mean + edit_sd * rng.standard_normal((1, n_epochs))
+    edit = edit + 0.3 * edit_sd * rng.standard_normal((n_domains, n_epochs))
+    theta = rng.normal(math.log(0.1 / 24), 1.2, n_pages)
+    dom = np.arange(n_pages) % n_domains
+    procs = [
+        sim.PiecewiseConstant(edges, np.exp(theta[p] + shock[dom[p]]) + np.exp(edit[dom[p]]))
+        for p in range(n_pages)
+    ]
+    visits = []
+    for _ in range(n_pages):
+        v = np.arange(edges[0] + rng.uniform(0, 24), END + 1e-9, 24.0)
+        visits.append(np.append(v[v < END], END))
+    data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
+    return data.observations, theta, shock, edit, edges
+
+
+def _brute_force(obs, log_rate, shock, edit, edges) -> np.ndarray:
+    """Per page: Σ over raw intervals of log P(detected) or log P(not)."""
+    out = np.zeros(obs.n_pages)
+    for p in range(obs.n_pages):
+        sl = slice(obs.offsets[p], obs.offsets[p + 1])
+        t, c = obs.time[sl], obs.changed[sl]
+        d = obs.domain_codes[p]
+        rates = np.exp(log_rate[p] + shock[d]) + np.exp(edit[d])
+        lam = sim.PiecewiseConstant(edges, rates).integrated_rate(t[:-1], t[1:])
+        out[p] = np.sum(np.where(c[1:] > 0, np.log(-np.expm1(-lam)), -lam))
+    return out
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _edit_world("mass-edits-small", 12, 3, 4)
+
+
+@pytest.mark.parametrize("parameterisation", ["centred", "noncentred"])
+def test_model_logp_equals_brute_force(small, parameterisation):
+    """The observed log-probability (detections + quiet) at random points moves with the
+    per-interval Bernoulli sum (the Binomial constants cancel in the differences)."""
+    obs, _, _, _, edges = small
+    model = MassEditModel(model_config={"edit_parameterisation": parameterisation})
+    pm_model = model.build_model(obs)
+    wanted = [pm_model[name] for name in ("log_rate", "shock", EDIT_RATE)]
+    values = pm_model.compile_fn(
+        pm_model.replace_rvs_by_values(wanted), inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )  # fmt: skip
+    loglik = pm_model.compile_fn(
+        pm_model.logp(vars=pm_model.observed_RVs, sum=True),
+        inputs=pm_model.value_vars,
+        on_unused_input="ignore",
+    )
+    rng = np.random.default_rng(seed_of(f"mass-edits-point-{parameterisation}"))
+    base = pm_model.initial_point()
+    got, want = [], []
+    for _ in range(3):
+        point = {k: v + rng.normal(0, 0.5, np.shape(v)) for k, v in base.items()}
+        log_rate, shock, edit = values(point)
+        assert np.ptp(edit) > 0.3 and np.ptp(shock) > 0.3  # effects that matter
+        got.append(float(loglik(point)))
+        want.append(_brute_force(obs, log_rate, shock, edit, edges).sum())
+    for i in (1, 2):
+        assert got[i] - got[0] == pytest.approx(want[i] - want[0], rel=1e-9, abs=1e-7)
+
+
+@pytest.fixture(scope="module")
+def fitted(small):
+    model = MassEditModel(sampler_config={"draws": 200, "tune": 200, "chains": 2, "seed": "me"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(small[0])
+    return model
+
+
+def test_page_loglik_equals_brute_force(small, fitted):
+    obs, _, _, _, edges = small
+    post = fitted.thinned_posterior(4)
+    log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+    shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+    edit = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)
+    got = fitted.page_loglik(4)
+    for i in range(len(log_rate)):
+        want = _brute_force(obs, log_rate[i], shock[i], edit[i], edges)
+        np.testing.assert_allclose(got[i], want, rtol=1e-10)
+
+
+def test_leave_one_page_out_terms_equal_quadrature(small, fitted):
+    """Each page's rate integrated out under the draw's shocks and edit rates, against
+    scipy's adaptive quadrature of the per-interval likelihood times Normal(mu_domain,
+    sigma_page), over the whole real line (the likelihood flattens at low rates)."""
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    obs, _, _, _, edges = small
+    post = fitted.thinned_posterior(2)
+    got = fitted.marginal_page_loglik(post)
+    mu = stack_draws(post["mu_domain"], DIM_DOMAIN)
+    sigma = stack_draws(post["sigma_page"])
+    shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+    edit = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)
+    # the quietest page (its own rate least pinned) and two others
+    for p in (int(np.argmin(obs.changes_per_page)), 4, 9):
+        for i in range(len(got)):
+            d = obs.domain_codes[p]
+
+            def ll(u, i=i, p=p):
+                return _brute_force(obs, np.full(obs.n_pages, u), shock[i], edit[i], edges)[p]
+
+            scale = ll(mu[i, d])
+
+            def integrand(u, i=i, d=d, scale=scale, ll=ll):
+                return math.exp(ll(u) - scale) * norm.pdf(u, mu[i, d], sigma[i])
+
+            lo, hi = mu[i, d] - 12 * sigma[i], mu[i, d] + 12 * sigma[i]
+            value, _ = quad(integrand, lo, hi, epsabs=0, epsrel=1e-10, limit=400)
+            assert got[i, p] == pytest.approx(scale + math.log(value), abs=1e-6)
+
+
+def test_rate_is_the_future_epoch_mean(fitted):
+    post = fitted.idata_["posterior"]
+    assert fitted.shocked_domains(fitted.data_).all()  # 4 pages per domain
+    shocks = post["sigma_shock_global"] ** 2 + post["sigma_shock_domain"] ** 2
+    edits = post[SIGMA_EDIT_GLOBAL] ** 2 + post[SIGMA_EDIT_DOMAIN] ** 2
+    want = np.exp(post["log_rate"] + shocks / 2) + np.exp(post[EDIT_MEAN] + edits / 2)
+    np.testing.assert_allclose(post["rate"].values, want.transpose(*post["rate"].dims).values)
+
+
+def test_predict_inside_the_fit_and_after_it(small, fitted):
+    """Inside the fit each page's predictive mean count is the expected count of its raw
+    intervals under the draws' rates, edits included (within 5 Monte Carlo standard
+    errors); after it the pages' counts move together from draw to draw (fresh edit rates
+    and shocks shared by the pages)."""
+    obs, _, _, _, edges = small
+    n_draws = 100
+    inside = fitted.predict(obs, n_draws=n_draws, page_rates="posterior", seed="in")
+    counts = inside["posterior_predictive"]["page_detections"].stack(s=("chain", "draw")).values
+    post = fitted.thinned_posterior(n_draws)
+    log_rate = stack_draws(post["log_rate"], DIM_PAGE)
+    shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
+    edit = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)
+    expected = np.zeros(obs.n_pages)
+    for p in range(obs.n_pages):
+        t = obs.time[obs.offsets[p] : obs.offsets[p + 1]]
+        d = obs.domain_codes[p]
+        for s in range(n_draws):
+            rates = np.exp(log_rate[s, p] + shock[s, d]) + np.exp(edit[s, d])
+            lam = sim.PiecewiseConstant(edges, rates).integrated_rate(t[:-1], t[1:])
+            expected[p] += np.sum(-np.expm1(-lam)) / n_draws
+    error = counts.std(axis=1) / np.sqrt(n_draws)
+    assert np.all(np.abs(counts.mean(axis=1) - expected) < 5 * error + 1e-9)
+    later = obs.replace(time=obs.time + 2 * L)  # two of the four epochs after the fit
+    future = fitted.predict(later, n_draws=200, page_rates="posterior", seed="out")
+    counts = future["posterior_predictive"]["page_detections"].stack(s=("chain", "draw")).values
+    assert np.nanmean(np.corrcoef(counts)[np.triu_indices(obs.n_pages, 1)]) > 0.1
+
+
+def test_future_edits_in_the_forecast_continue_each_draw():
+    """The forecast's edit rates: the fitted epochs are the posterior's, each later epoch a
+    fresh draw of edit_log_rate_mean + σ_global·z (+ σ_domain·z for a domain of its own)."""
+    import xarray as xr
+
+    from bayesrate.studies.forecast import _fitted_and_future_edits
+
+    rng = np.random.default_rng(seed_of("future-edits"))
+    n_draws, n_domains, n_epochs = 4000, 3, 2
+    fitted = rng.normal(-8, 1, (1, n_draws, n_domains, n_epochs))
+    mean, sg, sd = (
+        rng.normal(-8, 0.5, n_draws),
+        rng.uniform(0.2, 1, n_draws),
+        rng.uniform(0.1, 0.5, n_draws),
+    )
+    post = xr.Dataset({
+        EDIT_RATE: (("chain", "draw", DIM_DOMAIN, DIM_EPOCH), fitted),
+        EDIT_MEAN: (("chain", "draw"), mean[None]),
+        SIGMA_EDIT_GLOBAL: (("chain", "draw"), sg[None]),
+        SIGMA_EDIT_DOMAIN: (("chain", "draw"), sd[None]),
+    })  # fmt: skip
+
+    class Fitted:
+        idata_: ClassVar[dict] = {"posterior": post}
+        data_ = None
+
+        @staticmethod
+        def shocked_domains(_):
+            return np.array([True, True, False])
+
+    keep = np.arange(n_draws)
+    got = _fitted_and_future_edits(Fitted(), keep, 3, "s")
+    assert got.shape == (n_draws, n_domains, n_epochs + 3)
+    np.testing.assert_array_equal(got[:, :, :n_epochs], fitted[0])
+    future = got[:, :, n_epochs:]
+    total = np.sqrt(sg**2 + sd**2)
+    for d, sd_d in ((0, total), (1, total), (2, sg)):
+        z = (future[:, d, :] - mean[:, None]) / sd_d[:, None]
+        assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
+    # a domain without effects of its own takes the global draw alone: shared with the
+    # others, correlation E[σ_global / total]
+    z0 = (future[:, 0, :] - mean[:, None]) / total[:, None]
+    z2 = (future[:, 2, :] - mean[:, None]) / sg[:, None]
+    assert np.corrcoef(z0.ravel(), z2.ravel())[0, 1] == pytest.approx(np.mean(sg / total), abs=0.03)
+
+
+def test_registered_and_validated():
+    assert get_model("mass_edits") is MassEditModel and issubclass(MassEditModel, ShockModel)
+    with pytest.raises(ValueError, match="edit_sd_scale"):
+        MassEditModel(model_config={"edit_sd_scale": 0})
+    with pytest.raises(ValueError, match="edit_parameterisation"):
+        MassEditModel(model_config={"edit_parameterisation": "auto"})
+    with pytest.raises(ValueError, match="ar1"):
+        MassEditModel(model_config={"shock_process": "ar1"})
+
+
+@pytest.mark.slow
+def test_recovers_edit_rates_and_page_rates():
+    """A world with known edit rates (8 epochs, 6 domains, 240 pages, shocks of sd 0.3):
+    the page log-rates' 90% intervals cover the truth for 85-95% of pages, the edit
+    log-rates' for at least 75% of the 48 cells, the mean edit rate's holds its truth."""
+    obs, theta, shock, edit, _ = _edit_world("mass-edits-recovery", 240, 6, 8)
+    model = MassEditModel(
+        sampler_config={"draws": 1000, "tune": 500, "chains": 4, "seed": "me-recovery"}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    assert model.diagnostics_.converged, model.diagnostics_.failures
+    post = model.idata_["posterior"]
+    level = shock.mean(axis=1)  # the shocks' zero-sum decomposition
+    true_rate = theta + level[obs.domain_codes]
+    order = np.argsort(obs.pages.index.to_numpy())
+    lo, hi = np.quantile(stack_draws(post["log_rate"], DIM_PAGE), [0.05, 0.95], axis=0)
+    covered = (lo <= true_rate[order]) & (true_rate[order] <= hi)
+    assert 0.85 <= covered.mean() <= 0.95, covered.mean()
+    lo, hi = np.quantile(stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH), [0.05, 0.95], axis=0)
+    assert ((lo <= edit) & (edit <= hi)).mean() >= 0.75, ((lo <= edit) & (edit <= hi)).mean()
+    q = np.quantile(stack_draws(post[EDIT_MEAN]), [0.05, 0.95])
+    assert q[0] <= math.log(0.02 / 24) <= q[1], q
