@@ -218,11 +218,7 @@ class HierarchicalModel(RateModel):
         pm.modelcontext(None).add_coords(
             {DIM_DOMAIN_C: dlabels[dom_c], DIM_DOMAIN_NC: dlabels[~dom_c]}
         )
-        mu_global = pm.Normal(
-            "mu_global",
-            mu=cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY),
-            sigma=cfg["log_sd"],
-        )
+        mu_global = self._global_mean()
         # zero-avoiding Gamma(2) scale priors (mean = the configured scale): a HalfNormal's
         # mass at 0 produced divergences on short histories (docs/models.md)
         sigma_domain = pm.Gamma("sigma_domain", alpha=2.0, beta=2.0 / cfg["domain_sd_scale"])
@@ -243,6 +239,15 @@ class HierarchicalModel(RateModel):
             dims=DIM_DOMAIN,
         )
         return mu_domain
+
+    def _global_mean(self):
+        """``mu_global`` (in the current model): the pages' log-rate level per hour."""
+        import pymc as pm
+
+        cfg = self.model_config
+        return pm.Normal(
+            "mu_global", mu=cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY), sigma=cfg["log_sd"]
+        )
 
     def _population_log_rates(self, data: Observations):
         """New pages' log-rates: ``Normal(mu_domain[d], sigma_page)`` for a fitted domain
