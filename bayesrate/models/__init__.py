@@ -7,9 +7,9 @@ each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
 (hierarchical page rates × epoch effects shared globally and per domain), ``drift``
 (the same effects as a random walk), ``shocks_ar1`` (the global effect an AR(1) path
 that persists and fades), ``dynamic`` (each page's log-rate a random walk
-over epochs, its path summed out on a grid) and ``dynamic_shocks`` (the page walks with
-the shocks model's shared epoch effects on top). See
-``docs/models.md``.
+over epochs, its path summed out on a grid), ``dynamic_shocks`` (the page walks with
+the shocks model's shared epoch effects on top) and ``mass_edits`` (the shocks model plus
+a rate every page of a domain gets on top of its own, per epoch). See ``docs/models.md``.
 """
 
 from __future__ import annotations

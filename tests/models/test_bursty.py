@@ -193,7 +193,7 @@ def test_calibrate_offers_it_but_not_by_default():
     from bayesrate.cli import build_parser
 
     parser = build_parser()
-    names = ["bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks"]
+    names = ["bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks", "mass_edits"]
     assert parser.parse_args(["calibrate", "--models", *names]).models == names
     assert parser.parse_args(["calibrate"]).models == list(DEFAULT_MODELS)
 

@@ -227,6 +227,29 @@ def test_leave_one_page_out_terms_equal_quadrature(small, fitted):
             assert got[i, p] == pytest.approx(scale + math.log(value), abs=1e-6)
 
 
+def test_checks_and_comparison_take_it(small, fitted):
+    """The predictive checks count by the model's own groups (every observed detection
+    once; its own pages replicated without an extreme mean) and PSIS-LOO compares it with
+    the shocks model on the same data."""
+    from bayesrate.checks.compare import compare
+    from bayesrate.checks.ppc import ppc_for
+
+    obs = small[0]
+    checks = ppc_for(fitted, obs, seed="mass-edits-ppc", n_draws=40)
+    for replication in checks.replications:
+        result = checks.result(replication)
+        assert result.hour_observed.sum() == obs.changes_per_page.sum()
+        assert result.changes_replicated.shape == (40, obs.n_pages)
+    assert 0.025 < checks.conditional.p_values()["mean_changes"] < 0.975
+    shocks = ShockModel(sampler_config={"draws": 200, "tune": 200, "chains": 2, "seed": "me"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shocks.fit(obs)
+        table = compare({"mass_edits": fitted, "shocks": shocks}).table
+    assert set(table.index) == {"mass_edits", "shocks"}
+    assert np.isfinite(table["elpd"]).all()
+
+
 def test_rate_is_the_future_epoch_mean(fitted):
     post = fitted.idata_["posterior"]
     assert fitted.shocked_domains(fitted.data_).all()  # 4 pages per domain
