@@ -73,7 +73,6 @@ from bayesrate.models.shocks import ShockModel
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import pymc as pm
     import xarray as xr
 
     from bayesrate.likelihood import CensoredGroups
@@ -115,44 +114,6 @@ class MassEditModel(ShockModel):
             raise ValueError("mass_edits takes iid or random_walk shocks, not ar1")
 
     # ------------------------------------------------------------------ graph
-    def _build(self, data: Observations) -> pm.Model:
-        import pymc as pm
-
-        from bayesrate.models import epochs as E
-        from bayesrate.models import likelihood as lik
-
-        patterns = self.epochs(data)
-        with pm.Model(coords=self.coords(data)) as model:
-            log_rate = self._page_log_rates(data)
-            shock = self._shocks(data)
-            edit = self._edit_log_rates(data)
-            detected = patterns.groups.detected > 0
-            busy, quiet = patterns.select(detected), patterns.select(~detected)
-            lik.detections(
-                busy.groups, log_rate, E.log_exposure(busy, shock), E.log_exposure(busy, edit)
-            )
-            hours, domain = quiet.page_hours(), data.domain_codes
-            lik.quiet(
-                quiet.groups,
-                log_rate,
-                effects=(
-                    shock,
-                    lambda s: E.log_exposure(quiet, s),
-                    lambda s: E.page_exposure(hours, domain, s),
-                ),
-                added=(
-                    edit,
-                    lambda a: E.log_exposure(quiet, a),
-                    lambda a: E.page_exposure(hours, domain, a),
-                ),
-            )
-        self._build_notes["epochs"] = {
-            "epoch_days": self.model_config["epoch_days"],
-            "epochs": patterns.n_epochs,
-            "patterns": patterns.n_patterns,
-        }
-        return model
-
     def _global_mean(self):
         """``mu_global`` and ``edit_log_rate_mean`` from their total and the pages' share
         (module docstring); returns ``mu_global``."""
@@ -167,7 +128,7 @@ class MassEditModel(ShockModel):
         pm.Deterministic(EDIT_MEAN, total - pm.math.softplus(logit_share))
         return pm.Deterministic("mu_global", total - pm.math.softplus(-logit_share))
 
-    def _edit_log_rates(self, data: Observations):
+    def _added_log_rates(self, data: Observations):
         """``edit_log_rate`` (domain, epoch) in the current model; returns the tensor."""
         import pymc as pm
 
@@ -191,35 +152,7 @@ class MassEditModel(ShockModel):
         return pm.Deterministic(EDIT_RATE, rates, dims=(DIM_DOMAIN, DIM_EPOCH))
 
     # ------------------------------------------------------------------ predictive
-    def _predictive_model(self, data: Observations, patterns, page_rates: str) -> pm.Model:
-        """Every group of ``data`` on the fitted epoch grid: fitted epochs keep their
-        posterior shocks and edit rates, later epochs draw fresh ones."""
-        import pymc as pm
-
-        from bayesrate.constants import DIM_GROUP
-        from bayesrate.models import epochs as E
-        from bayesrate.models.base import _labels
-
-        coords = {
-            DIM_PAGE: _labels(data.pages.index),
-            DIM_GROUP: np.arange(patterns.groups.n_groups),
-        }
-        with pm.Model(coords=coords) as model:
-            if page_rates == "posterior":
-                log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
-            else:
-                log_rate = self._population_log_rates(data)
-            shock = self._predictive_shocks(data, patterns.n_epochs)
-            edit = self._predictive_edits(data, patterns.n_epochs)
-            self._add_predictive_detections(
-                patterns.groups,
-                log_rate,
-                E.log_exposure(patterns, shock),
-                E.log_exposure(patterns, edit),
-            )
-        return model
-
-    def _predictive_edits(self, data: Observations, n_epochs: int):
+    def _predictive_added(self, data: Observations, n_epochs: int):
         """``(data's domains, n_epochs)`` edit log-rates: the fitted ones (placeholders whose
         values come from the posterior; a new domain takes the global ones), fresh draws
         for the epochs after the fit (called after :meth:`_predictive_shocks`, which sets

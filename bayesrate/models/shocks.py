@@ -180,18 +180,29 @@ class ShockModel(HierarchicalModel):
         with pm.Model(coords=self.coords(data)) as model:
             log_rate = self._page_log_rates(data)
             shock = self._shocks(data)
+            added = self._added_log_rates(data)
             detected = patterns.groups.detected > 0
             busy, quiet = patterns.select(detected), patterns.select(~detected)
-            lik.detections(busy.groups, log_rate, E.log_exposure(busy, shock))
+            lik.detections(
+                busy.groups,
+                log_rate,
+                E.log_exposure(busy, shock),
+                None if added is None else E.log_exposure(busy, added),
+            )
             hours, domain = quiet.page_hours(), data.domain_codes
+
+            def of_quiet(effect):  # (the effect, its patterns' log exposure, pages' exposure)
+                return (
+                    effect,
+                    lambda s: E.log_exposure(quiet, s),
+                    lambda s: E.page_exposure(hours, domain, s),
+                )
+
             lik.quiet(
                 quiet.groups,
                 log_rate,
-                effects=(
-                    shock,
-                    lambda s: E.log_exposure(quiet, s),
-                    lambda s: E.page_exposure(hours, domain, s),
-                ),
+                effects=of_quiet(shock),
+                added=None if added is None else of_quiet(added),
             )
         self._build_notes["epochs"] = {
             "epoch_days": self.model_config["epoch_days"],
@@ -200,6 +211,11 @@ class ShockModel(HierarchicalModel):
             "straddling_patterns": int(np.sum(np.bincount(patterns.entry_pattern) > 1)),
         }
         return model
+
+    def _added_log_rates(self, data: Observations):
+        """``(domain, epoch)`` log-rates every page of the domain gets on top of its own (in
+        the current model), or ``None`` (here: none; the mass-edit model's edits)."""
+        return None
 
     def shock_information(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
         """Expected Fisher information about each shock at plug-in page rates (the Cho
@@ -458,9 +474,20 @@ class ShockModel(HierarchicalModel):
                 log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
             else:
                 log_rate = self._population_log_rates(data)
-            log_pattern = E.log_exposure(patterns, self._predictive_shocks(data, patterns.n_epochs))
-            self._add_predictive_detections(patterns.groups, log_rate, log_pattern)
+            shock = self._predictive_shocks(data, patterns.n_epochs)
+            added = self._predictive_added(data, patterns.n_epochs)
+            self._add_predictive_detections(
+                patterns.groups,
+                log_rate,
+                E.log_exposure(patterns, shock),
+                None if added is None else E.log_exposure(patterns, added),
+            )
         return model
+
+    def _predictive_added(self, data: Observations, n_epochs: int):
+        """The added log-rates of :meth:`_predictive_model` (after the shocks), or
+        ``None``."""
+        return None
 
     def _predictive_shocks(self, data: Observations, n_epochs: int):
         """``(data's domains, n_epochs)`` shocks: the fitted ones where the fit has them
