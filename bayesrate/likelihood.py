@@ -154,10 +154,6 @@ class CensoredGroups:
         """Whether a rate is added to the page's own (``A_U``, ``A_g``)."""
         return self.group_log_added is not None
 
-    def _added_constant(self) -> np.ndarray | float:
-        """``A_U`` per page (0 without an added rate)."""
-        return self.unchanged_added if self.has_added else 0.0
-
     @property
     def n_pages(self) -> int:
         return len(self.unchanged)
@@ -271,7 +267,7 @@ def loglik_derivatives(
     c = groups.group_count
     with np.errstate(over="ignore"):
         q = np.expm1(x)
-    value = -exposure - groups._added_constant()
+    value = -exposure - (groups.unchanged_added if groups.has_added else 0.0)
     out = [value + _sum_by_page(c * log1mexp_of_rate(x, None, q), groups)]
     if order >= 1:
         s = detection_score(x, q)
