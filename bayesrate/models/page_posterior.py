@@ -181,4 +181,13 @@ def conditional_average(
             out_q[:, rows] = post.quantiles(tuple(quantiles))
             if means is not None:
                 means[:, rows] = chunk_means
+    # a page without intervals has its prior for posterior: the exact mean of a log-normal
+    # (a grid cannot hold e^θ's mass, at μ + σ², when σ_p is large)
+    n_groups = np.bincount(groups.group_page, minlength=groups.n_pages)
+    empty = (groups.unchanged == 0) & (n_groups == 0)
+    if empty.any():
+        exact = np.exp(mu_domain[:, domain[empty]] + 0.5 * sigma_page[:, None] ** 2)
+        mean[empty] = exact.mean(axis=0)
+        if means is not None:
+            means[:, empty] = exact
     return PagePosteriors(mean=mean, quantiles=out_q, n_theta=nodes, draw_means=means)
