@@ -144,12 +144,18 @@ def small():
     return _edit_world("mass-edits-small", 12, 3, 4)
 
 
-@pytest.mark.parametrize("parameterisation", ["centred", "noncentred"])
-def test_model_logp_equals_brute_force(small, parameterisation):
+@pytest.mark.parametrize(
+    ("parameterisation", "shock_process"),
+    [("centred", "iid"), ("noncentred", "iid"), ("noncentred", "random_walk")],
+)
+def test_model_logp_equals_brute_force(small, parameterisation, shock_process):
     """The observed log-probability (detections + quiet) at random points moves with the
-    per-interval Bernoulli sum (the Binomial constants cancel in the differences)."""
+    per-interval Bernoulli sum (the Binomial constants cancel in the differences), with
+    iid shocks and with shocks that walk."""
     obs, _, _, _, edges = small
-    model = MassEditModel(model_config={"edit_parameterisation": parameterisation})
+    model = MassEditModel(
+        model_config={"edit_parameterisation": parameterisation, "shock_process": shock_process}
+    )
     pm_model = model.build_model(obs)
     wanted = [pm_model[name] for name in ("log_rate", "shock", EDIT_RATE)]
     values = pm_model.compile_fn(
@@ -161,7 +167,7 @@ def test_model_logp_equals_brute_force(small, parameterisation):
         inputs=pm_model.value_vars,
         on_unused_input="ignore",
     )
-    rng = np.random.default_rng(seed_of(f"mass-edits-point-{parameterisation}"))
+    rng = np.random.default_rng(seed_of(f"mass-edits-point-{parameterisation}-{shock_process}"))
     base = pm_model.initial_point()
     got, want = [], []
     for _ in range(3):
