@@ -8,8 +8,9 @@ each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
 (the same effects as a random walk), ``shocks_ar1`` (the global effect an AR(1) path
 that persists and fades), ``dynamic`` (each page's log-rate a random walk
 over epochs, its path summed out on a grid), ``dynamic_shocks`` (the page walks with
-the shocks model's shared epoch effects on top) and ``mass_edits`` (the shocks model plus
-a rate every page of a domain gets on top of its own, per epoch). See ``docs/models.md``.
+the shocks model's shared epoch effects on top), ``mass_edits`` (the shocks model plus
+a rate every page of a domain gets on top of its own, per epoch) and ``dynamic_edits``
+(the page walks, shocks and edits together). See ``docs/models.md``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
+from bayesrate.models.dynamic_edits import DynamicEditModel
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.mass_edits import MassEditModel
 from bayesrate.models.modulated import ModulatedModel
@@ -35,6 +37,7 @@ MODELS: dict[str, type[RateModel]] = {
     "dynamic": DynamicModel,
     "dynamic_shocks": DynamicShockModel,
     "mass_edits": MassEditModel,
+    "dynamic_edits": DynamicEditModel,
 }
 
 
@@ -53,6 +56,7 @@ __all__ = [
     "ConvergenceWarning",
     "Diagnostics",
     "DriftModel",
+    "DynamicEditModel",
     "DynamicModel",
     "DynamicShockModel",
     "HierarchicalModel",

@@ -67,7 +67,7 @@ FILTER_CHUNK = 64
 WALKS = ("random", "reverting")
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
-                   "shock_global")  # fmt: skip
+                   "shock_global", "edit_log_rate_global")  # fmt: skip
 
 
 def end_epochs(end: np.ndarray, anchor: float, epoch_hours: float) -> np.ndarray:
@@ -640,8 +640,9 @@ class DynamicModel(HierarchicalModel):
             cells.last_column,
             rng,
         )
-        shift = self._group_shift(draws, i, data.domain_codes[page], column)
-        return self.grid(data)[states[page, column]] + shift
+        domain = data.domain_codes[page]
+        own = self.grid(data)[states[page, column]] + self._group_shift(draws, i, domain, column)
+        return self._with_added(own, draws, i, domain, column)
 
     def _new_page_log_rates(self, draws, i: int, observations, page, column, rng) -> np.ndarray:
         """Log-rates of groups (``page``, ``column``) of ``observations``' pages as new
@@ -673,13 +674,20 @@ class DynamicModel(HierarchicalModel):
             states[begins, c] = start[begins]
             walks = np.flatnonzero((first < c) & (last >= c))
             states[walks, c] = draw_states(steps[code[walks], states[walks, c - 1]], rng)
-        shift = self._group_shift(draws, i, np.minimum(code[page], len(fitted)), column)
-        return grid[states[page, col]] + shift
+        domain = np.minimum(code[page], len(fitted))
+        own = grid[states[page, col]] + self._group_shift(draws, i, domain, column)
+        return self._with_added(own, draws, i, domain, column)
 
     def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
         """The shared log-rate shift of groups in domain code ``domain`` (the number of
         fitted domains for a new one) and fitted column ``column`` (none here)."""
         return 0.0
+
+    def _with_added(self, own, draws, i: int, domain: np.ndarray, column: np.ndarray):
+        """Log-rates of groups whose own log-rates are ``own``, with draw ``i``'s added
+        rates of their domains (code ``domain``, the number of fitted domains for a new
+        one) and fitted columns (none here)."""
+        return own
 
     def compute_log_likelihood(self, max_draws: int | None = None):
         self._not_built("compute_log_likelihood")
@@ -779,35 +787,64 @@ class DynamicShockModel(DynamicModel, ShockModel):
         ).reshape(n_domains, cells.n_epochs)
         return cell.sum(axis=0), cell
 
+    def cell_effects(self, domain_epoch, data: Observations):
+        """``domain_epoch`` ``(domains, epochs)`` at each cell of ``data``."""
+        cells = self.cells(data)
+        return domain_epoch[data.domain_codes[cells.cell_page], cells.cell_epoch]
+
+    def _cell_added(self, data: Observations):
+        """Each cell's added log-rate in the current model, or ``None`` (here: none; the
+        dynamic mass-edit model's edits)."""
+        return None
+
     def _paths(self, data: Observations, init, transitions):
         from bayesrate.models.hmm import paths_logp
 
         cells = self.cells(data)
-        shock = self._shocks(data)
-        shift = shock[data.domain_codes[cells.cell_page], cells.cell_epoch]
+        shift = self.cell_effects(self._shocks(data), data)
         first, last = cells.first_column, cells.last_column
         emission = self.shifted_emission(data)
-        return paths_logp(init, transitions, emission, data.domain_codes, first, last, shift)
+        return paths_logp(
+            init,
+            transitions,
+            emission,
+            data.domain_codes,
+            first,
+            last,
+            shift,
+            self._cell_added(data),
+        )
 
     def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
-        """Draw ``i``'s fitted shocks of the groups (a new domain follows the global ones);
-        a column outside the fitted epochs is an error (the forecast study draws fresh
-        shocks for later epochs)."""
-        shock = draws["shock"][i]
-        if len(column) and (column.min() < 0 or column.max() >= shock.shape[1]):
+        """Draw ``i``'s fitted shocks of the groups (a new domain follows the global ones)."""
+        return self._fitted_effects(draws, i, "shock", "shock_global", domain, column)
+
+    def _fitted_effects(
+        self, draws, i: int, name: str, global_name: str, domain: np.ndarray, column
+    ) -> np.ndarray:
+        """Draw ``i``'s fitted ``(domain, epoch)`` effect ``name`` at the groups (a new
+        domain, code ``n_domains``, takes ``global_name``); a column outside the fitted
+        epochs is an error (the forecast study draws fresh effects for later epochs)."""
+        effect = draws[name][i]
+        if len(column) and (column.min() < 0 or column.max() >= effect.shape[1]):
             raise ValueError(
-                "dynamic_shocks predicts visits within the fitted epochs only; "
-                "`bayesrate study forecast` draws the shocks of later epochs"
+                f"{self.model_type} predicts visits within the fitted epochs only; "
+                "`bayesrate study forecast` draws the effects of later epochs"
             )
-        if "shock_global" in draws:
-            shock = np.vstack([shock, draws["shock_global"][i][None]])
-        return shock[domain, column]
+        if global_name in draws:
+            effect = np.vstack([effect, draws[global_name][i][None]])
+        return effect[domain, column]
 
     def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        cells = self.cells(data)
-        shift = draws["shock"][i][data.domain_codes[cells.cell_page], cells.cell_epoch]
-        emission, _, log_scale = self.shifted_emission(data).tables(shift)
+        shift = self.cell_effects(draws["shock"][i], data)
+        added = self._draw_added(draws, i)
+        added = None if added is None else self.cell_effects(added, data)
+        emission, _, log_scale = self.shifted_emission(data).tables(shift, added)
         return emission, log_scale
+
+    def _draw_added(self, draws: dict[str, np.ndarray], i: int):
+        """Draw ``i``'s added log-rates ``(domains, epochs)``, or ``None`` (here: none)."""
+        return None
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         return [*super().diagnostic_vars(idata), "shock"]

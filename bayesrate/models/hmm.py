@@ -98,12 +98,14 @@ def _kernels():
                 alphas[e, j] /= total
 
     @_njit
-    def posterior_slope(alphas, beta, slope, p, e):
-        """``Σ_k γ_e(k) slope[p, e, k]``, ``γ_e = α̂_e β̂_e`` the state's posterior."""
-        total = 0.0
-        for j in range(alphas.shape[1]):
-            total += alphas[e, j] * beta[j] * slope[p, e, j]
-        return total
+    def posterior_slopes(alphas, beta, slope, p, e, out):
+        """``out[m, p, e] = Σ_k γ_e(k) slope[m, p, e, k]``, ``γ_e = α̂_e β̂_e`` the state's
+        posterior, for every table ``m`` of slopes."""
+        for m in range(slope.shape[0]):
+            total = 0.0
+            for j in range(alphas.shape[1]):
+                total += alphas[e, j] * beta[j] * slope[m, p, e, j]
+            out[m, p, e] = total
 
     @_njit
     def logp_grad(init, transitions, emission, domain, first, last, slope):
@@ -116,7 +118,7 @@ def _kernels():
         grad_init = np.zeros_like(init)
         grad_t = np.zeros_like(transitions)
         shifted = slope.shape[0] > 0
-        grad_shift = np.zeros((n_pages if shifted else 0, n_epochs))
+        grad_shift = np.zeros((slope.shape[0], n_pages if shifted else 0, n_epochs))
         logp = 0.0
         for p in range(n_pages):
             f, end, d = first[p], last[p], domain[p]
@@ -129,7 +131,7 @@ def _kernels():
                 beta[j] = 1.0
             for e in range(end, f, -1):
                 if shifted:
-                    grad_shift[p, e] = posterior_slope(alphas, beta, slope, p, e)
+                    posterior_slopes(alphas, beta, slope, p, e, grad_shift)
                 for j in range(k):
                     weight[j] = emission[p, e, j] * beta[j] / norms[e]
                 for i in range(k):
@@ -142,7 +144,7 @@ def _kernels():
             for j in range(k):
                 grad_init[p, j] = emission[p, f, j] * beta[j] / norms[f]
             if shifted:
-                grad_shift[p, f] = posterior_slope(alphas, beta, slope, p, f)
+                posterior_slopes(alphas, beta, slope, p, f, grad_shift)
         return logp, grad_init, grad_t, grad_shift
 
     @_njit
@@ -233,14 +235,23 @@ def _kernels():
     from bayesrate.models.fused import binomial_terms_kernel
 
     @_njit
-    def shifted_tables(grid, shift, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs):
-        """Emission table (scaled per cell), its log-slope and each page's sum of the cells'
-        log scales at log-rates ``grid[k] + shift[c]`` (see :class:`ShiftedEmission`)."""
+    def shifted_tables(
+        grid, shift, added, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
+    ):
+        """Emission table (scaled per cell), its log-slopes with respect to the cell's shift
+        and its added log-rate (``(2, pages, epochs, K)``), and each page's sum of the
+        cells' log scales, at rates ``exp(grid[k] + shift[c]) + exp(added[c])`` (see
+        :class:`ShiftedEmission`)."""
         n_cells, k = shift.shape[0], grid.shape[0]
         log_rate = np.empty(n_cells * k)
+        own_share = np.empty(n_cells * k)
         for c in range(n_cells):
             for j in range(k):
-                log_rate[c * k + j] = grid[j] + shift[c]
+                own = grid[j] + shift[c]  # finite, so top is
+                top = max(own, added[c])
+                total = top + np.log(np.exp(own - top) + np.exp(added[c] - top))
+                log_rate[c * k + j] = total
+                own_share[c * k + j] = np.exp(own - total)
         row, pattern = terms[0], terms[1]
         unchanged = terms[2].astype(np.float64)
         detected = terms[3].astype(np.float64)
@@ -251,7 +262,7 @@ def _kernels():
         for t in range(row.shape[0]):
             loglik[row[t]] += values[t]
         emission = np.ones((n_pages, n_epochs, k))
-        slope = np.zeros((n_pages, n_epochs, k))
+        slope = np.zeros((2, n_pages, n_epochs, k))
         scale = np.zeros(n_pages)
         for c in range(n_cells):
             p, e = cell_page[c], cell_epoch[c]
@@ -261,7 +272,9 @@ def _kernels():
             scale[p] += top
             for j in range(k):
                 emission[p, e, j] = np.exp(loglik[c * k + j] - top)
-                slope[p, e, j] = slope_of_row[c * k + j]
+                w = own_share[c * k + j]
+                slope[0, p, e, j] = slope_of_row[c * k + j] * w
+                slope[1, p, e, j] = slope_of_row[c * k + j] * (1.0 - w)
         return emission, slope, scale
 
     @_njit
@@ -269,6 +282,7 @@ def _kernels():
         init,
         transitions,
         shift,
+        added,
         grid,
         terms,
         log_pattern,
@@ -280,15 +294,17 @@ def _kernels():
     ):
         n_pages, n_epochs = first.shape[0], cell_epoch.max() + 1 if cell_epoch.shape[0] else 0
         emission, slope, scale = shifted_tables(
-            grid, shift, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
+            grid, shift, added, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
         )
         logp, grad_init, grad_t, grad_cells = logp_grad(
             init, transitions, emission, domain, first, last, slope
         )
         grad_shift = np.empty(shift.shape[0])
+        grad_added = np.empty(shift.shape[0])
         for c in range(shift.shape[0]):
-            grad_shift[c] = grad_cells[cell_page[c], cell_epoch[c]]
-        return logp + scale.sum(), grad_init, grad_t, grad_shift
+            grad_shift[c] = grad_cells[0, cell_page[c], cell_epoch[c]]
+            grad_added[c] = grad_cells[1, cell_page[c], cell_epoch[c]]
+        return logp + scale.sum(), grad_init, grad_t, grad_shift, grad_added
 
     _KERNELS = (logp_grad, filter_at, shifted_tables, shifted_logp_grad, page_logps, sample_paths)
     return _KERNELS
@@ -300,9 +316,12 @@ _KERNELS = None
 @dataclass(frozen=True, eq=False)
 class ShiftedEmission:
     """Cells whose log-rate is the grid shifted by a per-cell amount (the dynamic shocks
-    model's shared epoch effects): the censored Binomial terms of each cell repeated per
-    grid state, laid out for :func:`bayesrate.models.fused.binomial_terms_kernel` (its
-    "page" is ``cell·K + k``). Per cell: one term per changed group (interval length
+    model's shared epoch effects), plus a per-cell added rate (the dynamic mass-edit
+    model's edits; none by default): at state ``k`` cell ``c`` has the rate
+    ``exp(grid[k] + shift[c]) + exp(added[c])``. Held here: the censored Binomial terms
+    of each cell repeated per grid state, laid out for
+    :func:`bayesrate.models.fused.binomial_terms_kernel` (its "page" is ``cell·K + k``).
+    Per cell: one term per changed group (interval length
     ``τ``, ``c`` changes: ``c·log(1 − e^{−λτ})``) and one for its unchanged exposure
     ``U`` (``−λU``).
 
@@ -375,14 +394,18 @@ class ShiftedEmission:
     def constants(self) -> tuple:
         return (self.grid, self.terms, self.log_pattern, self.cell_page, self.cell_epoch)
 
-    def tables(self, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(emission, log-slope, log scale)`` at ``shift`` (one per cell): the emission
-        table scaled per cell by its largest entry (the scales' logs summed per page), and
-        ``d log emission / d shift``."""
+    def tables(
+        self, shift: np.ndarray, added: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(emission, log-slopes, log scale)`` at ``shift`` and ``added`` (one per cell;
+        no added rate if ``None``): the emission table scaled per cell by its largest entry
+        (the scales' logs summed per page), and ``d log emission / d shift`` and ``/ d
+        added`` (``(2, pages, epochs, K)``)."""
         shift = np.ascontiguousarray(shift, dtype=np.float64)
         return _kernels()[2](
             self.grid,
             shift,
+            no_added(shift) if added is None else np.ascontiguousarray(added, dtype=np.float64),
             self.terms,
             self.log_pattern,
             self.cell_page,
@@ -392,6 +415,11 @@ class ShiftedEmission:
         )
 
 
+def no_added(shift: np.ndarray) -> np.ndarray:
+    """The added log-rates of cells without an added rate (``−inf``)."""
+    return np.full(np.shape(shift), -np.inf)
+
+
 def _chain_arrays(init, transitions, emission, domain, first, last) -> tuple:
     """The kernels' arguments as contiguous float64 / int64 arrays."""
     floats = (np.ascontiguousarray(a, dtype=np.float64) for a in (init, transitions, emission))
@@ -399,7 +427,7 @@ def _chain_arrays(init, transitions, emission, domain, first, last) -> tuple:
     return (*floats, *ints)
 
 
-_NO_SLOPE = np.zeros((0, 0, 0))
+_NO_SLOPE = np.zeros((0, 0, 0, 0))
 
 
 def paths_logp_grad(init, transitions, emission, domain, first, last):
@@ -409,14 +437,16 @@ def paths_logp_grad(init, transitions, emission, domain, first, last):
 
 
 def shifted_paths_logp_grad(
-    init, transitions, shift, emission: ShiftedEmission, domain, first, last
+    init, transitions, shift, emission: ShiftedEmission, domain, first, last, added=None
 ):
-    """``(log L, ∂/∂init, ∂/∂T, ∂/∂shift)`` with each cell's log-rates shifted by ``shift``."""
+    """``(log L, ∂/∂init, ∂/∂T, ∂/∂shift, ∂/∂added)`` with each cell's log-rates shifted by
+    ``shift`` and the rates ``exp(added)`` added (none if ``None``)."""
     init, transitions, _, domain, first, last = _chain_arrays(
         init, transitions, _NO_SLOPE, domain, first, last
     )
     shift = np.ascontiguousarray(shift, dtype=np.float64)
-    return _kernels()[3](init, transitions, shift, *emission.constants, domain, first, last)
+    added = no_added(shift) if added is None else np.ascontiguousarray(added, dtype=np.float64)
+    return _kernels()[3](init, transitions, shift, added, *emission.constants, domain, first, last)
 
 
 def filter_last(init, transitions, emission, domain, first, last, column: int) -> np.ndarray:
@@ -437,37 +467,38 @@ def sample_paths(init, transitions, emission, domain, first, last, rng) -> np.nd
     return _kernels()[5](*arrays, rng.random(np.shape(emission)[:2]))
 
 
-def paths_logp(init, transitions, emission, domain, first, last, shift=None):
+def paths_logp(init, transitions, emission, domain, first, last, shift=None, added=None):
     """The PyTensor scalar ``Σ_p log Σ_paths`` (gradient with respect to ``init``,
-    ``transitions`` and ``shift``; the data are constants). ``emission`` is the
+    ``transitions``, ``shift`` and ``added``; the data are constants). ``emission`` is the
     ``(pages, epochs, K)`` table, or with ``shift`` (one per cell) a
-    :class:`ShiftedEmission`."""
+    :class:`ShiftedEmission`, optionally with added log-rates ``added`` (one per cell)."""
     import pytensor.tensor as pt
 
+    if added is not None and shift is None:
+        raise ValueError("added rates need a ShiftedEmission and its shift")
     index = [np.asarray(a, dtype=np.int64) for a in (domain, first, last)]
-    free = [pt.as_tensor_variable(init), pt.as_tensor_variable(transitions)]
+    free = [pt.as_tensor_variable(x) for x in (init, transitions, shift, added) if x is not None]
     if shift is None:
         data = [np.ascontiguousarray(emission, dtype=np.float64)]
     else:
-        free.append(pt.as_tensor_variable(shift))
         data = list(emission.constants)
-    op = _op(shifted=shift is not None)
+    op = _op(len(free))
     return op(*free, *(pt.constant(a) for a in (*data, *index)))[0]
 
 
-_OPS: dict[bool, object] = {}
+_OPS: dict[int, object] = {}
 
 
-def _op(shifted: bool):
+def _op(n_free: int):
     """The Op (defined and registered with the numba backend on first use): outputs the
-    log-likelihood and its gradient with respect to the free inputs (``init``,
-    ``transitions``, and ``shift`` when ``shifted``)."""
-    if shifted in _OPS:
-        return _OPS[shifted]
+    log-likelihood and its gradient with respect to the ``n_free`` free inputs (``init``,
+    ``transitions``, then ``shift`` and ``added`` on a :class:`ShiftedEmission`)."""
+    if n_free in _OPS:
+        return _OPS[n_free]
     if not _OPS:
         _register()
-    _OPS[shifted] = _PATHS_LOGP(shifted)
-    return _OPS[shifted]
+    _OPS[n_free] = _PATHS_LOGP(n_free)
+    return _OPS[n_free]
 
 
 _PATHS_LOGP = None
@@ -485,16 +516,15 @@ def _register() -> None:
 
     class PathsLogp(Op):
         """Outputs ``(log L, ∂ log L/∂x for each free input x)``; the gradient uses the
-        latter. Free inputs: ``init``, ``transitions`` (and ``shift``); then constants."""
+        latter. Free inputs: ``init``, ``transitions`` (then ``shift``, then ``added``);
+        then constants."""
 
-        __props__ = ("shifted",)
+        __props__ = ("n_free",)
 
-        def __init__(self, shifted: bool):
-            self.shifted = bool(shifted)
-
-        @property
-        def n_free(self) -> int:
-            return 3 if self.shifted else 2
+        def __init__(self, n_free: int):
+            if n_free not in (2, 3, 4):
+                raise ValueError("PathsLogp takes 2, 3 or 4 free inputs")
+            self.n_free = int(n_free)
 
         def make_node(self, *inputs):
             outputs = [pt.dscalar(), *(x.type() for x in inputs[: self.n_free])]
@@ -502,8 +532,10 @@ def _register() -> None:
 
         def perform(self, node, inputs, output_storage):
             kernel_logp, kernel_shifted = _kernels()[0], _kernels()[3]
-            if self.shifted:
+            if self.n_free == 4:
                 results = kernel_shifted(*inputs)
+            elif self.n_free == 3:
+                results = kernel_shifted(*inputs[:3], no_added(inputs[2]), *inputs[3:])[:4]
             else:
                 results = kernel_logp(*inputs, _NO_SLOPE)[:3]
             output_storage[0][0] = np.asarray(results[0])
@@ -525,11 +557,21 @@ def _register() -> None:
 
     @register_funcify_and_cache_key(PathsLogp)
     def _numba_paths_logp(op, node=None, **kwargs):
-        if op.shifted:
+        if op.n_free == 4:
 
             @numba_njit
             def paths(*args):
-                logp, grad_init, grad_t, grad_shift = shifted_logp_grad(*args)
+                logp, grad_init, grad_t, grad_shift, grad_added = shifted_logp_grad(*args)
+                return np.asarray(logp), grad_init, grad_t, grad_shift, grad_added
+
+        elif op.n_free == 3:
+
+            @numba_njit
+            def paths(init, transitions, shift, *constants):
+                added = np.full(shift.shape[0], -np.inf)
+                logp, grad_init, grad_t, grad_shift, _ = shifted_logp_grad(
+                    init, transitions, shift, added, *constants
+                )
                 return np.asarray(logp), grad_init, grad_t, grad_shift
 
         else:
@@ -540,7 +582,7 @@ def _register() -> None:
                 logp, grad_init, grad_t, _ = logp_grad(*args, no_slope)
                 return np.asarray(logp), grad_init, grad_t
 
-        key = f"bayesrate-paths-logp-v{_KERNEL_VERSION}-{FUSED_VERSION}-{op.shifted}"
+        key = f"bayesrate-paths-logp-v{_KERNEL_VERSION}-{FUSED_VERSION}-{op.n_free}"
         return paths, key
 
     _PATHS_LOGP = PathsLogp

@@ -70,6 +70,7 @@ MODEL_METHODS = (
     "dynamic",
     "dynamic_shocks",
     "mass_edits",
+    "dynamic_edits",
 )
 METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
 #: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
@@ -921,6 +922,7 @@ def _dynamic_prediction(
     from bayesrate.constants import DIM_DOMAIN
     from bayesrate.draws import stack_draws
     from bayesrate.models.epochs import epoch_overlap
+    from bayesrate.models.mass_edits import EDIT_RATE
 
     post = model.idata_["posterior"]
     cells = model.cells(model.data_)
@@ -945,6 +947,9 @@ def _dynamic_prediction(
     if "shock" in post:  # dynamic_shocks: the last fitted epoch's shock, then fresh ones
         shock = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
         levels = levels + shock[:, d.train.domain_codes, :]
+    if EDIT_RATE in post:  # dynamic_edits: the added rate, the last fitted then fresh ones
+        edit = _fitted_and_future_edits(model, keep, n_ahead, seed)[:, :, last:]
+        levels = np.logaddexp(levels, edit[:, d.train.domain_codes, :])
     ahead = np.maximum(groups.epochs - last, 0)
     window_ahead = np.maximum(window_col - last, 0)
     window_lambda = np.zeros((len(keep), d.n_pages))

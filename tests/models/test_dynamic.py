@@ -18,6 +18,7 @@ from scipy.stats import norm
 from bayesrate import simulate as sim
 from bayesrate.models import get_model
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, end_epochs, epoch_cells
+from bayesrate.models.dynamic_edits import DynamicEditModel
 from tests.helpers import seed_of
 
 with warnings.catch_warnings():
@@ -103,11 +104,20 @@ def tiny_world(domains=("a", "b", "a")):
 
 
 def _paths_by_enumeration(
-    model, data, mu_domain, sigma_page, sigma_walk, shock=None, posteriors=None, phi=None
+    model,
+    data,
+    mu_domain,
+    sigma_page,
+    sigma_walk,
+    shock=None,
+    posteriors=None,
+    phi=None,
+    added=None,
 ):
     """Per page: log Σ over all grid paths of prior × per-interval Bernoulli likelihood, and
     the posterior of the last column's state (scipy's Normal CDF for every bin); ``shock``
-    (domains, columns) is added to each interval's log-rate. ``posteriors``, a list, gets
+    (domains, columns) is added to each interval's log-rate, ``exp(added)`` (domains,
+    columns) to its rate. ``posteriors``, a list, gets
     per page every path (states of columns −3, −2, −1) and its posterior probability;
     ``phi``: the walk reverts towards ``mu_domain`` by that factor per step."""
     grid = model.grid(data)
@@ -135,7 +145,10 @@ def _paths_by_enumeration(
             log_lam = grid[np.array(path)[epoch - cols[0]]]
             if shock is not None:
                 log_lam = log_lam + shock[d, epoch - cols[0]]
-            lam = np.exp(log_lam) * np.diff(t)
+            lam = np.exp(log_lam)
+            if added is not None:
+                lam = lam + np.exp(added[d, epoch - cols[0]])
+            lam = lam * np.diff(t)
             ll = np.sum(np.where(c[1:] > 0, np.log(-np.expm1(-lam)), -lam))
             weights.append(prior * math.exp(ll))
             states.append(path[-1])
@@ -228,6 +241,22 @@ def test_shocked_logp_and_filter_equal_path_enumeration(tiny):
         np.testing.assert_allclose(filtered, last, atol=1e-10)
 
 
+def test_edits_logp_and_filter_equal_path_enumeration(tiny):
+    """dynamic_edits: each interval's rate is its path's state times its domain's shock,
+    plus its domain's edit rate in the closing epoch."""
+    model = DynamicEditModel(model_config={"grid_size": 9, "domain_shock_min_pages": 1})
+    names = ["mu_domain", "sigma_page", "sigma_walk", "shock", "edit_log_rate"]
+    points = _random_points(model.build_model(tiny), names, "dyn-edits-enumerate")
+    for potential, *params in points:
+        draw = dict(zip(names, params, strict=True))
+        total, last = _paths_by_enumeration(model, tiny, *params[:4], added=params[4])
+        assert float(potential) == pytest.approx(total.sum(), rel=1e-9)
+        without, _ = _paths_by_enumeration(model, tiny, *params[:4])
+        assert abs(total.sum() - without.sum()) > 0.05  # the edits matter here
+        filtered = model.filtered({k: np.asarray(v)[None] for k, v in draw.items()}, tiny)[0]
+        np.testing.assert_allclose(filtered, last, atol=1e-10)
+
+
 def test_shifted_kernel_gradient_equals_finite_differences(tiny):
     """The gradient with respect to each cell's shift (posterior state marginals times the
     emission's slope) against central differences; the tables at zero shift against the
@@ -248,16 +277,25 @@ def test_shifted_kernel_gradient_equals_finite_differences(tiny):
     transitions = transition_matrices(np.array([0.5, 0.9]), grid)
     shift = rng.normal(0, 0.7, len(cells.cell_page))
     args = (domain, cells.first_column, cells.last_column)
-    _, _, _, grad = shifted_paths_logp_grad(init, transitions, shift, emission, *args)
-    h = 1e-6
-    for c in range(len(shift)):
-        up, down = shift.copy(), shift.copy()
-        up[c] += h
-        down[c] -= h
-        hi = shifted_paths_logp_grad(init, transitions, up, emission, *args)[0]
-        lo = shifted_paths_logp_grad(init, transitions, down, emission, *args)[0]
-        assert grad[c] == pytest.approx((hi - lo) / (2 * h), rel=1e-5, abs=1e-6), c
-    assert np.abs(grad).max() > 0.5
+    for added in (None, rng.normal(-5.0, 0.7, len(shift))):
+        got = shifted_paths_logp_grad(init, transitions, shift, emission, *args, added)
+        h = 1e-6
+        for which, x in ((0, shift), (1, added)):
+            if x is None:
+                assert np.all(got[4] == 0.0)
+                continue
+            for c in range(len(x)):
+                up, down = x.copy(), x.copy()
+                up[c] += h
+                down[c] -= h
+                moved = [(up, added), (down, added)] if which == 0 else [(shift, up), (shift, down)]
+                hi, lo = (
+                    shifted_paths_logp_grad(init, transitions, s, emission, *args, a)[0]
+                    for s, a in moved
+                )
+                want = (hi - lo) / (2 * h)
+                assert got[3 + which][c] == pytest.approx(want, rel=1e-5, abs=1e-6), (which, c)
+            assert np.abs(got[3 + which]).max() > 0.5
 
 
 def test_walk_forward_steps_are_binned_normals(tiny):
@@ -325,7 +363,7 @@ def test_paths_gradient_equals_finite_differences():
     assert np.abs(g_t).max() > 0.1 and np.abs(g_init[4]).max() == 0.0
 
 
-@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel])
+@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel, DynamicEditModel])
 def test_model_gradient_equals_finite_differences(tiny, model_class):
     """The model's log-density gradient (through the binned Normals and the kernel)
     against central differences of its log-density, at random points."""
@@ -389,11 +427,13 @@ POINT = {
     "walk_domain_sd": np.array(0.4),
 }
 SHOCK = np.array([[0.5, -0.3, -0.2], [-0.6, 0.2, 0.4]])
+#: edit log-rates per hour (domains, epochs): 1/60 to 1/500 per hour, as large as the pages'
+EDIT = np.log(np.array([[1 / 60, 1 / 500, 1 / 200], [1 / 300, 1 / 80, 1 / 150]]))
 
 
-def _fixed_posterior(model, data, n_draws: int, shock=None, extra=None):
+def _fixed_posterior(model, data, n_draws: int, shock=None, extra=None, edits=None):
     """``model`` as if fitted to ``data``, every posterior draw the parameter point POINT
-    (and ``shock``): the exact answers are then sums over that point's paths."""
+    (and ``shock``, ``edits``): the exact answers are then sums over that point's paths."""
     import xarray as xr
 
     from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
@@ -402,8 +442,12 @@ def _fixed_posterior(model, data, n_draws: int, shock=None, extra=None):
     values = dict(POINT) | dict(extra or {})
     if shock is not None:
         values |= {"shock": shock, "shock_global": shock.mean(axis=0)}
+    if edits is not None:
+        values |= {"edit_log_rate": edits, "edit_log_rate_global": edits.mean(axis=0)}
     dims = {"mu_domain": (DIM_DOMAIN,), "sigma_walk": (DIM_DOMAIN,),
-            "shock": (DIM_DOMAIN, DIM_EPOCH), "shock_global": (DIM_EPOCH,)}  # fmt: skip
+            "shock": (DIM_DOMAIN, DIM_EPOCH), "shock_global": (DIM_EPOCH,),
+            "edit_log_rate": (DIM_DOMAIN, DIM_EPOCH),
+            "edit_log_rate_global": (DIM_EPOCH,)}  # fmt: skip
 
     def draws(v):
         return np.broadcast_to(v, (1, n_draws, *np.shape(v))).copy()
@@ -419,21 +463,36 @@ def _fixed_posterior(model, data, n_draws: int, shock=None, extra=None):
 
 
 def _shocked(model_class):
-    return SHOCK if model_class is DynamicShockModel else None
+    return SHOCK if issubclass(model_class, DynamicShockModel) else None
 
 
-@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel])
+def _edited(model_class):
+    return EDIT if model_class is DynamicEditModel else None
+
+
+DYNAMIC_MODELS = [DynamicModel, DynamicShockModel, DynamicEditModel]
+
+
+def _fixed(model_class, data, n_draws: int, config: dict):
+    """:func:`_fixed_posterior` of ``model_class`` with its shocks and edits, if any."""
+    if model_class is not DynamicModel:
+        config = {**config, "domain_shock_min_pages": 1}
+    return _fixed_posterior(
+        model_class(model_config=config), data, n_draws, _shocked(model_class),
+        edits=_edited(model_class),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("model_class", DYNAMIC_MODELS)
 def test_leave_one_page_out_terms_equal_path_enumeration(tiny, model_class):
     """Each page's term of leave-one-page-out is its data's probability with its whole path
     summed out; with every draw the same point, PSIS-LOO's ELPD is their sum exactly."""
     from bayesrate.checks.compare import compare, marginal_idata
 
-    config = {"grid_size": 9, "domain_shock_min_pages": 1} if model_class is DynamicShockModel \
-        else {"grid_size": 9}  # fmt: skip
-    model = _fixed_posterior(model_class(model_config=config), tiny, 40, _shocked(model_class))
+    model = _fixed(model_class, tiny, 40, {"grid_size": 9})
     want, _ = _paths_by_enumeration(
         model, tiny, POINT["mu_domain"], POINT["sigma_page"], POINT["sigma_walk"],
-        _shocked(model_class),
+        _shocked(model_class), added=_edited(model_class),
     )  # fmt: skip
     got = model.marginal_page_loglik(model.thinned_posterior())
     np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-10)
@@ -445,8 +504,9 @@ def test_leave_one_page_out_terms_equal_path_enumeration(tiny, model_class):
     mu = np.asarray(post["mu_domain"])[0]
     for s in (0, 17):
         want, _ = _paths_by_enumeration(
-            model, tiny, mu[s], POINT["sigma_page"], POINT["sigma_walk"], _shocked(model_class)
-        )
+            model, tiny, mu[s], POINT["sigma_page"], POINT["sigma_walk"], _shocked(model_class),
+            added=_edited(model_class),
+        )  # fmt: skip
         np.testing.assert_allclose(terms[s], want, rtol=1e-10)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -469,28 +529,27 @@ def _within(got: np.ndarray, want: np.ndarray, sd: np.ndarray) -> None:
     assert (np.abs(got - want) <= 4.5 * sd + 1e-4).all(), np.abs(got - want) / (sd + 1e-12)
 
 
-@pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel])
+@pytest.mark.parametrize("model_class", DYNAMIC_MODELS)
 def test_conditional_predictive_equals_path_posterior(tiny, model_class):
     """``page_rates="posterior"``: every group's detection probability averaged over the
     draws equals its expectation over the page's path posterior (every path enumerated),
     and the replicated detections have that mean."""
     n = 3000
-    config = {"grid_size": 7, "domain_shock_min_pages": 1}
-    if model_class is DynamicModel:
-        config.pop("domain_shock_min_pages")
-    model = _fixed_posterior(model_class(model_config=config), tiny, n, _shocked(model_class))
+    model = _fixed(model_class, tiny, n, {"grid_size": 7})
     grid = model.grid(tiny)
     posteriors = []
     _paths_by_enumeration(
         model, tiny, POINT["mu_domain"], POINT["sigma_page"], POINT["sigma_walk"],
-        _shocked(model_class), posteriors=posteriors,
+        _shocked(model_class), posteriors=posteriors, added=_edited(model_class),
     )  # fmt: skip
     page, column, length = _group_columns(model, tiny)
-    shift = 0.0 if _shocked(model_class) is None else SHOCK[tiny.domain_codes[page], column]
+    domain = tiny.domain_codes[page]
+    shift = np.zeros(len(page)) if _shocked(model_class) is None else SHOCK[domain, column]
+    added = np.zeros(len(page)) if _edited(model_class) is None else np.exp(EDIT[domain, column])
     want = np.empty(len(page))
     for g in range(len(page)):
         paths, weights = posteriors[page[g]]
-        lam = np.exp(grid[paths[:, column[g]]] + (shift if np.isscalar(shift) else shift[g]))
+        lam = np.exp(grid[paths[:, column[g]]] + shift[g]) + added[g]
         want[g] = weights @ -np.expm1(-lam * length[g])
     tree = model.predict(tiny, n_draws=None, seed="dyn-conditional", page_rates="posterior")
     pred = tree["posterior_predictive"]
