@@ -739,7 +739,7 @@ class DynamicShockModel(DynamicModel, ShockModel):
     def _validate_config(self) -> None:
         super()._validate_config()
         if self.model_config["shock_process"] != "iid":
-            raise ValueError("dynamic_shocks has independent shocks (the pages walk already)")
+            raise ValueError(f"{self.model_type} has independent shocks (the pages walk already)")
 
     def shifted_emission(self, data: Observations) -> ShiftedEmission:
         """The cells' likelihood terms on the grid (computed once per data)."""

@@ -193,7 +193,8 @@ def test_calibrate_offers_it_but_not_by_default():
     from bayesrate.cli import build_parser
 
     parser = build_parser()
-    names = ["bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks", "mass_edits"]
+    names = ["bursty", "shocks", "drift", "shocks_ar1", "dynamic", "dynamic_shocks", "mass_edits",
+             "dynamic_edits"]  # fmt: skip
     assert parser.parse_args(["calibrate", "--models", *names]).models == names
     assert parser.parse_args(["calibrate"]).models == list(DEFAULT_MODELS)
 

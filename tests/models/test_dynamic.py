@@ -317,8 +317,10 @@ def test_walk_forward_steps_are_binned_normals(tiny):
 def test_registered_and_unsupported_calls_say_so(tiny):
     assert get_model("dynamic") is DynamicModel
     assert get_model("dynamic_shocks") is DynamicShockModel
-    with pytest.raises(ValueError, match="independent"):
-        DynamicShockModel(model_config={"shock_process": "random_walk"})
+    assert get_model("dynamic_edits") is DynamicEditModel
+    for model_class in (DynamicShockModel, DynamicEditModel):
+        with pytest.raises(ValueError, match="independent"):
+            model_class(model_config={"shock_process": "random_walk"})
     with pytest.raises(ValueError, match="grid_size"):
         DynamicModel(model_config={"grid_size": 2})
     with pytest.raises(RuntimeError, match="not fitted"):

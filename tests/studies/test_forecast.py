@@ -195,13 +195,17 @@ def test_cli_json_and_figures(tmp_path, capsys):
     assert "unknown method" in capsys.readouterr().err
 
 
+#: the slowest fits: page paths summed out under sampled shared effects
+PATHS_WITH_SHOCKS = ("dynamic_shocks", "dynamic_edits")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("methods", "max_pages"),
     [
-        (tuple(m for m in forecast.METHODS if m != "dynamic_shocks"), None),
-        # the slowest model (~60 gradients of ~7 ms per draw on 150 pages) on fewer pages
-        (("dynamic_shocks",), 30),
+        (tuple(m for m in forecast.METHODS if m not in PATHS_WITH_SHOCKS), None),
+        # the slowest models (~60 gradients of ~7 ms per draw on 150 pages) on fewer pages
+        *(((m,), 30) for m in PATHS_WITH_SHOCKS),
     ],
 )
 def test_models_in_fast_mode_on_tldr_pages(methods, max_pages):
