@@ -480,8 +480,9 @@ def paths_logp(init, transitions, emission, domain, first, last, shift=None, add
     free = [pt.as_tensor_variable(x) for x in (init, transitions, shift, added) if x is not None]
     if shift is None:
         data = [np.ascontiguousarray(emission, dtype=np.float64)]
-    else:
-        data = list(emission.constants)
+    else:  # without added rates, their −inf is the first constant (the kernel's order)
+        data = [*([] if added is not None else [no_added(emission.cell_page)]),
+                *emission.constants]  # fmt: skip
     op = _op(len(free))
     return op(*free, *(pt.constant(a) for a in (*data, *index)))[0]
 
@@ -517,7 +518,8 @@ def _register() -> None:
     class PathsLogp(Op):
         """Outputs ``(log L, ∂ log L/∂x for each free input x)``; the gradient uses the
         latter. Free inputs: ``init``, ``transitions`` (then ``shift``, then ``added``);
-        then constants."""
+        then constants (in the kernels' order: with ``shift`` but not ``added``, the
+        constant ``−inf`` added rates first)."""
 
         __props__ = ("n_free",)
 
@@ -532,10 +534,8 @@ def _register() -> None:
 
         def perform(self, node, inputs, output_storage):
             kernel_logp, kernel_shifted = _kernels()[0], _kernels()[3]
-            if self.n_free == 4:
-                results = kernel_shifted(*inputs)
-            elif self.n_free == 3:
-                results = kernel_shifted(*inputs[:3], no_added(inputs[2]), *inputs[3:])[:4]
+            if self.n_free > 2:
+                results = kernel_shifted(*inputs)[: self.n_free + 1]
             else:
                 results = kernel_logp(*inputs, _NO_SLOPE)[:3]
             output_storage[0][0] = np.asarray(results[0])
@@ -567,11 +567,8 @@ def _register() -> None:
         elif op.n_free == 3:
 
             @numba_njit
-            def paths(init, transitions, shift, *constants):
-                added = np.full(shift.shape[0], -np.inf)
-                logp, grad_init, grad_t, grad_shift, _ = shifted_logp_grad(
-                    init, transitions, shift, added, *constants
-                )
+            def paths(*args):
+                logp, grad_init, grad_t, grad_shift, _ = shifted_logp_grad(*args)
                 return np.asarray(logp), grad_init, grad_t, grad_shift
 
         else:
