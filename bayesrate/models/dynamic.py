@@ -742,7 +742,8 @@ class DynamicShockModel(DynamicModel, ShockModel):
             raise ValueError(f"{self.model_type} has independent shocks (the pages walk already)")
 
     def shifted_emission(self, data: Observations) -> ShiftedEmission:
-        """The cells' likelihood terms on the grid (computed once per data)."""
+        """The cells' likelihood terms on the grid, grouped by (domain, epoch) (computed
+        once per data)."""
         from bayesrate.models.hmm import ShiftedEmission
 
         cells = self.cells(data)
@@ -756,6 +757,8 @@ class DynamicShockModel(DynamicModel, ShockModel):
                 cells.n_pages,
                 cells.n_epochs,
                 self.grid(data),
+                data.domain_codes[cells.cell_page] * cells.n_epochs + cells.cell_epoch,
+                len(data.domains) * cells.n_epochs,
             ),
         )
 
@@ -787,32 +790,25 @@ class DynamicShockModel(DynamicModel, ShockModel):
         ).reshape(n_domains, cells.n_epochs)
         return cell.sum(axis=0), cell
 
-    def cell_effects(self, domain_epoch, data: Observations):
-        """``domain_epoch`` ``(domains, epochs)`` at each cell of ``data``."""
-        cells = self.cells(data)
-        return domain_epoch[data.domain_codes[cells.cell_page], cells.cell_epoch]
-
-    def _cell_added(self, data: Observations):
-        """Each cell's added log-rate in the current model, or ``None`` (here: none; the
-        dynamic mass-edit model's edits)."""
+    def _added(self, data: Observations):
+        """The added log-rates ``(domains, epochs)`` in the current model, or ``None``
+        (here: none; the dynamic mass-edit model's edits)."""
         return None
 
     def _paths(self, data: Observations, init, transitions):
         from bayesrate.models.hmm import paths_logp
 
         cells = self.cells(data)
-        shift = self.cell_effects(self._shocks(data), data)
         first, last = cells.first_column, cells.last_column
-        emission = self.shifted_emission(data)
         return paths_logp(
             init,
             transitions,
-            emission,
+            self.shifted_emission(data),
             data.domain_codes,
             first,
             last,
-            shift,
-            self._cell_added(data),
+            self._shocks(data),
+            self._added(data),
         )
 
     def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
@@ -836,11 +832,8 @@ class DynamicShockModel(DynamicModel, ShockModel):
         return effect[domain, column]
 
     def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        shift = self.cell_effects(draws["shock"][i], data)
-        added = self._draw_added(draws, i)
-        added = None if added is None else self.cell_effects(added, data)
-        emission, _, log_scale = self.shifted_emission(data).tables(shift, added)
-        return emission, log_scale
+        tables = self.shifted_emission(data).tables(draws["shock"][i], self._draw_added(draws, i))
+        return tables[0], tables[2]
 
     def _draw_added(self, draws: dict[str, np.ndarray], i: int):
         """Draw ``i``'s added log-rates ``(domains, epochs)``, or ``None`` (here: none)."""

@@ -51,8 +51,8 @@ class DynamicEditModel(DynamicShockModel, MassEditModel):
         **DynamicModel.default_model_config,
     }
 
-    def _cell_added(self, data: Observations):
-        return self.cell_effects(self._added_log_rates(data), data)
+    def _added(self, data: Observations):
+        return self._added_log_rates(data)
 
     def _draw_added(self, draws: dict[str, np.ndarray], i: int):
         return draws[EDIT_RATE][i]

@@ -236,45 +236,80 @@ def _kernels():
 
     @_njit
     def shifted_tables(
-        grid, shift, added, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
+        grid,
+        shift,
+        added,
+        key_row,
+        key_tau,
+        log_tau,
+        entry_start,
+        entry_key,
+        entry_count,
+        unchanged,
+        cell_group,
+        cell_page,
+        cell_epoch,
+        n_pages,
+        n_epochs,
     ):
-        """Emission table (scaled per cell), its log-slopes with respect to the cell's shift
-        and its added log-rate (``(2, pages, epochs, K)``), and each page's sum of the
-        cells' log scales, at rates ``exp(grid[k] + shift[c]) + exp(added[c])`` (see
-        :class:`ShiftedEmission`)."""
-        n_cells, k = shift.shape[0], grid.shape[0]
-        log_rate = np.empty(n_cells * k)
-        own_share = np.empty(n_cells * k)
-        for c in range(n_cells):
+        """Emission table (scaled per cell), its log-slopes with respect to the cell's
+        group's shift and added log-rate (``(2, pages, epochs, K)``), and each page's sum of
+        the cells' log scales, at rates ``exp(grid[k] + shift[g]) + exp(added[g])`` (see
+        :class:`ShiftedEmission`). The exponentials and ``log(1 − e^{−λτ})`` are evaluated
+        once per (group, state) and (group, τ, state), not per cell."""
+        n_groups, k = shift.shape[0], grid.shape[0]
+        log_rate = np.empty(n_groups * k)
+        rate = np.empty(n_groups * k)
+        own_share = np.empty(n_groups * k)
+        for g in range(n_groups):
             for j in range(k):
-                own = grid[j] + shift[c]  # finite, so top is
-                top = max(own, added[c])
-                total = top + np.log(np.exp(own - top) + np.exp(added[c] - top))
-                log_rate[c * k + j] = total
-                own_share[c * k + j] = np.exp(own - total)
-        row, pattern = terms[0], terms[1]
-        unchanged = terms[2].astype(np.float64)
-        detected = terms[3].astype(np.float64)
-        values, _, slope_of_row, _ = binomial_terms_kernel(
-            log_rate, log_pattern, row, pattern, unchanged, detected, np.zeros(row.shape[0])
+                own = grid[j] + shift[g]  # finite, so top is
+                top = max(own, added[g])
+                total = top + np.log(np.exp(own - top) + np.exp(added[g] - top))
+                log_rate[g * k + j] = total
+                rate[g * k + j] = np.exp(total)
+                own_share[g * k + j] = np.exp(own - total)
+        n_keys = key_row.shape[0]
+        row = np.empty(n_keys * k, dtype=np.int64)
+        pattern = np.empty(n_keys * k, dtype=np.int64)
+        for q in range(n_keys):
+            for j in range(k):
+                row[q * k + j] = key_row[q] * k + j
+                pattern[q * k + j] = key_tau[q]
+        values, slopes, _, _ = binomial_terms_kernel(
+            log_rate,
+            log_tau,
+            row,
+            pattern,
+            np.zeros(n_keys * k),
+            np.ones(n_keys * k),
+            np.zeros(n_keys * k),
         )
-        loglik = np.zeros(n_cells * k)
-        for t in range(row.shape[0]):
-            loglik[row[t]] += values[t]
         emission = np.ones((n_pages, n_epochs, k))
         slope = np.zeros((2, n_pages, n_epochs, k))
         scale = np.zeros(n_pages)
-        for c in range(n_cells):
-            p, e = cell_page[c], cell_epoch[c]
-            top = loglik[c * k]
+        ll = np.empty(k)
+        sl = np.empty(k)
+        for c in range(cell_page.shape[0]):
+            p, e, base = cell_page[c], cell_epoch[c], cell_group[c] * k
+            for j in range(k):
+                quiet = rate[base + j] * unchanged[c]
+                ll[j] = -quiet
+                sl[j] = -quiet
+            for t in range(entry_start[c], entry_start[c + 1]):
+                at, n = entry_key[t] * k, entry_count[t]
+                for j in range(k):
+                    ll[j] += n * values[at + j]
+                    sl[j] += n * slopes[at + j]
+            top = ll[0]
             for j in range(1, k):
-                top = max(top, loglik[c * k + j])
+                top = max(top, ll[j])
             scale[p] += top
             for j in range(k):
-                emission[p, e, j] = np.exp(loglik[c * k + j] - top)
-                w = own_share[c * k + j]
-                slope[0, p, e, j] = slope_of_row[c * k + j] * w
-                slope[1, p, e, j] = slope_of_row[c * k + j] * (1.0 - w)
+                emission[p, e, j] = np.exp(ll[j] - top)
+                w = own_share[base + j]
+                slope[0, p, e, j] = sl[j] * w
+                slope[1, p, e, j] = sl[j] * (1.0 - w)
         return emission, slope, scale
 
     @_njit
@@ -284,26 +319,48 @@ def _kernels():
         shift,
         added,
         grid,
-        terms,
-        log_pattern,
+        key_row,
+        key_tau,
+        log_tau,
+        entry_start,
+        entry_key,
+        entry_count,
+        unchanged,
+        cell_group,
         cell_page,
         cell_epoch,
         domain,
         first,
         last,
     ):
-        n_pages, n_epochs = first.shape[0], cell_epoch.max() + 1 if cell_epoch.shape[0] else 0
+        n_pages = first.shape[0]
+        n_epochs = cell_epoch.max() + 1 if cell_epoch.shape[0] else 0
         emission, slope, scale = shifted_tables(
-            grid, shift, added, terms, log_pattern, cell_page, cell_epoch, n_pages, n_epochs
+            grid,
+            shift,
+            added,
+            key_row,
+            key_tau,
+            log_tau,
+            entry_start,
+            entry_key,
+            entry_count,
+            unchanged,
+            cell_group,
+            cell_page,
+            cell_epoch,
+            n_pages,
+            n_epochs,
         )
         logp, grad_init, grad_t, grad_cells = logp_grad(
             init, transitions, emission, domain, first, last, slope
         )
-        grad_shift = np.empty(shift.shape[0])
-        grad_added = np.empty(shift.shape[0])
-        for c in range(shift.shape[0]):
-            grad_shift[c] = grad_cells[0, cell_page[c], cell_epoch[c]]
-            grad_added[c] = grad_cells[1, cell_page[c], cell_epoch[c]]
+        grad_shift = np.zeros(shift.shape[0])
+        grad_added = np.zeros(shift.shape[0])
+        for c in range(cell_page.shape[0]):
+            g = cell_group[c]
+            grad_shift[g] += grad_cells[0, cell_page[c], cell_epoch[c]]
+            grad_added[g] += grad_cells[1, cell_page[c], cell_epoch[c]]
         return logp + scale.sum(), grad_init, grad_t, grad_shift, grad_added
 
     _KERNELS = (logp_grad, filter_at, shifted_tables, shifted_logp_grad, page_logps, sample_paths)
@@ -315,31 +372,48 @@ _KERNELS = None
 
 @dataclass(frozen=True, eq=False)
 class ShiftedEmission:
-    """Cells whose log-rate is the grid shifted by a per-cell amount (the dynamic shocks
-    model's shared epoch effects), plus a per-cell added rate (the dynamic mass-edit
-    model's edits; none by default): at state ``k`` cell ``c`` has the rate
-    ``exp(grid[k] + shift[c]) + exp(added[c])``. Held here: the censored Binomial terms
-    of each cell repeated per grid state, laid out for
-    :func:`bayesrate.models.fused.binomial_terms_kernel` (its "page" is ``cell·K + k``).
-    Per cell: one term per changed group (interval length
-    ``τ``, ``c`` changes: ``c·log(1 − e^{−λτ})``) and one for its unchanged exposure
-    ``U`` (``−λU``).
+    """Cells whose log-rate is the grid shifted by their group's amount (the dynamic shocks
+    model's shared (domain, epoch) effects), plus their group's added rate (the dynamic
+    mass-edit model's edits; none by default): at state ``k`` a cell of group ``g`` has the
+    rate ``exp(grid[k] + shift[g]) + exp(added[g])``.
+
+    Per cell the censored Binomial log-likelihood is ``−λU + Σ c·log(1 − e^{−λτ})`` over its
+    unchanged exposure ``U`` and its changed groups (interval length ``τ``, ``c`` changes).
+    The rates and ``log(1 − e^{−λτ})`` depend on the group, ``τ`` and the state only, so
+    they are evaluated once per (group, τ, state) by
+    :func:`bayesrate.models.fused.binomial_terms_kernel` (its "page" is ``group·K + k``)
+    and summed into the cells with their counts.
 
     Attributes
     ----------
     grid
         ``(K,)`` log-rates per hour.
-    terms
-        ``(4, T)``: row ``cell·K + k``, pattern, unchanged (0/1), changes.
-    log_pattern
-        Log exposure of each pattern (the distinct ``τ``, then each cell's ``U``).
+    key_row, key_tau
+        Per distinct (group, τ) of the changed groups ("keys"): the group and the index of
+        ``τ`` in ``log_tau``.
+    log_tau
+        The distinct log interval lengths.
+    entry_start, entry_key, entry_count
+        Per cell ``c``: its changed groups ``entry_start[c] … entry_start[c + 1]``, each a
+        key and its number of changed intervals.
+    unchanged
+        ``U`` per cell (hours).
+    cell_group, n_groups
+        Each cell's group (the index into ``shift`` and ``added``), of ``n_groups``.
     cell_page, cell_epoch, n_pages, n_epochs
         Where each cell sits in the ``(pages, epochs, K)`` emission table.
     """
 
     grid: np.ndarray
-    terms: np.ndarray
-    log_pattern: np.ndarray
+    key_row: np.ndarray
+    key_tau: np.ndarray
+    log_tau: np.ndarray
+    entry_start: np.ndarray
+    entry_key: np.ndarray
+    entry_count: np.ndarray
+    unchanged: np.ndarray
+    cell_group: np.ndarray
+    n_groups: int
     cell_page: np.ndarray
     cell_epoch: np.ndarray
     n_pages: int
@@ -354,65 +428,79 @@ class ShiftedEmission:
         n_pages: int,
         n_epochs: int,
         grid: np.ndarray,
+        cell_group=None,
+        n_groups: int | None = None,
     ) -> ShiftedEmission:
-        """From the cells' sufficient statistics (one "page" of ``groups`` per cell)."""
-        n_cells, k = len(groups.unchanged), len(grid)
+        """From the cells' sufficient statistics (one "page" of ``groups`` per cell) and
+        each cell's group (default: every cell its own group)."""
+        n_cells = len(groups.unchanged)
+        if cell_group is None:
+            cell_group, n_groups = np.arange(n_cells), n_cells
+        cell_group = np.asarray(cell_group, dtype=np.int64)
+        if len(cell_group) != n_cells or n_groups is None:
+            raise ValueError("give one group per cell and the number of groups")
+        if n_cells and (cell_group.min() < 0 or cell_group.max() >= n_groups):
+            raise ValueError(f"cell groups must lie in 0 … {n_groups - 1}")
         log_tau, tau_code = np.unique(groups.group_log_exposure, return_inverse=True)
-        quiet = np.flatnonzero(groups.unchanged > 0)
-        n_busy = len(groups.group_page)
-        entry_cell = np.concatenate([groups.group_page, quiet]).astype(np.int64)
-        entry_pattern = np.concatenate([tau_code.reshape(-1), len(log_tau) + np.arange(len(quiet))])
-        entry_quiet = np.concatenate([np.zeros(n_busy), np.ones(len(quiet))])
-        entry_changes = np.concatenate([groups.group_count, np.zeros(len(quiet))])
-        order = np.argsort(entry_cell, kind="stable")
-        per_cell = np.bincount(entry_cell, minlength=n_cells)
-        entry_start = np.cumsum(per_cell) - per_cell
-        block = per_cell * k
-        term_cell = np.repeat(np.arange(n_cells), block)
-        q = np.arange(int(block.sum())) - np.repeat(np.cumsum(block) - block, block)
-        size = per_cell[term_cell]
-        entry = order[entry_start[term_cell] + q % size]
-        terms = np.stack(
-            [
-                term_cell * k + q // size,
-                entry_pattern[entry],
-                entry_quiet[entry],
-                entry_changes[entry],
-            ]
-        ).astype(np.int64)
+        tau_code = tau_code.reshape(-1)
+        entry_group = cell_group[groups.group_page]
+        keys, entry_key = np.unique(
+            entry_group * max(len(log_tau), 1) + tau_code, return_inverse=True
+        )
+        key_row, key_tau = np.divmod(keys, max(len(log_tau), 1))
+        per_cell = np.bincount(groups.group_page, minlength=n_cells)
+        as_int = (lambda a: np.ascontiguousarray(a, dtype=np.int64))  # fmt: skip
         return cls(
             grid=np.ascontiguousarray(grid, dtype=np.float64),
-            terms=np.ascontiguousarray(terms),
-            log_pattern=np.concatenate([log_tau, np.log(groups.unchanged[quiet])]),
-            cell_page=np.ascontiguousarray(cell_page, dtype=np.int64),
-            cell_epoch=np.ascontiguousarray(cell_epoch, dtype=np.int64),
+            key_row=as_int(key_row),
+            key_tau=as_int(key_tau),
+            log_tau=np.ascontiguousarray(log_tau, dtype=np.float64),
+            entry_start=as_int(np.concatenate([[0], np.cumsum(per_cell)])),
+            entry_key=as_int(entry_key.reshape(-1)),
+            entry_count=np.ascontiguousarray(groups.group_count, dtype=np.float64),
+            unchanged=np.ascontiguousarray(groups.unchanged, dtype=np.float64),
+            cell_group=cell_group,
+            n_groups=int(n_groups),
+            cell_page=as_int(cell_page),
+            cell_epoch=as_int(cell_epoch),
             n_pages=int(n_pages),
             n_epochs=int(n_epochs),
         )
 
     @property
     def constants(self) -> tuple:
-        return (self.grid, self.terms, self.log_pattern, self.cell_page, self.cell_epoch)
+        return (
+            self.grid,
+            self.key_row,
+            self.key_tau,
+            self.log_tau,
+            self.entry_start,
+            self.entry_key,
+            self.entry_count,
+            self.unchanged,
+            self.cell_group,
+            self.cell_page,
+            self.cell_epoch,
+        )
 
     def tables(
         self, shift: np.ndarray, added: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(emission, log-slopes, log scale)`` at ``shift`` and ``added`` (one per cell;
+        """``(emission, log-slopes, log scale)`` at ``shift`` and ``added`` (one per group;
         no added rate if ``None``): the emission table scaled per cell by its largest entry
         (the scales' logs summed per page), and ``d log emission / d shift`` and ``/ d
-        added`` (``(2, pages, epochs, K)``)."""
-        shift = np.ascontiguousarray(shift, dtype=np.float64)
+        added`` of each cell's group (``(2, pages, epochs, K)``)."""
+        shift = self._per_group(shift, "shift")
+        added = no_added(shift) if added is None else self._per_group(added, "added")
         return _kernels()[2](
-            self.grid,
-            shift,
-            no_added(shift) if added is None else np.ascontiguousarray(added, dtype=np.float64),
-            self.terms,
-            self.log_pattern,
-            self.cell_page,
-            self.cell_epoch,
-            self.n_pages,
-            self.n_epochs,
+            self.grid, shift, added, *self.constants[1:], self.n_pages, self.n_epochs
         )
+
+    def _per_group(self, values, name: str) -> np.ndarray:
+        values = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        if len(values) != self.n_groups:
+            raise ValueError(f"{name} needs one value per group ({self.n_groups}), got {len(values)}")
+        return values
 
 
 def no_added(shift: np.ndarray) -> np.ndarray:
@@ -440,12 +528,12 @@ def shifted_paths_logp_grad(
     init, transitions, shift, emission: ShiftedEmission, domain, first, last, added=None
 ):
     """``(log L, ∂/∂init, ∂/∂T, ∂/∂shift, ∂/∂added)`` with each cell's log-rates shifted by
-    ``shift`` and the rates ``exp(added)`` added (none if ``None``)."""
+    its group's ``shift`` and its group's rate ``exp(added)`` added (none if ``None``)."""
     init, transitions, _, domain, first, last = _chain_arrays(
         init, transitions, _NO_SLOPE, domain, first, last
     )
-    shift = np.ascontiguousarray(shift, dtype=np.float64)
-    added = no_added(shift) if added is None else np.ascontiguousarray(added, dtype=np.float64)
+    shift = emission._per_group(shift, "shift")
+    added = no_added(shift) if added is None else emission._per_group(added, "added")
     return _kernels()[3](init, transitions, shift, added, *emission.constants, domain, first, last)
 
 
@@ -470,8 +558,8 @@ def sample_paths(init, transitions, emission, domain, first, last, rng) -> np.nd
 def paths_logp(init, transitions, emission, domain, first, last, shift=None, added=None):
     """The PyTensor scalar ``Σ_p log Σ_paths`` (gradient with respect to ``init``,
     ``transitions``, ``shift`` and ``added``; the data are constants). ``emission`` is the
-    ``(pages, epochs, K)`` table, or with ``shift`` (one per cell) a
-    :class:`ShiftedEmission`, optionally with added log-rates ``added`` (one per cell)."""
+    ``(pages, epochs, K)`` table, or with ``shift`` (one per group of cells) a
+    :class:`ShiftedEmission`, optionally with added log-rates ``added`` (one per group)."""
     import pytensor.tensor as pt
 
     if added is not None and shift is None:
@@ -481,7 +569,8 @@ def paths_logp(init, transitions, emission, domain, first, last, shift=None, add
     if shift is None:
         data = [np.ascontiguousarray(emission, dtype=np.float64)]
     else:  # without added rates, their −inf is the first constant (the kernel's order)
-        data = [*([] if added is not None else [no_added(emission.cell_page)]),
+        free[2:] = [x.flatten() for x in free[2:]]
+        data = [*([] if added is not None else [np.full(emission.n_groups, -np.inf)]),
                 *emission.constants]  # fmt: skip
     op = _op(len(free))
     return op(*free, *(pt.constant(a) for a in (*data, *index)))[0]

@@ -257,27 +257,62 @@ def test_edits_logp_and_filter_equal_path_enumeration(tiny):
         np.testing.assert_allclose(filtered, last, atol=1e-10)
 
 
+def _tables_by_numpy(data, cells, grid, shift, added):
+    """Each cell's emission row and log scale at the rates ``exp(grid + shift[g]) +
+    exp(added[g])`` of its group ``g`` (domain, epoch), by :func:`loglik_grid` with the
+    added rate as its integrated added exposure (independent of the kernel)."""
+    from bayesrate.likelihood import CensoredGroups, loglik_grid
+
+    groups = cells.groups
+    g = cell_groups(data, cells)
+    added_rate = np.exp(added[g])
+    with_added = CensoredGroups(
+        unchanged=groups.unchanged,
+        group_page=groups.group_page,
+        group_log_exposure=groups.group_log_exposure,
+        group_count=groups.group_count,
+        unchanged_added=groups.unchanged * added_rate,
+        group_log_added=groups.group_log_exposure + added[g][groups.group_page],
+    )
+    ll = loglik_grid(with_added, grid[None, :] + shift[g][:, None])
+    top = ll.max(axis=1)
+    return np.exp(ll - top[:, None]), top
+
+
+def cell_groups(data, cells):
+    """The (domain, epoch) group of each cell."""
+    return data.domain_codes[cells.cell_page] * cells.n_epochs + cells.cell_epoch
+
+
 def test_shifted_kernel_gradient_equals_finite_differences(tiny):
-    """The gradient with respect to each cell's shift (posterior state marginals times the
-    emission's slope) against central differences; the tables at zero shift against the
-    unshifted emission table."""
+    """The tables at a shift and added rate per (domain, epoch) against ``loglik_grid`` (at
+    zero, against the unshifted emission table); the gradient with respect to each group's
+    shift and added rate (posterior state marginals times the emission's slopes, summed
+    over the group's cells) against central differences."""
     from bayesrate.models.dynamic import bin_edges, normal_bins, transition_matrices
     from bayesrate.models.hmm import shifted_paths_logp_grad
 
     model = DynamicShockModel(model_config={"grid_size": 11})
     cells, grid = model.cells(tiny), model.grid(tiny)
     emission = model.shifted_emission(tiny)
+    assert emission.n_groups == 2 * cells.n_epochs
     table, log_top = model.emission(tiny)
-    got, _, got_top = emission.tables(np.zeros(len(cells.cell_page)))
+    got, _, got_top = emission.tables(np.zeros(emission.n_groups))
     np.testing.assert_allclose(got, table, rtol=1e-12)
     np.testing.assert_allclose(got_top, log_top, rtol=1e-12)
     rng = np.random.default_rng(seed_of("dyn-shift-grad"))
+    shift = rng.normal(0, 0.7, emission.n_groups)
+    added = rng.normal(-5.0, 0.7, emission.n_groups)
+    got, _, got_top = emission.tables(shift, added)
+    rows, tops = _tables_by_numpy(tiny, cells, grid, shift, added)
+    np.testing.assert_allclose(got[cells.cell_page, cells.cell_epoch], rows, rtol=1e-10)
+    want_top = np.bincount(cells.cell_page, weights=tops, minlength=cells.n_pages)
+    np.testing.assert_allclose(got_top, want_top, rtol=1e-12)
     domain = tiny.domain_codes
     init = normal_bins(np.array([-5.0, -4.0, -5.5]), np.full(3, 0.8), bin_edges(grid))
     transitions = transition_matrices(np.array([0.5, 0.9]), grid)
-    shift = rng.normal(0, 0.7, len(cells.cell_page))
     args = (domain, cells.first_column, cells.last_column)
-    for added in (None, rng.normal(-5.0, 0.7, len(shift))):
+    for added in (None, added):
         got = shifted_paths_logp_grad(init, transitions, shift, emission, *args, added)
         h = 1e-6
         for which, x in ((0, shift), (1, added)):
@@ -296,6 +331,21 @@ def test_shifted_kernel_gradient_equals_finite_differences(tiny):
                 want = (hi - lo) / (2 * h)
                 assert got[3 + which][c] == pytest.approx(want, rel=1e-5, abs=1e-6), (which, c)
             assert np.abs(got[3 + which]).max() > 0.5
+
+
+def test_shifted_emission_refuses_wrong_groups(tiny):
+    from bayesrate.models.hmm import ShiftedEmission
+
+    model = DynamicShockModel(model_config={"grid_size": 11})
+    cells, grid = model.cells(tiny), model.grid(tiny)
+    emission = model.shifted_emission(tiny)
+    with pytest.raises(ValueError, match="one value per group"):
+        emission.tables(np.zeros(emission.n_groups + 1))
+    args = (cells.groups, cells.cell_page, cells.cell_epoch, cells.n_pages, cells.n_epochs, grid)
+    with pytest.raises(ValueError, match="must lie in"):
+        ShiftedEmission.from_cells(*args, cell_groups(tiny, cells), 1)
+    per_cell = ShiftedEmission.from_cells(*args)
+    assert per_cell.n_groups == len(cells.cell_page)
 
 
 def test_walk_forward_steps_are_binned_normals(tiny):
