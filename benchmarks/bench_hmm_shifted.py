@@ -107,10 +107,12 @@ def main() -> None:
         "groups": grouped.n_groups,
         "changed keys grouped / per cell": [len(grouped.key_row), len(per_cell.key_row)],
         "ms (median, min)": {label: [round(a, 3), round(b, 3)] for label, (a, b) in ms.items()},
-        "speed-up tables": round(ms["tables, per cell (baseline)"][0] / ms[
-            "tables, per (domain, epoch)"][0], 2),
-        "speed-up kernel": round(ms["kernel, per cell (baseline)"][0] / ms[
-            "kernel, per (domain, epoch)"][0], 2),
+        "speed-up tables": round(
+            ms["tables, per cell (baseline)"][0] / ms["tables, per (domain, epoch)"][0], 2
+        ),
+        "speed-up kernel": round(
+            ms["kernel, per cell (baseline)"][0] / ms["kernel, per (domain, epoch)"][0], 2
+        ),
         "dynamic_edits / hierarchical logp+grad": round(
             ms["dynamic_edits logp+grad"][0] / ms["hierarchical logp+grad"][0], 1
         ),

@@ -449,20 +449,19 @@ class ShiftedEmission:
         )
         key_row, key_tau = np.divmod(keys, max(len(log_tau), 1))
         per_cell = np.bincount(groups.group_page, minlength=n_cells)
-        as_int = (lambda a: np.ascontiguousarray(a, dtype=np.int64))  # fmt: skip
         return cls(
             grid=np.ascontiguousarray(grid, dtype=np.float64),
-            key_row=as_int(key_row),
-            key_tau=as_int(key_tau),
+            key_row=_as_int(key_row),
+            key_tau=_as_int(key_tau),
             log_tau=np.ascontiguousarray(log_tau, dtype=np.float64),
-            entry_start=as_int(np.concatenate([[0], np.cumsum(per_cell)])),
-            entry_key=as_int(entry_key.reshape(-1)),
+            entry_start=_as_int(np.concatenate([[0], np.cumsum(per_cell)])),
+            entry_key=_as_int(entry_key.reshape(-1)),
             entry_count=np.ascontiguousarray(groups.group_count, dtype=np.float64),
             unchanged=np.ascontiguousarray(groups.unchanged, dtype=np.float64),
             cell_group=cell_group,
             n_groups=int(n_groups),
-            cell_page=as_int(cell_page),
-            cell_epoch=as_int(cell_epoch),
+            cell_page=_as_int(cell_page),
+            cell_epoch=_as_int(cell_epoch),
             n_pages=int(n_pages),
             n_epochs=int(n_epochs),
         )
@@ -499,8 +498,14 @@ class ShiftedEmission:
     def _per_group(self, values, name: str) -> np.ndarray:
         values = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         if len(values) != self.n_groups:
-            raise ValueError(f"{name} needs one value per group ({self.n_groups}), got {len(values)}")
+            raise ValueError(
+                f"{name} needs one value per group ({self.n_groups}), got {len(values)}"
+            )
         return values
+
+
+def _as_int(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def no_added(shift: np.ndarray) -> np.ndarray:

@@ -302,9 +302,9 @@ def test_shifted_kernel_gradient_equals_finite_differences(tiny):
     np.testing.assert_allclose(got_top, log_top, rtol=1e-12)
     rng = np.random.default_rng(seed_of("dyn-shift-grad"))
     shift = rng.normal(0, 0.7, emission.n_groups)
-    added = rng.normal(-5.0, 0.7, emission.n_groups)
-    got, _, got_top = emission.tables(shift, added)
-    rows, tops = _tables_by_numpy(tiny, cells, grid, shift, added)
+    edits = rng.normal(-5.0, 0.7, emission.n_groups)
+    got, _, got_top = emission.tables(shift, edits)
+    rows, tops = _tables_by_numpy(tiny, cells, grid, shift, edits)
     np.testing.assert_allclose(got[cells.cell_page, cells.cell_epoch], rows, rtol=1e-10)
     want_top = np.bincount(cells.cell_page, weights=tops, minlength=cells.n_pages)
     np.testing.assert_allclose(got_top, want_top, rtol=1e-12)
@@ -312,7 +312,7 @@ def test_shifted_kernel_gradient_equals_finite_differences(tiny):
     init = normal_bins(np.array([-5.0, -4.0, -5.5]), np.full(3, 0.8), bin_edges(grid))
     transitions = transition_matrices(np.array([0.5, 0.9]), grid)
     args = (domain, cells.first_column, cells.last_column)
-    for added in (None, added):
+    for added in (None, edits):
         got = shifted_paths_logp_grad(init, transitions, shift, emission, *args, added)
         h = 1e-6
         for which, x in ((0, shift), (1, added)):
