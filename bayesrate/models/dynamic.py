@@ -741,12 +741,22 @@ class DynamicShockModel(DynamicModel, ShockModel):
         if self.model_config["shock_process"] != "iid":
             raise ValueError(f"{self.model_type} has independent shocks (the pages walk already)")
 
+    def effect_rows(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct rows of the ``(domain, epoch)`` effects: a domain of each (one that
+        follows the global effects, then every domain with effects of its own,
+        :meth:`shocked_domains`), and per domain the index of its row among them."""
+        own = self.shocked_domains(data)
+        key = np.where(own, np.arange(len(own)) + 1, 0)
+        _, first, code = np.unique(key, return_index=True, return_inverse=True)
+        return first, code.reshape(-1)
+
     def shifted_emission(self, data: Observations) -> ShiftedEmission:
-        """The cells' likelihood terms on the grid, grouped by (domain, epoch) (computed
-        once per data)."""
+        """The cells' likelihood terms on the grid, grouped by (distinct effect row, epoch)
+        (computed once per data)."""
         from bayesrate.models.hmm import ShiftedEmission
 
         cells = self.cells(data)
+        first, code = self.effect_rows(data)
         return self._cached(
             data,
             "shifted_emission",
@@ -757,8 +767,8 @@ class DynamicShockModel(DynamicModel, ShockModel):
                 cells.n_pages,
                 cells.n_epochs,
                 self.grid(data),
-                data.domain_codes[cells.cell_page] * cells.n_epochs + cells.cell_epoch,
-                len(data.domains) * cells.n_epochs,
+                code[data.domain_codes[cells.cell_page]] * cells.n_epochs + cells.cell_epoch,
+                len(first) * cells.n_epochs,
             ),
         )
 
@@ -799,16 +809,17 @@ class DynamicShockModel(DynamicModel, ShockModel):
         from bayesrate.models.hmm import paths_logp
 
         cells = self.cells(data)
-        first, last = cells.first_column, cells.last_column
+        rows, _ = self.effect_rows(data)
+        added = self._added(data)
         return paths_logp(
             init,
             transitions,
             self.shifted_emission(data),
             data.domain_codes,
-            first,
-            last,
-            self._shocks(data),
-            self._added(data),
+            cells.first_column,
+            cells.last_column,
+            self._shocks(data)[rows],
+            None if added is None else added[rows],
         )
 
     def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
@@ -832,7 +843,10 @@ class DynamicShockModel(DynamicModel, ShockModel):
         return effect[domain, column]
 
     def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        tables = self.shifted_emission(data).tables(draws["shock"][i], self._draw_added(draws, i))
+        rows, _ = self.effect_rows(data)
+        added = self._draw_added(draws, i)
+        emission = self.shifted_emission(data)
+        tables = emission.tables(draws["shock"][i][rows], None if added is None else added[rows])
         return tables[0], tables[2]
 
     def _draw_added(self, draws: dict[str, np.ndarray], i: int):

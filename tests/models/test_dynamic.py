@@ -226,15 +226,21 @@ def test_reverting_walk_logp_and_filter_equal_path_enumeration(tiny):
         assert abs(plain.sum() - total.sum()) > 1e-3  # and the reversion changes it
 
 
-def test_shocked_logp_and_filter_equal_path_enumeration(tiny):
+@pytest.mark.parametrize("own_shocks", [True, False], ids=["domain-shocks", "global-shocks"])
+def test_shocked_logp_and_filter_equal_path_enumeration(tiny, own_shocks):
     """dynamic_shocks: each interval's log-rate is its path's state plus its domain's shock
-    in the closing epoch (both domains have their own shocks here)."""
-    model = DynamicShockModel(model_config={"grid_size": 9, "domain_shock_min_pages": 1})
+    in the closing epoch (both domains have their own shocks, or both follow the global
+    ones: one row of effects in the kernel)."""
+    config = {"grid_size": 9, "domain_shock_min_pages": 1, "domain_shocks": own_shocks}
+    model = DynamicShockModel(model_config=config)
+    rows, code = model.effect_rows(tiny)
+    assert len(rows) == (2 if own_shocks else 1) and len(code) == 2
     names = ["mu_domain", "sigma_page", "sigma_walk", "shock"]
     for potential, *params in _random_points(model.build_model(tiny), names, "dyn-shock-enumerate"):
         draw = dict(zip(names, params, strict=True))
         assert np.abs(draw["shock"]).max() > 0.2  # the shocks matter
-        assert np.ptp(draw["shock"][0] - draw["shock"][1]) > 0.1  # and differ by domain
+        spread = np.ptp(draw["shock"][0] - draw["shock"][1])
+        assert spread > 0.1 if own_shocks else spread == 0  # and differ by domain, or not
         total, last = _paths_by_enumeration(model, tiny, *params)
         assert float(potential) == pytest.approx(total.sum(), rel=1e-9)
         filtered = model.filtered({k: np.asarray(v)[None] for k, v in draw.items()}, tiny)[0]
@@ -290,12 +296,20 @@ def test_shifted_kernel_gradient_equals_finite_differences(tiny):
     shift and added rate (posterior state marginals times the emission's slopes, summed
     over the group's cells) against central differences."""
     from bayesrate.models.dynamic import bin_edges, normal_bins, transition_matrices
-    from bayesrate.models.hmm import shifted_paths_logp_grad
+    from bayesrate.models.hmm import ShiftedEmission, shifted_paths_logp_grad
 
     model = DynamicShockModel(model_config={"grid_size": 11})
     cells, grid = model.cells(tiny), model.grid(tiny)
-    emission = model.shifted_emission(tiny)
-    assert emission.n_groups == 2 * cells.n_epochs
+    emission = ShiftedEmission.from_cells(
+        cells.groups,
+        cells.cell_page,
+        cells.cell_epoch,
+        cells.n_pages,
+        cells.n_epochs,
+        grid,
+        cell_groups(tiny, cells),
+        2 * cells.n_epochs,
+    )
     table, log_top = model.emission(tiny)
     got, _, got_top = emission.tables(np.zeros(emission.n_groups))
     np.testing.assert_allclose(got, table, rtol=1e-12)
