@@ -843,11 +843,22 @@ class DynamicShockModel(DynamicModel, ShockModel):
         return effect[domain, column]
 
     def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        rows, _ = self.effect_rows(data)
         added = self._draw_added(draws, i)
-        emission = self.shifted_emission(data)
-        tables = emission.tables(draws["shock"][i][rows], None if added is None else added[rows])
+        shift = self._distinct_rows(draws["shock"][i], data)
+        added = None if added is None else self._distinct_rows(added, data)
+        tables = self.shifted_emission(data).tables(shift, added)
         return tables[0], tables[2]
+
+    def _distinct_rows(self, effect: np.ndarray, data: Observations) -> np.ndarray:
+        """The :meth:`effect_rows` of a drawn ``(domain, epoch)`` effect; ``ValueError`` if
+        domains that share a row differ (effects not drawn on ``data``'s domains)."""
+        rows, code = self.effect_rows(data)
+        if effect.shape[0] != len(code) or not np.array_equal(effect[rows][code], effect):
+            raise ValueError(
+                "the drawn (domain, epoch) effects do not match the domains of the data "
+                "(pass the fitted data)"
+            )
+        return effect[rows]
 
     def _draw_added(self, draws: dict[str, np.ndarray], i: int):
         """Draw ``i``'s added log-rates ``(domains, epochs)``, or ``None`` (here: none)."""

@@ -245,6 +245,10 @@ def test_shocked_logp_and_filter_equal_path_enumeration(tiny, own_shocks):
         assert float(potential) == pytest.approx(total.sum(), rel=1e-9)
         filtered = model.filtered({k: np.asarray(v)[None] for k, v in draw.items()}, tiny)[0]
         np.testing.assert_allclose(filtered, last, atol=1e-10)
+    if not own_shocks:  # a domain's own shocks where the model has none: refused
+        draw["shock"] = draw["shock"] + np.array([[0.0], [0.3]])
+        with pytest.raises(ValueError, match="do not match the domains"):
+            model.filtered({k: np.asarray(v)[None] for k, v in draw.items()}, tiny)
 
 
 def test_edits_logp_and_filter_equal_path_enumeration(tiny):
