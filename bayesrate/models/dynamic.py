@@ -745,22 +745,24 @@ class DynamicShockModel(DynamicModel, ShockModel):
         """The distinct rows of the ``(domain, epoch)`` effects: a domain of each (one that
         follows the global effects, then every domain with effects of its own,
         :meth:`shocked_domains`), and per domain the index of its row among them."""
-        own = self.shocked_domains(data)
-        key = np.where(own, np.arange(len(own)) + 1, 0)
-        _, first, code = np.unique(key, return_index=True, return_inverse=True)
-        return first, code.reshape(-1)
+
+        def compute() -> tuple[np.ndarray, np.ndarray]:
+            own = self.shocked_domains(data)
+            key = np.where(own, np.arange(len(own)) + 1, 0)
+            _, first, code = np.unique(key, return_index=True, return_inverse=True)
+            return first, code.reshape(-1)
+
+        return self._cached(data, "effect_rows", compute)
 
     def shifted_emission(self, data: Observations) -> ShiftedEmission:
         """The cells' likelihood terms on the grid, grouped by (distinct effect row, epoch)
         (computed once per data)."""
         from bayesrate.models.hmm import ShiftedEmission
 
-        cells = self.cells(data)
-        first, code = self.effect_rows(data)
-        return self._cached(
-            data,
-            "shifted_emission",
-            lambda: ShiftedEmission.from_cells(
+        def compute() -> ShiftedEmission:
+            cells = self.cells(data)
+            first, code = self.effect_rows(data)
+            return ShiftedEmission.from_cells(
                 cells.groups,
                 cells.cell_page,
                 cells.cell_epoch,
@@ -769,8 +771,9 @@ class DynamicShockModel(DynamicModel, ShockModel):
                 self.grid(data),
                 code[data.domain_codes[cells.cell_page]] * cells.n_epochs + cells.cell_epoch,
                 len(first) * cells.n_epochs,
-            ),
-        )
+            )
+
+        return self._cached(data, "shifted_emission", compute)
 
     def active_cells(self, data: Observations) -> np.ndarray:
         """``(domains, epochs)``: whether any page of the domain has a cell in the epoch."""

@@ -239,8 +239,8 @@ def _kernels():
         grid,
         shift,
         added,
-        key_row,
-        key_tau,
+        term_row,
+        term_tau,
         log_tau,
         entry_start,
         entry_key,
@@ -269,21 +269,15 @@ def _kernels():
                 log_rate[g * k + j] = total
                 rate[g * k + j] = np.exp(total)
                 own_share[g * k + j] = np.exp(own - total)
-        n_keys = key_row.shape[0]
-        row = np.empty(n_keys * k, dtype=np.int64)
-        pattern = np.empty(n_keys * k, dtype=np.int64)
-        for q in range(n_keys):
-            for j in range(k):
-                row[q * k + j] = key_row[q] * k + j
-                pattern[q * k + j] = key_tau[q]
+        n_terms = term_row.shape[0]
         values, slopes, _, _ = binomial_terms_kernel(
             log_rate,
             log_tau,
-            row,
-            pattern,
-            np.zeros(n_keys * k),
-            np.ones(n_keys * k),
-            np.zeros(n_keys * k),
+            term_row,
+            term_tau,
+            np.zeros(n_terms),
+            np.ones(n_terms),
+            np.zeros(n_terms),
         )
         emission = np.ones((n_pages, n_epochs, k))
         slope = np.zeros((2, n_pages, n_epochs, k))
@@ -319,8 +313,8 @@ def _kernels():
         shift,
         added,
         grid,
-        key_row,
-        key_tau,
+        term_row,
+        term_tau,
         log_tau,
         entry_start,
         entry_key,
@@ -339,8 +333,8 @@ def _kernels():
             grid,
             shift,
             added,
-            key_row,
-            key_tau,
+            term_row,
+            term_tau,
             log_tau,
             entry_start,
             entry_key,
@@ -388,9 +382,9 @@ class ShiftedEmission:
     ----------
     grid
         ``(K,)`` log-rates per hour.
-    key_row, key_tau
-        Per distinct (group, τ) of the changed groups ("keys"): the group and the index of
-        ``τ`` in ``log_tau``.
+    term_row, term_tau
+        Per distinct (group, τ) of the changed groups (a "key") and grid state ``k``: the
+        rate row ``group·K + k`` and the index of ``τ`` in ``log_tau``.
     log_tau
         The distinct log interval lengths.
     entry_start, entry_key, entry_count
@@ -405,8 +399,8 @@ class ShiftedEmission:
     """
 
     grid: np.ndarray
-    key_row: np.ndarray
-    key_tau: np.ndarray
+    term_row: np.ndarray
+    term_tau: np.ndarray
     log_tau: np.ndarray
     entry_start: np.ndarray
     entry_key: np.ndarray
@@ -448,11 +442,12 @@ class ShiftedEmission:
             entry_group * max(len(log_tau), 1) + tau_code, return_inverse=True
         )
         key_row, key_tau = np.divmod(keys, max(len(log_tau), 1))
+        k = len(grid)
         per_cell = np.bincount(groups.group_page, minlength=n_cells)
         return cls(
             grid=np.ascontiguousarray(grid, dtype=np.float64),
-            key_row=_as_int(key_row),
-            key_tau=_as_int(key_tau),
+            term_row=_as_int((key_row[:, None] * k + np.arange(k)).reshape(-1)),
+            term_tau=_as_int(np.repeat(key_tau, k)),
             log_tau=np.ascontiguousarray(log_tau, dtype=np.float64),
             entry_start=_as_int(np.concatenate([[0], np.cumsum(per_cell)])),
             entry_key=_as_int(entry_key.reshape(-1)),
@@ -470,8 +465,8 @@ class ShiftedEmission:
     def constants(self) -> tuple:
         return (
             self.grid,
-            self.key_row,
-            self.key_tau,
+            self.term_row,
+            self.term_tau,
             self.log_tau,
             self.entry_start,
             self.entry_key,
@@ -490,7 +485,7 @@ class ShiftedEmission:
         (the scales' logs summed per page), and ``d log emission / d shift`` and ``/ d
         added`` of each cell's group (``(2, pages, epochs, K)``)."""
         shift = self._per_group(shift, "shift")
-        added = no_added(shift) if added is None else self._per_group(added, "added")
+        added = no_added(len(shift)) if added is None else self._per_group(added, "added")
         return _kernels()[2](
             self.grid, shift, added, *self.constants[1:], self.n_pages, self.n_epochs
         )
@@ -508,9 +503,9 @@ def _as_int(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def no_added(shift: np.ndarray) -> np.ndarray:
-    """The added log-rates of cells without an added rate (``−inf``)."""
-    return np.full(np.shape(shift), -np.inf)
+def no_added(n_groups: int) -> np.ndarray:
+    """The added log-rates of ``n_groups`` groups without an added rate (``−inf``)."""
+    return np.full(n_groups, -np.inf)
 
 
 def _chain_arrays(init, transitions, emission, domain, first, last) -> tuple:
@@ -538,7 +533,7 @@ def shifted_paths_logp_grad(
         init, transitions, _NO_SLOPE, domain, first, last
     )
     shift = emission._per_group(shift, "shift")
-    added = no_added(shift) if added is None else emission._per_group(added, "added")
+    added = no_added(len(shift)) if added is None else emission._per_group(added, "added")
     return _kernels()[3](init, transitions, shift, added, *emission.constants, domain, first, last)
 
 
@@ -575,7 +570,7 @@ def paths_logp(init, transitions, emission, domain, first, last, shift=None, add
         data = [np.ascontiguousarray(emission, dtype=np.float64)]
     else:  # without added rates, their −inf is the first constant (the kernel's order)
         free[2:] = [x.flatten() for x in free[2:]]
-        data = [*([] if added is not None else [np.full(emission.n_groups, -np.inf)]),
+        data = [*([] if added is not None else [no_added(emission.n_groups)]),
                 *emission.constants]  # fmt: skip
     op = _op(len(free))
     return op(*free, *(pt.constant(a) for a in (*data, *index)))[0]
