@@ -68,7 +68,7 @@ from bayesrate.constants import (
     HOURS_PER_DAY,
 )
 from bayesrate.models.base import check_config_numbers
-from bayesrate.models.shocks import ShockModel
+from bayesrate.models.shocks import ShockModel, ar1_continue, ar1_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,6 +86,22 @@ SIGMA_EDIT_GLOBAL = "sigma_edit_global"
 SIGMA_EDIT_DOMAIN = "sigma_edit_domain"
 TOTAL = "total_log_rate"
 LOGIT_SHARE = "logit_own_share"
+EDIT_PERSISTENCE = "edit_persistence"
+
+#: ``iid``: a fresh global edit level per epoch around ``edit_log_rate_mean``; ``ar1``: the
+#: global level is a stationary AR(1) path around it (persistence ``edit_persistence``), so
+#: a calm recent epoch predicts a calm next one and a busy one a busy next one
+EDIT_PROCESSES = ("iid", "ar1")
+
+
+def future_global_edits(mean, sigma, z, n: int, last=None, phi=None):
+    """The global edit log-rates of ``n`` epochs after the fit from standard normal ``z``
+    ``(..., n)``: ``iid`` (``phi`` None), ``mean + sigma·z``; ``ar1``, the path continued
+    from its last fitted value ``last`` (:func:`~bayesrate.models.shocks.ar1_continue`).
+    Arguments broadcast over leading (draw) axes; PyTensor or numpy."""
+    if phi is None:
+        return mean[..., None] + sigma[..., None] * z
+    return mean[..., None] + ar1_continue(last - mean, 0.0 * mean, phi, sigma, z, n)
 
 
 class MassEditModel(ShockModel):
@@ -98,6 +114,7 @@ class MassEditModel(ShockModel):
         "edit_share_sd": 1.5,
         "edit_sd_scale": 1.0,
         "edit_parameterisation": "noncentred",
+        "edit_process": "iid",
         "shock_parameterisation": "noncentred",
         "parameterisation": "noncentred",
     }
@@ -110,6 +127,8 @@ class MassEditModel(ShockModel):
         )
         if self.model_config["edit_parameterisation"] not in ("centred", "noncentred"):
             raise ValueError("edit_parameterisation must be centred or noncentred")
+        if self.model_config["edit_process"] not in EDIT_PROCESSES:
+            raise ValueError(f"edit_process must be one of {EDIT_PROCESSES}")
         if self.model_config["shock_process"] == "ar1":
             raise ValueError("mass_edits takes iid or random_walk shocks, not ar1")
 
@@ -138,7 +157,9 @@ class MassEditModel(ShockModel):
         centred = cfg["edit_parameterisation"] == "centred"
         mean = pm.modelcontext(None)[EDIT_MEAN]
         sigma_g = pm.Gamma(SIGMA_EDIT_GLOBAL, alpha=2.0, beta=2.0 / cfg["edit_sd_scale"])
-        if centred:
+        if cfg["edit_process"] == "ar1":
+            level = self._ar1_edit_level(mean, sigma_g, centred)
+        elif centred:
             level = pm.Normal(EDIT_GLOBAL, mean, sigma_g, dims=DIM_EPOCH)
         else:
             z = pm.Normal(f"z_{EDIT_GLOBAL}", 0.0, 1.0, dims=DIM_EPOCH)
@@ -151,6 +172,29 @@ class MassEditModel(ShockModel):
             rates = rates + deviation
         return pm.Deterministic(EDIT_RATE, rates, dims=(DIM_DOMAIN, DIM_EPOCH))
 
+    @staticmethod
+    def _ar1_edit_level(mean, sigma_g, centred: bool):
+        """``edit_log_rate_global``: ``mean`` plus a stationary AR(1) path (marginal sd
+        ``sigma_g``, persistence ``edit_persistence`` ~ Beta(2, 2))."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        phi = pm.Beta(EDIT_PERSISTENCE, alpha=2.0, beta=2.0)
+        if centred:
+            path = pm.AR(
+                f"{EDIT_GLOBAL}_path",
+                rho=pt.stack([phi]),
+                sigma=sigma_g * pt.sqrt(1.0 - phi**2),
+                init_dist=pm.Normal.dist(0.0, sigma_g),
+                ar_order=1,
+                dims=DIM_EPOCH,
+            )
+        else:
+            n_epochs = len(pm.modelcontext(None).coords[DIM_EPOCH])
+            z = pm.Normal(f"z_{EDIT_GLOBAL}", 0.0, 1.0, dims=DIM_EPOCH)
+            path = ar1_path(phi, sigma_g, z, n_epochs)
+        return pm.Deterministic(EDIT_GLOBAL, mean + path, dims=DIM_EPOCH)
+
     # ------------------------------------------------------------------ predictive
     def _predictive_added(self, data: Observations, n_epochs: int):
         """``(data's domains, n_epochs)`` edit log-rates: the fitted ones (placeholders whose
@@ -162,13 +206,19 @@ class MassEditModel(ShockModel):
 
         post = self.idata_["posterior"]
         n_fit = post.sizes[DIM_EPOCH]
-        rows, own = self._domain_rows(data, pm.Flat(EDIT_RATE, dims=(DIM_DOMAIN, DIM_EPOCH)),
-                                      pm.Flat(EDIT_GLOBAL, dims=DIM_EPOCH))  # fmt: skip
+        fitted_global = pm.Flat(EDIT_GLOBAL, dims=DIM_EPOCH)
+        rows, own = self._domain_rows(
+            data, pm.Flat(EDIT_RATE, dims=(DIM_DOMAIN, DIM_EPOCH)), fitted_global
+        )
         if n_epochs > n_fit:
             mean = pm.Flat(EDIT_MEAN)
             sigma_g = pm.HalfFlat(SIGMA_EDIT_GLOBAL)
             z_g = pm.Normal("future_z_edit_global", 0.0, 1.0, dims=DIM_FUTURE_EPOCH)
-            future = pt.ones((len(own), 1)) * (mean + sigma_g * z_g)[None, :]
+            phi = pm.Flat(EDIT_PERSISTENCE) if EDIT_PERSISTENCE in post else None
+            level = future_global_edits(
+                mean, sigma_g, z_g, n_epochs - n_fit, fitted_global[-1], phi
+            )
+            future = pt.ones((len(own), 1)) * level[None, :]
             if SIGMA_EDIT_DOMAIN in post and own.any():
                 sigma_d = pm.HalfFlat(SIGMA_EDIT_DOMAIN)
                 z_d = pm.Normal(
@@ -183,11 +233,19 @@ class MassEditModel(ShockModel):
         return [*super().diagnostic_vars(idata), EDIT_RATE]
 
     def future_edit_log_mean(self, post: xr.Dataset, data: Observations):
-        """Per draw and domain, ``log E[exp(edit_log_rate)]`` in a future epoch:
-        ``edit_log_rate_mean + σ_global²/2`` (``+ σ_domain²/2`` for a domain with its own)."""
+        """Per draw and domain, ``log E[exp(edit_log_rate)]`` in the next epoch after the
+        fit: ``edit_log_rate_mean + σ_global²/2``; ``ar1``, from the global level's last
+        fitted value ``x``, ``m + φ(x − m) + σ_global²(1 − φ²)/2`` (``+ σ_domain²/2`` for a
+        domain with its own)."""
         import xarray as xr
 
-        out = post[EDIT_MEAN] + post[SIGMA_EDIT_GLOBAL] ** 2 / 2
+        variance = post[SIGMA_EDIT_GLOBAL] ** 2
+        if EDIT_PERSISTENCE in post:
+            phi, mean = post[EDIT_PERSISTENCE], post[EDIT_MEAN]
+            last = post[EDIT_GLOBAL].isel({DIM_EPOCH: -1}, drop=True)
+            out = mean + phi * (last - mean) + variance * (1 - phi**2) / 2
+        else:
+            out = post[EDIT_MEAN] + variance / 2
         own = xr.DataArray(self.shocked_domains(data).astype(float), dims=DIM_DOMAIN)
         if SIGMA_EDIT_DOMAIN in post:
             return out + own * post[SIGMA_EDIT_DOMAIN] ** 2 / 2

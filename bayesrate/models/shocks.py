@@ -76,6 +76,15 @@ def ar1_weights(phi, n: int):
     return phi[..., None, None] ** np.maximum(lag, 0) * (lag >= 0)
 
 
+def ar1_path(phi, sigma, z, n: int):
+    """A stationary AR(1) path (mean 0, marginal sd ``sigma``, persistence ``phi``) from
+    ``n`` standard normal innovations ``z``: ``x_0 = sigma·z_0``,
+    ``x_e = phi·x_{e−1} + sigma·√(1 − phi²)·z_e``; PyTensor or numpy (leading draw axes)."""
+    first = (np.arange(n) == 0).astype(float)
+    scale = sigma[..., None] * (first + (1.0 - first) * (1.0 - phi[..., None] ** 2) ** 0.5)
+    return (ar1_weights(phi, n) @ (scale * z)[..., :, None])[..., 0]
+
+
 def ar1_continue(last, mean, phi, sigma, z, n: int):
     """The next ``n`` values of a stationary AR(1) path (mean 0, marginal sd ``sigma``,
     persistence ``phi``) whose last value is ``last``, less ``mean``; ``z`` ``(..., n)``
@@ -420,11 +429,9 @@ class ShockModel(HierarchicalModel):
             mean = pm.Deterministic("shock_mean_global", centre + spread * z_mean)
             pm.Deterministic("shock_path_global", deviation + mean, dims=DIM_EPOCH)
             return deviation
-        innovation = sigma_g * pt.sqrt(1.0 - phi**2)
         z = pm.Normal("z_shock_path_global", 0.0, 1.0, dims=DIM_EPOCH)
-        scale = pt.concatenate([pt.stack([sigma_g]), pt.ones(n_epochs - 1) * innovation])
         path = pm.Deterministic(
-            "shock_path_global", ar1_weights(phi, n_epochs) @ (scale * z), dims=DIM_EPOCH
+            "shock_path_global", ar1_path(phi, sigma_g, z, n_epochs), dims=DIM_EPOCH
         )
         mean = pm.Deterministic("shock_mean_global", path.mean())
         return pm.Deterministic("shock_global", path - mean, dims=DIM_EPOCH)

@@ -850,23 +850,34 @@ def _shock_prediction(
 def _fitted_and_future_edits(model, keep, n_new: int, seed: int | str) -> np.ndarray:
     """``(draws, domains, fitted + n_new epochs)``: each kept draw's fitted edit log-rates,
     then fresh draws of their distribution (global, and per domain for the domains with
-    effects of their own) for ``n_new`` later epochs."""
+    effects of their own) for ``n_new`` later epochs; the global level independent per
+    epoch or (``edit_process: ar1``) continued from its last fitted value
+    (:func:`~bayesrate.models.mass_edits.future_global_edits`)."""
     from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
     from bayesrate.draws import stack_draws
     from bayesrate.models.mass_edits import (
+        EDIT_GLOBAL,
         EDIT_MEAN,
+        EDIT_PERSISTENCE,
         EDIT_RATE,
         SIGMA_EDIT_DOMAIN,
         SIGMA_EDIT_GLOBAL,
+        future_global_edits,
     )
 
     post = model.idata_["posterior"]
     fitted = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)[keep]
     rng = rng_from(f"{seed}-future-edits")
     n_draws, n_domains = fitted.shape[:2]
-    mean = stack_draws(post[EDIT_MEAN])[keep][:, None, None]
-    sigma_g = stack_draws(post[SIGMA_EDIT_GLOBAL])[keep][:, None, None]
-    future = mean + sigma_g * rng.standard_normal((n_draws, 1, n_new))
+    mean = stack_draws(post[EDIT_MEAN])[keep]
+    sigma_g = stack_draws(post[SIGMA_EDIT_GLOBAL])[keep]
+    z = rng.standard_normal((n_draws, n_new))
+    if EDIT_PERSISTENCE in post:
+        phi = stack_draws(post[EDIT_PERSISTENCE])[keep]
+        last = stack_draws(post[EDIT_GLOBAL], DIM_EPOCH)[keep, -1]
+        future = future_global_edits(mean, sigma_g, z, n_new, last, phi)[:, None, :]
+    else:
+        future = future_global_edits(mean, sigma_g, z, n_new)[:, None, :]
     if SIGMA_EDIT_DOMAIN in post:
         own = model.shocked_domains(model.data_).astype(float)[None, :, None]
         sigma_d = stack_draws(post[SIGMA_EDIT_DOMAIN])[keep][:, None, None]
