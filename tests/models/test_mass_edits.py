@@ -22,7 +22,15 @@ from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
 from bayesrate.draws import stack_draws
 from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
 from bayesrate.models import MassEditModel, ShockModel, get_model
-from bayesrate.models.mass_edits import EDIT_MEAN, EDIT_RATE, SIGMA_EDIT_DOMAIN, SIGMA_EDIT_GLOBAL
+from bayesrate.models.mass_edits import (
+    EDIT_GLOBAL,
+    EDIT_MEAN,
+    EDIT_PERSISTENCE,
+    EDIT_RATE,
+    SIGMA_EDIT_DOMAIN,
+    SIGMA_EDIT_GLOBAL,
+    future_global_edits,
+)
 from tests.helpers import seed_of
 
 L = 90 * 24.0
@@ -145,16 +153,26 @@ def small():
 
 
 @pytest.mark.parametrize(
-    ("parameterisation", "shock_process"),
-    [("centred", "iid"), ("noncentred", "iid"), ("noncentred", "random_walk")],
+    ("parameterisation", "shock_process", "edit_process"),
+    [
+        ("centred", "iid", "iid"),
+        ("noncentred", "iid", "iid"),
+        ("noncentred", "random_walk", "iid"),
+        ("centred", "iid", "ar1"),
+        ("noncentred", "iid", "ar1"),
+    ],
 )
-def test_model_logp_equals_brute_force(small, parameterisation, shock_process):
+def test_model_logp_equals_brute_force(small, parameterisation, shock_process, edit_process):
     """The observed log-probability (detections + quiet) at random points moves with the
     per-interval Bernoulli sum (the Binomial constants cancel in the differences), with
-    iid shocks and with shocks that walk."""
+    iid shocks and with shocks that walk, iid edit levels and AR(1) ones."""
     obs, _, _, _, edges = small
     model = MassEditModel(
-        model_config={"edit_parameterisation": parameterisation, "shock_process": shock_process}
+        model_config={
+            "edit_parameterisation": parameterisation,
+            "shock_process": shock_process,
+            "edit_process": edit_process,
+        }
     )
     pm_model = model.build_model(obs)
     wanted = [pm_model[name] for name in ("log_rate", "shock", EDIT_RATE)]
@@ -167,7 +185,9 @@ def test_model_logp_equals_brute_force(small, parameterisation, shock_process):
         inputs=pm_model.value_vars,
         on_unused_input="ignore",
     )
-    rng = np.random.default_rng(seed_of(f"mass-edits-point-{parameterisation}-{shock_process}"))
+    rng = np.random.default_rng(
+        seed_of(f"mass-edits-point-{parameterisation}-{shock_process}-{edit_process}")
+    )
     base = pm_model.initial_point()
     got, want = [], []
     for _ in range(3):
@@ -340,6 +360,87 @@ def test_future_edits_in_the_forecast_continue_each_draw():
     assert np.corrcoef(z0.ravel(), z2.ravel())[0, 1] == pytest.approx(np.mean(sg / total), abs=0.03)
 
 
+@pytest.mark.parametrize("parameterisation", ["centred", "noncentred"])
+def test_ar1_edit_level_prior_has_the_stationary_moments(small, parameterisation):
+    """Prior draws of ``edit_log_rate_global − edit_log_rate_mean`` over the 4 epochs:
+    divided by ``σ_global`` they have variance 1 at every epoch, and lag-``k`` products
+    average ``E[φ^k]`` under φ ~ Beta(2, 2) (0.5, 0.3, 0.2), both parameterisations."""
+    import pymc as pm
+
+    model = MassEditModel(
+        model_config={"edit_process": "ar1", "edit_parameterisation": parameterisation}
+    )
+    with model.build_model(small[0]):
+        prior = pm.sample_prior_predictive(
+            draws=20_000,
+            var_names=[EDIT_GLOBAL, EDIT_MEAN, SIGMA_EDIT_GLOBAL, EDIT_PERSISTENCE],
+            random_seed=seed_of(f"ar1-edit-prior-{parameterisation}"),
+        )["prior"]
+    x = stack_draws(prior[EDIT_GLOBAL], DIM_EPOCH) - stack_draws(prior[EDIT_MEAN])[:, None]
+    x = x / stack_draws(prior[SIGMA_EDIT_GLOBAL])[:, None]
+    np.testing.assert_allclose((x**2).mean(axis=0), 1.0, atol=0.04)
+    for k, want in ((1, 0.5), (2, 0.3), (3, 0.2)):  # E[φ^k] = Π_{j<k} (2 + j)/(4 + j)
+        assert (x[:, :-k] * x[:, k:]).mean() == pytest.approx(want, abs=0.03)
+
+
+def test_ar1_future_edits_continue_the_last_fitted_level():
+    """With ``edit_persistence`` in the posterior the forecast's global edit level ``h``
+    epochs after the fit is, given the draw's last fitted level ``x``, Normal(``m +
+    φ^h(x − m)``, ``σ²(1 − φ^(2h))``) (Monte Carlo over 20,000 draws); ``rate``'s edit part
+    (:meth:`future_edit_log_mean`) is the log of the first future epoch's mean
+    ``E[exp(level)]`` per draw (200,000 normal draws each for 3 draws)."""
+    import xarray as xr
+
+    from bayesrate.studies.forecast import _fitted_and_future_edits
+
+    rng = np.random.default_rng(seed_of("ar1-future-edits"))
+    n_draws, n_domains, n_epochs = 20_000, 2, 3
+    mean = rng.normal(-8, 0.5, n_draws)
+    sg, phi = rng.uniform(0.3, 1.2, n_draws), rng.uniform(0.1, 0.95, n_draws)
+    level = mean[:, None] + rng.normal(0, 1, (n_draws, n_epochs)) * sg[:, None]
+    fitted = np.broadcast_to(level[:, None, :], (n_draws, n_domains, n_epochs))
+    post = xr.Dataset({
+        EDIT_RATE: (("chain", "draw", DIM_DOMAIN, DIM_EPOCH), fitted[None]),
+        EDIT_GLOBAL: (("chain", "draw", DIM_EPOCH), level[None]),
+        EDIT_MEAN: (("chain", "draw"), mean[None]),
+        SIGMA_EDIT_GLOBAL: (("chain", "draw"), sg[None]),
+        EDIT_PERSISTENCE: (("chain", "draw"), phi[None]),
+    })  # fmt: skip
+
+    class Fitted:
+        idata_: ClassVar[dict] = {"posterior": post}
+        data_ = None
+
+        @staticmethod
+        def shocked_domains(_):
+            return np.array([False, False])
+
+    got = _fitted_and_future_edits(Fitted(), np.arange(n_draws), 3, "s")
+    np.testing.assert_array_equal(got[:, :, :n_epochs], fitted)
+    np.testing.assert_array_equal(got[:, 0], got[:, 1])  # global only: shared
+    gap = level[:, -1] - mean
+    for h in (1, 2, 3):
+        centre = mean + phi**h * gap
+        sd = sg * np.sqrt(1 - phi ** (2 * h))
+        z = (got[:, 0, n_epochs + h - 1] - centre) / sd
+        assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
+    import pytensor.tensor as pt  # the graph of the model's own predictive, same values
+
+    m, x, p, s_g = (pt.scalar(k) for k in ("m", "x", "p", "s"))
+    zz = pt.vector("z")
+    z3 = rng.standard_normal(3)
+    graph = future_global_edits(m, s_g, zz, 3, x, p).eval(
+        {m: mean[0], s_g: sg[0], zz: z3, x: level[0, -1], p: phi[0]}
+    )
+    numpy = future_global_edits(mean[:1], sg[:1], z3[None], 3, level[:1, -1], phi[:1])[0]
+    np.testing.assert_allclose(graph, numpy, rtol=1e-12)
+    want = MassEditModel.future_edit_log_mean(Fitted(), post, None).isel(domain=0)
+    for s in range(3):
+        centre, sd = mean[s] + phi[s] * gap[s], sg[s] * np.sqrt(1 - phi[s] ** 2)
+        one = rng.normal(centre, sd, 200_000)
+        assert np.log(np.exp(one).mean()) == pytest.approx(float(want.values[0, s]), abs=0.01)
+
+
 def test_registered_and_validated():
     assert get_model("mass_edits") is MassEditModel and issubclass(MassEditModel, ShockModel)
     with pytest.raises(ValueError, match="edit_sd_scale"):
@@ -348,6 +449,8 @@ def test_registered_and_validated():
         MassEditModel(model_config={"edit_parameterisation": "auto"})
     with pytest.raises(ValueError, match="ar1"):
         MassEditModel(model_config={"shock_process": "ar1"})
+    with pytest.raises(ValueError, match="edit_process"):
+        MassEditModel(model_config={"edit_process": "random_walk"})
 
 
 @pytest.mark.slow

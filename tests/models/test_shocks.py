@@ -22,6 +22,7 @@ from bayesrate.models import epochs as E
 from bayesrate.models.shocks import (
     ar1_continue,
     ar1_mean_given_deviations,
+    ar1_path,
     ar1_weights,
     walk_back,
 )
@@ -428,6 +429,32 @@ def test_domain_shocks_centre_over_their_active_epochs():
 
 
 # ---------------------------------------------------------------------- AR(1) shocks
+def test_ar1_path_follows_the_recursion_and_is_stationary():
+    """Against ``x_0 = σ·z_0``, ``x_e = φ·x_{e−1} + σ√(1 − φ²)·z_e`` step by step (numpy
+    over draws, and the PyTensor graph), and (Monte Carlo, 200,000 paths) the stationary
+    moments: sd ``σ`` at every epoch, lag-``k`` correlation ``φ^k``."""
+    import pytensor.tensor as pt
+
+    rng = np.random.default_rng(seed_of("ar1-path"))
+    phi, sigma = np.array([0.2, 0.85]), np.array([0.7, 1.4])
+    z = rng.standard_normal((2, 5))
+    got = ar1_path(phi, sigma, z, 5)
+    x = sigma * z[:, 0]
+    want = [x]
+    for e in range(1, 5):
+        x = phi * x + sigma * np.sqrt(1 - phi**2) * z[:, e]
+        want.append(x)
+    np.testing.assert_allclose(got, np.array(want).T, rtol=1e-12)
+    p, s, zz = pt.scalar("phi"), pt.scalar("sigma"), pt.vector("z")
+    graph = ar1_path(p, s, zz, 5).eval({p: 0.85, s: 1.4, zz: z[1]})
+    np.testing.assert_allclose(graph, got[1], rtol=1e-12)
+    n = 200_000
+    many = ar1_path(np.full(n, 0.6), np.full(n, 2.0), rng.standard_normal((n, 4)), 4)
+    np.testing.assert_allclose(many.std(axis=0), 2.0, rtol=0.01)
+    for k in (1, 2, 3):
+        assert np.corrcoef(many[:, 0], many[:, k])[0, 1] == pytest.approx(0.6**k, abs=0.01)
+
+
 def test_ar1_continue_follows_the_recursion_and_its_moments():
     """Against the recursion ``x_h = φ·x_{h−1} + σ√(1 − φ²)·z_h`` step by step, and (Monte
     Carlo, 200,000 paths) the closed-form conditional moments ``φ^h·x_0`` and
