@@ -51,6 +51,17 @@ epochs), so the predictive of a future window carries a busy year's uncertainty 
 and busy pages alike; ``rate``
 is a page's expected rate in a future epoch, the shocks model's plus
 ``exp(edit_log_rate_mean + σ_global²/2 [+ σ_domain²/2])``.
+
+``edit_process: ar1`` makes the global level persist::
+
+    edit_global[e] = edit_log_rate_mean + x[e]
+    x[0] ~ Normal(0, sigma_edit_global),  x[e] = φ·x[e−1] + sigma_edit_global·√(1 − φ²)·z[e]
+    φ = edit_persistence ~ Beta(2, 2)
+
+and a future epoch ``h`` after the fit continues the path from its last fitted value,
+Normal(``m + φ^h·x_last``, ``σ²(1 − φ^(2h))``): a calm recent epoch predicts a calm next
+one, a busy one a busy next one (``rate`` then has the next epoch's mean edit rate,
+``exp(m + φ·x_last + σ²(1 − φ²)/2)``).
 """
 
 from __future__ import annotations
