@@ -29,6 +29,7 @@ it, :mod:`bayesrate.commands.study`); the figures are :func:`bayesrate.plots.for
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,10 @@ class MethodForecast:
     diagnostics: dict[str, Any] | None = None
     floored_probabilities: int = 0
     worlds: WorldCoverage | None = None
+    #: the best single multiple of the method's rates for the test window, and the log
+    #: score there (:func:`level_oracle`: knows the window's level, not which pages change)
+    level_factor: float = np.nan
+    level_log_score: float = np.nan
 
     def scores(self) -> dict[str, float]:
         return {
@@ -170,6 +175,8 @@ class ForecastResult:
     notes: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
     reference: MethodForecast | None = None
+    #: (rate per hour, log score) of :func:`level_oracle` with one rate for every page
+    constant_rate_oracle: tuple[float, float] | None = None
 
     @property
     def n_pages(self) -> int:
@@ -196,6 +203,8 @@ class ForecastResult:
                     **m.scores(),
                     "worlds_cov90_q05": m.worlds.q05 if m.worlds else np.nan,
                     "worlds_cov90_q95": m.worlds.q95 if m.worlds else np.nan,
+                    "level_factor": m.level_factor,
+                    "level_log_score": m.level_log_score,
                     "seconds": m.seconds,
                     "r_hat_max": d.get("r_hat_max", np.nan),
                     "ess_bulk_min": d.get("ess_bulk_min", np.nan),
@@ -280,6 +289,8 @@ class ForecastResult:
             out["methods"][name] |= {
                 "seconds": round(m.seconds, 2),
                 "floored_probabilities": m.floored_probabilities,
+                "expected_detections": float(m.expected_count.sum()),
+                "level_oracle": {"factor": m.level_factor, "log_score": m.level_log_score},
                 **({"coverage90_worlds": m.worlds.to_json()} if m.worlds else {}),
                 **({"diagnostics": m.diagnostics} if m.diagnostics else {}),
             }
@@ -290,6 +301,20 @@ class ForecastResult:
                 "(knows the future: how much any constant-rate forecast loses to the window's "
                 "own rate; not a bound, since changes cluster within the window)",
             }
+        out["test"]["detections"] = int(self.detected.sum())
+        if self.constant_rate_oracle is not None:
+            rate, log_score = self.constant_rate_oracle
+            out["constant_rate_oracle"] = {
+                "rate_per_day": rate * HOURS_PER_DAY,
+                "log_score": log_score,
+                "what": "one rate for every page, the best for the test window (knows its "
+                "level): what the window's level alone scores, with no page told apart",
+            }
+        out["level_oracle"] = (
+            "per method, its rates times the single factor that scores best on the test "
+            "window (knows the window's level, not which pages change), and that log score: "
+            "a method that loses only by its level scores here like the others"
+        )
         out["coverage90_worlds"] = (
             "per method, coverage90 of worlds drawn from its own predictive (one posterior "
             "draw per world, shared by every page, then each page's test count): its 5% and "
@@ -728,6 +753,43 @@ def point_prediction(name: str, d: _Design, groups: _Groups) -> _Prediction:
         window_lambda=(rate * d.window_hours)[None, :],
         rate_per_hour=rate,
     )
+
+
+def level_oracle(
+    rate_per_hour: np.ndarray,
+    group_page: np.ndarray,
+    group_n: np.ndarray,
+    group_hours: np.ndarray,
+    detected: np.ndarray,
+) -> tuple[float, float]:
+    """The single factor ``f`` on a method's point rates that scores best on the test
+    window, and that log score: each page's count of detections Poisson-binomial over its
+    intervals (``group_n`` intervals of ``group_hours`` each), ``P(change) = 1 −
+    exp(−f·rate·τ)``, the log score the mean over pages of ``log P(K = detected)``.
+
+    It knows the window's level (how busy the year was) but not which pages change: a
+    method whose rates tell pages apart well and lose only by their level scores here as
+    well as the best; ``rate_per_hour`` all ones gives the best single rate for every page
+    (returned as the factor).
+    """
+    from scipy.optimize import minimize_scalar
+
+    base = rate_per_hour[group_page] * group_hours
+
+    def log_score(log_factor: float) -> float:
+        prob = -np.expm1(-np.exp(log_factor) * base)[None, :]
+        prob_k, _ = pmf_at(count_pmf(prob, group_page, group_n, detected), detected)
+        return float(np.mean(np.log(np.maximum(prob_k, MIN_PROBABILITY))))
+
+    # the Poisson moment estimate, then the exact maximum within a factor e^4 of it
+    start = math.log(max(detected.sum(), 0.5) / max(float(base @ group_n), 1e-300))
+    best = minimize_scalar(
+        lambda u: -log_score(u),
+        bounds=(start - 4.0, start + 4.0),
+        method="bounded",
+        options={"xatol": 1e-6},
+    )
+    return math.exp(best.x), -float(best.fun)
 
 
 def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
@@ -1237,6 +1299,22 @@ def run(
         results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag, worlds, seed)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
         _report(progress, results[name])
+    tau = by_length.key
+    for m in results.values():
+        m.level_factor, m.level_log_score = level_oracle(
+            m.rate_per_hour, by_length.page, by_length.count, tau, d.detected
+        )
+    constant, constant_score = level_oracle(
+        np.ones(d.n_pages), by_length.page, by_length.count, tau, d.detected
+    )
+    progress(
+        "level oracle (each method's rates times the best single factor for the test "
+        "window): "
+        + ", ".join(
+            f"{m.name} x{m.level_factor:.3f} {m.level_log_score:.4f}" for m in results.values()
+        )
+        + f"; one rate for every page {constant_score:.4f}"
+    )
     reference = score("hindsight", hindsight_prediction(d, by_length), by_length, d, pit_noise, 0.0)
     seconds["total"] = time.perf_counter() - t_start
     stats = d.train.interval_stats
@@ -1262,6 +1340,7 @@ def run(
         notes=(*d.notes, *history.notes),
         seconds=seconds,
         reference=reference,
+        constant_rate_oracle=(constant, constant_score),
     )
 
 

@@ -180,6 +180,46 @@ def test_point_forecasts_on_poisson_pages_are_calibrated(rng):
     assert set(shape["methods"]["mle"]) == {"log_score", "brier", "coverage90", "rate_log_rmse"}
 
 
+def test_level_oracle_is_the_best_single_factor(rng):
+    """Against brute force: each page's count a convolution of Binomials (scipy), the log
+    score on a fine grid of factors; the oracle's factor is the grid's best (to its
+    spacing) and its score the best found. A method off by a factor of 3 everywhere scores
+    at the oracle what the right rates score; one rate for every page is worse when the
+    pages differ."""
+    n_pages = 40
+    groups_per_page = rng.integers(1, 3, n_pages)
+    group_page = np.repeat(np.arange(n_pages), groups_per_page)
+    group_n = rng.integers(5, 40, len(group_page))
+    hours = rng.choice([24.0, 48.0, 168.0], len(group_page))
+    true_rate = np.exp(rng.normal(np.log(0.004), 1.2, n_pages))
+    detected = np.zeros(n_pages, dtype=np.int64)
+    for g, p in enumerate(group_page):
+        detected[p] += rng.binomial(group_n[g], -np.expm1(-true_rate[p] * hours[g]))
+
+    def brute(rate, factor):
+        total = 0.0
+        for p in range(n_pages):
+            dist = np.array([1.0])
+            for g in np.flatnonzero(group_page == p):
+                q = -np.expm1(-factor * rate[p] * hours[g])
+                dist = np.convolve(dist, binom.pmf(np.arange(group_n[g] + 1), group_n[g], q))
+            total += np.log(dist[detected[p]])
+        return total / n_pages
+
+    off = 3.0 * true_rate
+    factor, best = forecast.level_oracle(off, group_page, group_n, hours, detected)
+    grid = np.exp(np.linspace(np.log(factor) - 0.3, np.log(factor) + 0.3, 61))
+    scores = np.array([brute(off, f) for f in grid])
+    assert abs(np.log(grid[scores.argmax()]) - np.log(factor)) <= 0.01
+    assert best == pytest.approx(brute(off, factor), abs=1e-10)
+    assert best >= scores.max() - 1e-9
+    right, right_best = forecast.level_oracle(true_rate, group_page, group_n, hours, detected)
+    assert right == pytest.approx(3.0 * factor, rel=1e-4) and right_best == pytest.approx(best)
+    one, one_best = forecast.level_oracle(np.ones(n_pages), group_page, group_n, hours, detected)
+    assert one_best < best - 0.05
+    assert brute(np.full(n_pages, one), 1.0) == pytest.approx(one_best, abs=1e-10)
+
+
 def test_cli_json_and_figures(tmp_path, capsys):
     out = tmp_path / "fc"
     args = ["study", "forecast", "--dataset", "tldr-pages", "--methods", "naive,cho,mle"]
@@ -191,6 +231,13 @@ def test_cli_json_and_figures(tmp_path, capsys):
     for name in ("calibration.png", "pit.png", "log-score.png", "forecast.json", "pages.csv",
                  "scores.csv"):  # fmt: skip
         assert (out / name).stat().st_size > 0
+    details = json.loads((out / "forecast.json").read_text())
+    for name in ("naive", "cho", "mle"):
+        level = details["methods"][name]["level_oracle"]
+        assert level["factor"] > 0 and np.isfinite(level["log_score"])
+        assert details["methods"][name]["expected_detections"] > 0
+    assert details["constant_rate_oracle"]["rate_per_day"] > 0
+    assert details["test"]["detections"] == sum(pd.read_csv(out / "pages.csv")["detected"])
     assert main([*args[:5], "bogus", *args[6:]]) == 1
     assert "unknown method" in capsys.readouterr().err
 
