@@ -6,9 +6,9 @@ the study's design (same dataset, split, horizon, crawl, seed and page subset, c
 against the saved ``pages.csv``) and scores every ``*_rate_per_day`` column of
 ``pages.csv`` times the best single factor for the test window
 (:func:`bayesrate.studies.forecast.level_oracle`), beside one rate for every page; and the
-best *mixture* over a level shared by the pages (``level_mixture``: the nonparametric
-maximum-likelihood mixing distribution on a grid of factors, by EM), an upper bound on the
-log score of any predictive that is the method's rates times a random level::
+best *mixture* over a level shared by the pages and an upper bound on it
+(:func:`bayesrate.studies.forecast.level_mixture_bound`): no predictive that is the
+method's rates times a random level scores above the bound::
 
     .venv/bin/python scripts/level_oracle.py --dataset tldr-pages DIR [DIR ...]
 """
@@ -25,31 +25,6 @@ import pandas as pd
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.io.history import load_history
 from bayesrate.studies import forecast
-
-
-def best_level_mixture(
-    rate: np.ndarray, groups, detected: np.ndarray, centre: float, iterations: int = 20_000
-) -> tuple[float, float]:
-    """The best log score of ``mean_p log Σ_j w_j P(K_p = k_p | f_j·rate)`` over weights
-    ``w`` on 241 factors ``f_j`` spanning e^±6 around ``centre``: the value EM reaches
-    (``w_j ← w_j · D_j``, ``D_j = mean_p L_jp / Σ_i w_i L_ip``, which never lowers it), and
-    an upper bound on the optimum, that value ``+ max_j D_j − 1`` (the objective is concave
-    in ``w`` and its directional derivative towards any ``w*`` is ``Σ_j w*_j D_j − 1``)."""
-    factors = centre * np.exp(np.linspace(-6.0, 6.0, 241))
-    base = rate[groups.page] * groups.key
-    prob = -np.expm1(-factors[:, None] * base[None, :])
-    like = np.stack([
-        forecast.pmf_at(forecast.count_pmf(p[None], groups.page, groups.count, detected),
-                        detected)[0]
-        for p in prob
-    ])  # fmt: skip
-    like = np.maximum(like, forecast.MIN_PROBABILITY)
-    weights = np.full(len(factors), 1.0 / len(factors))
-    for _ in range(iterations):
-        weights = weights * (like / (weights @ like)).mean(axis=1)
-    mix = weights @ like
-    value = float(np.mean(np.log(mix)))
-    return value, value + float((like / mix).mean(axis=1).max()) - 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                 rate, groups.page, groups.count, groups.key, k
             )
             expected = groups.count @ -np.expm1(-rate[groups.page] * groups.key)
-            mixture, bound = best_level_mixture(rate, groups, k, factor)
+            mixture, bound = forecast.level_mixture_bound(
+                rate, groups.page, groups.count, groups.key, k, factor
+            )
             rows.append({
                 "study": study.name,
                 "method": name,
@@ -107,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         np.ones(d.n_pages), groups.page, groups.count, groups.key, k
     )
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    mixture, bound = best_level_mixture(np.ones(d.n_pages), groups, k, rate)
+    mixture, bound = forecast.level_mixture_bound(
+        np.ones(d.n_pages), groups.page, groups.count, groups.key, k, rate
+    )
     print(
         f"one rate for every page ({rate * HOURS_PER_DAY:.5f} per day): {constant:.4f}; "
         f"best mixture over that rate: {mixture:.4f} (bound {bound:.4f})"

@@ -792,6 +792,43 @@ def level_oracle(
     return math.exp(best.x), -float(best.fun)
 
 
+def level_mixture_bound(
+    rate_per_hour: np.ndarray,
+    group_page: np.ndarray,
+    group_n: np.ndarray,
+    group_hours: np.ndarray,
+    detected: np.ndarray,
+    centre: float,
+    iterations: int = 20_000,
+) -> tuple[float, float]:
+    """The best log score of a method's rates times a *random* level shared by the pages.
+
+    Over mixing weights ``w`` on 241 factors ``f_j`` spanning ``e^±6`` around ``centre``,
+    the mean over pages of ``log Σ_j w_j P(K_p = k_p | f_j·rate)`` (each page's count
+    Poisson-binomial, as in :func:`level_oracle`): the value EM reaches (``w_j ← w_j·D_j``,
+    ``D_j = mean_p L_jp / Σ_i w_i L_ip``, which never lowers it), and an upper bound on the
+    optimum, that value ``+ max_j D_j − 1`` (the objective is concave in ``w``, and its
+    directional derivative towards any ``w*`` is ``Σ_j w*_j D_j − 1``). It knows the
+    outcomes: no predictive of the form "these rates times a level" scores above the bound.
+    """
+    factors = centre * np.exp(np.linspace(-6.0, 6.0, 241))
+    base = rate_per_hour[group_page] * group_hours
+    like = np.stack(
+        [
+            pmf_at(count_pmf(-np.expm1(-f * base)[None, :], group_page, group_n, detected),
+                   detected)[0]
+            for f in factors
+        ]
+    )  # fmt: skip
+    like = np.maximum(like, MIN_PROBABILITY)
+    weights = np.full(len(factors), 1.0 / len(factors))
+    for _ in range(iterations):
+        weights = weights * (like / (weights @ like)).mean(axis=1)
+    mix = weights @ like
+    value = float(np.mean(np.log(mix)))
+    return value, value + float((like / mix).mean(axis=1).max()) - 1.0
+
+
 def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
     """The realised rate of each page over its test intervals: a reference that knows the
     future (no floor: a page without a change in its test intervals has no detection)."""

@@ -220,6 +220,56 @@ def test_level_oracle_is_the_best_single_factor(rng):
     assert brute(np.full(n_pages, one), 1.0) == pytest.approx(one_best, abs=1e-10)
 
 
+def test_level_mixture_bound_bounds_every_mixture(rng):
+    """Brute force (scipy Binomials convolved per page): random mixtures of levels on the
+    same factors and random two-point mixtures anywhere in the range score below the bound;
+    the value reached is the score of a mixture (at least the best single level less the
+    grid's spacing) and within 1e-3 of the bound, and the bound after 20 EM steps is above
+    it; with one page the best mixture is the
+    page's best single level."""
+    n_pages = 25
+    group_page = np.repeat(np.arange(n_pages), 2)
+    group_n = rng.integers(5, 30, len(group_page))
+    hours = rng.choice([24.0, 72.0], len(group_page))
+    rate = np.exp(rng.normal(np.log(0.01), 1.0, n_pages))
+    # counts more dispersed than any single level makes: a mixture beats one level
+    truth = rate * np.exp(rng.normal(0.0, 1.5, n_pages))
+    detected = np.zeros(n_pages, dtype=np.int64)
+    for g, p in enumerate(group_page):
+        detected[p] += rng.binomial(group_n[g], -np.expm1(-truth[p] * hours[g]))
+
+    def page_likelihood(factor):
+        out = np.empty(n_pages)
+        for p in range(n_pages):
+            dist = np.array([1.0])
+            for g in np.flatnonzero(group_page == p):
+                q = -np.expm1(-factor * rate[p] * hours[g])
+                dist = np.convolve(dist, binom.pmf(np.arange(group_n[g] + 1), group_n[g], q))
+            out[p] = dist[detected[p]]
+        return out
+
+    factor, single = forecast.level_oracle(rate, group_page, group_n, hours, detected)
+    value, bound = forecast.level_mixture_bound(rate, group_page, group_n, hours, detected, factor)
+    assert single - 0.002 <= value <= bound < value + 1e-3
+    assert value > single + 0.01  # the dispersed counts want a spread of levels
+    early, early_bound = forecast.level_mixture_bound(
+        rate, group_page, group_n, hours, detected, factor, 20
+    )
+    assert early < value - 1e-4 and early_bound >= value  # the bound holds before EM ends
+    for _ in range(5):
+        factors = factor * np.exp(rng.uniform(-6, 6, 2))
+        weights = rng.dirichlet([1.0, 1.0])
+        like = np.stack([page_likelihood(f) for f in factors])
+        assert np.mean(np.log(weights @ like)) <= bound + 1e-12
+    one = group_page == 0
+    f1, s1 = forecast.level_oracle(rate[:1], group_page[one], group_n[one], hours[one],
+                                   detected[:1])  # fmt: skip
+    v1, b1 = forecast.level_mixture_bound(
+        rate[:1], group_page[one], group_n[one], hours[one], detected[:1], f1, 2000
+    )
+    assert s1 - 0.002 <= v1 <= s1 + 1e-9 and b1 >= s1 - 1e-9
+
+
 def test_cli_json_and_figures(tmp_path, capsys):
     out = tmp_path / "fc"
     args = ["study", "forecast", "--dataset", "tldr-pages", "--methods", "naive,cho,mle"]
