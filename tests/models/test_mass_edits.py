@@ -314,6 +314,21 @@ def test_predict_inside_the_fit_and_after_it(small, fitted):
     assert np.nanmean(np.corrcoef(counts)[np.triu_indices(obs.n_pages, 1)]) > 0.1
 
 
+def _fitted_stub(post, shocked: list[bool]):
+    """A stand-in for a fitted model: its posterior and which domains have effects of
+    their own."""
+
+    class Fitted:
+        idata_: ClassVar[dict] = {"posterior": post}
+        data_ = None
+
+        @staticmethod
+        def shocked_domains(_):
+            return np.array(shocked)
+
+    return Fitted()
+
+
 def test_future_edits_in_the_forecast_continue_each_draw():
     """The forecast's edit rates: the fitted epochs are the posterior's, each later epoch a
     fresh draw of edit_log_rate_mean + σ_global·z (+ σ_domain·z for a domain of its own)."""
@@ -336,16 +351,10 @@ def test_future_edits_in_the_forecast_continue_each_draw():
         SIGMA_EDIT_DOMAIN: (("chain", "draw"), sd[None]),
     })  # fmt: skip
 
-    class Fitted:
-        idata_: ClassVar[dict] = {"posterior": post}
-        data_ = None
-
-        @staticmethod
-        def shocked_domains(_):
-            return np.array([True, True, False])
+    fitted_model = _fitted_stub(post, [True, True, False])
 
     keep = np.arange(n_draws)
-    got = _fitted_and_future_edits(Fitted(), keep, 3, "s")
+    got = _fitted_and_future_edits(fitted_model, keep, 3, "s")
     assert got.shape == (n_draws, n_domains, n_epochs + 3)
     np.testing.assert_array_equal(got[:, :, :n_epochs], fitted[0])
     future = got[:, :, n_epochs:]
@@ -407,15 +416,9 @@ def test_ar1_future_edits_continue_the_last_fitted_level():
         EDIT_PERSISTENCE: (("chain", "draw"), phi[None]),
     })  # fmt: skip
 
-    class Fitted:
-        idata_: ClassVar[dict] = {"posterior": post}
-        data_ = None
+    fitted_model = _fitted_stub(post, [False, False])
 
-        @staticmethod
-        def shocked_domains(_):
-            return np.array([False, False])
-
-    got = _fitted_and_future_edits(Fitted(), np.arange(n_draws), 3, "s")
+    got = _fitted_and_future_edits(fitted_model, np.arange(n_draws), 3, "s")
     np.testing.assert_array_equal(got[:, :, :n_epochs], fitted)
     np.testing.assert_array_equal(got[:, 0], got[:, 1])  # global only: shared
     gap = level[:, -1] - mean
@@ -434,7 +437,7 @@ def test_ar1_future_edits_continue_the_last_fitted_level():
     )
     numpy = future_global_edits(mean[:1], sg[:1], z3[None], 3, level[:1, -1], phi[:1])[0]
     np.testing.assert_allclose(graph, numpy, rtol=1e-12)
-    want = MassEditModel.future_edit_log_mean(Fitted(), post, None).isel(domain=0)
+    want = MassEditModel.future_edit_log_mean(fitted_model, post, None).isel(domain=0)
     for s in range(3):
         centre, sd = mean[s] + phi[s] * gap[s], sg[s] * np.sqrt(1 - phi[s] ** 2)
         one = rng.normal(centre, sd, 200_000)
