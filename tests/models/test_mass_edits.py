@@ -463,11 +463,13 @@ def test_recovers_edit_rates_and_page_rates():
     log-rates' for at least 75% of the 48 cells, the mean edit rate's and its spread's hold
     their truth. The hierarchical rule for pages and domains (``auto``: 40 pages per
     domain pin the domain means), 4 × 3000 draws (non-centred edit effects of quiet epochs
-    mix slowly: bulk ESS 172 of 4 × 1000)."""
+    mix slowly: bulk ESS 172 of 4 × 1000) after 2000 tuning steps (with 1000, the packages
+    installed on 2026-12-04 (pymc 6.3.2, nutpie 0.16.11) left R-hat 1.021 on
+    ``sigma_shock_global``; the same code passed with the earlier install)."""
     obs, theta, shock, edit, _ = _edit_world("mass-edits-recovery", 240, 6, 8)
     model = MassEditModel(
         {"parameterisation": "auto"},
-        sampler_config={"draws": 3000, "tune": 1000, "chains": 4, "seed": "me-recovery"},
+        sampler_config={"draws": 3000, "tune": 2000, "chains": 4, "seed": "me-recovery"},
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
