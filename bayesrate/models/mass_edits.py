@@ -79,7 +79,7 @@ from bayesrate.constants import (
     HOURS_PER_DAY,
 )
 from bayesrate.models.base import check_config_numbers
-from bayesrate.models.shocks import ShockModel, ar1_continue, ar1_path
+from bayesrate.models.shocks import ShockModel, ar1_continue, ar1_next_log_mean, ar1_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -252,9 +252,9 @@ class MassEditModel(ShockModel):
 
         variance = post[SIGMA_EDIT_GLOBAL] ** 2
         if EDIT_PERSISTENCE in post:
-            phi, mean = post[EDIT_PERSISTENCE], post[EDIT_MEAN]
+            mean = post[EDIT_MEAN]
             last = post[EDIT_GLOBAL].isel({DIM_EPOCH: -1}, drop=True)
-            out = mean + phi * (last - mean) + variance * (1 - phi**2) / 2
+            out = mean + ar1_next_log_mean(last - mean, post[EDIT_PERSISTENCE], variance)
         else:
             out = post[EDIT_MEAN] + variance / 2
         own = xr.DataArray(self.shocked_domains(data).astype(float), dims=DIM_DOMAIN)

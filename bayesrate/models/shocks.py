@@ -100,6 +100,13 @@ def ar1_continue(last, mean, phi, sigma, z, n: int):
     return decay * last[..., None] + innovation[..., None] * noise - mean[..., None]
 
 
+def ar1_next_log_mean(deviation, phi, variance):
+    """``log E[exp(x')]`` of a stationary AR(1) path's next value ``x'`` (mean 0, marginal
+    variance ``variance``) given its last value ``deviation``: ``x'`` is
+    Normal(``phi·deviation``, ``variance·(1 − phi²)``)."""
+    return phi * deviation + variance * (1 - phi**2) / 2
+
+
 def ar1_mean_given_deviations(deviation, phi, sigma, n: int):
     """Mean and sd of a stationary AR(1) path's average ``m`` given its deviations from it
     (``deviation`` sums to 0, ``n ≥ 2`` values): Normal, from the path's tridiagonal
@@ -572,9 +579,10 @@ class ShockModel(HierarchicalModel):
         variance = post["sigma_shock_global"] ** 2
         if "shock_persistence" not in post:
             return variance / 2
-        phi = post["shock_persistence"]
         last = post["shock_path_global"].isel({DIM_EPOCH: -1}, drop=True)
-        return phi * last - post["shock_mean_global"] + variance * (1 - phi**2) / 2
+        return (
+            ar1_next_log_mean(last, post["shock_persistence"], variance) - post["shock_mean_global"]
+        )
 
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         import xarray as xr

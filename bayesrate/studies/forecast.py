@@ -777,9 +777,8 @@ def level_oracle(
     base = rate_per_hour[group_page] * group_hours
 
     def log_score(log_factor: float) -> float:
-        prob = -np.expm1(-np.exp(log_factor) * base)[None, :]
-        prob_k, _ = pmf_at(count_pmf(prob, group_page, group_n, detected), detected)
-        return float(np.mean(np.log(np.maximum(prob_k, MIN_PROBABILITY))))
+        prob_k = _plug_in_prob_at_k(math.exp(log_factor) * base, group_page, group_n, detected)
+        return float(np.mean(np.log(prob_k)))
 
     # the Poisson moment estimate, then the exact maximum within a factor e^4 of it
     start = math.log(max(detected.sum(), 0.5) / max(float(base @ group_n), 1e-300))
@@ -813,20 +812,22 @@ def level_mixture_bound(
     """
     factors = centre * np.exp(np.linspace(-6.0, 6.0, 241))
     base = rate_per_hour[group_page] * group_hours
-    like = np.stack(
-        [
-            pmf_at(count_pmf(-np.expm1(-f * base)[None, :], group_page, group_n, detected),
-                   detected)[0]
-            for f in factors
-        ]
-    )  # fmt: skip
-    like = np.maximum(like, MIN_PROBABILITY)
+    like = np.stack([_plug_in_prob_at_k(f * base, group_page, group_n, detected)
+                     for f in factors])  # fmt: skip
     weights = np.full(len(factors), 1.0 / len(factors))
     for _ in range(iterations):
         weights = weights * (like / (weights @ like)).mean(axis=1)
     mix = weights @ like
     value = float(np.mean(np.log(mix)))
     return value, value + float((like / mix).mean(axis=1).max()) - 1.0
+
+
+def _plug_in_prob_at_k(group_lambda, group_page, group_n, detected) -> np.ndarray:
+    """Per page, ``P(K = detected)`` (floored at ``MIN_PROBABILITY``) when each interval of
+    group ``g`` changes with probability ``1 − exp(−group_lambda[g])``."""
+    prob = -np.expm1(-group_lambda)[None, :]
+    prob_k, _ = pmf_at(count_pmf(prob, group_page, group_n, detected), detected)
+    return np.maximum(prob_k, MIN_PROBABILITY)
 
 
 def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
@@ -971,12 +972,11 @@ def _fitted_and_future_edits(model, keep, n_new: int, seed: int | str) -> np.nda
     mean = stack_draws(post[EDIT_MEAN])[keep]
     sigma_g = stack_draws(post[SIGMA_EDIT_GLOBAL])[keep]
     z = rng.standard_normal((n_draws, n_new))
+    phi = last = None
     if EDIT_PERSISTENCE in post:
         phi = stack_draws(post[EDIT_PERSISTENCE])[keep]
         last = stack_draws(post[EDIT_GLOBAL], DIM_EPOCH)[keep, -1]
-        future = future_global_edits(mean, sigma_g, z, n_new, last, phi)[:, None, :]
-    else:
-        future = future_global_edits(mean, sigma_g, z, n_new)[:, None, :]
+    future = future_global_edits(mean, sigma_g, z, n_new, last, phi)[:, None, :]
     if SIGMA_EDIT_DOMAIN in post:
         own = model.shocked_domains(model.data_).astype(float)[None, :, None]
         sigma_d = stack_draws(post[SIGMA_EDIT_DOMAIN])[keep][:, None, None]
