@@ -5,9 +5,9 @@ for a study saved before it did (or for several saved studies of one split): it 
 the study's design (same dataset, split, horizon, crawl, seed and page subset, checked
 against the saved ``pages.csv``) and scores every ``*_rate_per_day`` column of
 ``pages.csv`` times the best single factor for the test window
-(:func:`bayesrate.studies.forecast.level_oracle`), beside one rate for every page; and the
+(:func:`bayesrate.studies.level.level_oracle`), beside one rate for every page; and the
 best *mixture* over a level shared by the pages and an upper bound on it
-(:func:`bayesrate.studies.forecast.level_mixture_bound`): no predictive that is the
+(:func:`bayesrate.studies.level.level_mixture_bound`): no predictive that is the
 method's rates times a random level scores above the bound::
 
     .venv/bin/python scripts/level_oracle.py --dataset tldr-pages DIR [DIR ...]
@@ -24,7 +24,7 @@ import pandas as pd
 
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.io.history import load_history
-from bayesrate.studies import forecast
+from bayesrate.studies import forecast, level
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,11 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             if name == "true":
                 continue
             rate = pages[column].to_numpy() / HOURS_PER_DAY
-            factor, level_score = forecast.level_oracle(
-                rate, groups.page, groups.count, groups.key, k
-            )
+            factor, level_score = level.level_oracle(rate, groups.page, groups.count, groups.key, k)
             expected = groups.count @ -np.expm1(-rate[groups.page] * groups.key)
-            mixture, bound = forecast.level_mixture_bound(
+            mixture, bound = level.level_mixture_bound(
                 rate, groups.page, groups.count, groups.key, k, factor
             )
             rows.append({
@@ -80,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
                 "level_mixture": mixture,
                 "mixture_bound": bound,
             })  # fmt: skip
-    rate, constant = forecast.level_oracle(
+    rate, constant = level.level_oracle(
         np.ones(d.n_pages), groups.page, groups.count, groups.key, k
     )
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    mixture, bound = forecast.level_mixture_bound(
+    mixture, bound = level.level_mixture_bound(
         np.ones(d.n_pages), groups.page, groups.count, groups.key, k, rate
     )
     print(

@@ -29,7 +29,6 @@ it, :mod:`bayesrate.commands.study`); the figures are :func:`bayesrate.plots.for
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -124,7 +123,8 @@ class MethodForecast:
     floored_probabilities: int = 0
     worlds: WorldCoverage | None = None
     #: the best single multiple of the method's rates for the test window, and the log
-    #: score there (:func:`level_oracle`: knows the window's level, not which pages change)
+    #: score there (:func:`~bayesrate.studies.level.level_oracle`: knows the level, not
+    #: which pages change)
     level_factor: float = np.nan
     level_log_score: float = np.nan
 
@@ -175,7 +175,8 @@ class ForecastResult:
     notes: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
     reference: MethodForecast | None = None
-    #: (rate per hour, log score) of :func:`level_oracle` with one rate for every page
+    #: (rate per hour, log score) of :func:`~bayesrate.studies.level.level_oracle` with one
+    #: rate for every page
     constant_rate_oracle: tuple[float, float] | None = None
 
     @property
@@ -755,79 +756,9 @@ def point_prediction(name: str, d: _Design, groups: _Groups) -> _Prediction:
     )
 
 
-def level_oracle(
-    rate_per_hour: np.ndarray,
-    group_page: np.ndarray,
-    group_n: np.ndarray,
-    group_hours: np.ndarray,
-    detected: np.ndarray,
-) -> tuple[float, float]:
-    """The single factor ``f`` on a method's point rates that scores best on the test
-    window, and that log score: each page's count of detections Poisson-binomial over its
-    intervals (``group_n`` intervals of ``group_hours`` each), ``P(change) = 1 −
-    exp(−f·rate·τ)``, the log score the mean over pages of ``log P(K = detected)``.
-
-    It knows the window's level (how busy the year was) but not which pages change: a
-    method whose rates tell pages apart well and lose only by their level scores here as
-    well as the best; ``rate_per_hour`` all ones gives the best single rate for every page
-    (returned as the factor).
-    """
-    from scipy.optimize import minimize_scalar
-
-    base = rate_per_hour[group_page] * group_hours
-
-    def log_score(log_factor: float) -> float:
-        prob_k = _plug_in_prob_at_k(math.exp(log_factor) * base, group_page, group_n, detected)
-        return float(np.mean(np.log(prob_k)))
-
-    # the Poisson moment estimate, then the exact maximum within a factor e^4 of it
-    start = math.log(max(detected.sum(), 0.5) / max(float(base @ group_n), 1e-300))
-    best = minimize_scalar(
-        lambda u: -log_score(u),
-        bounds=(start - 4.0, start + 4.0),
-        method="bounded",
-        options={"xatol": 1e-6},
-    )
-    return math.exp(best.x), -float(best.fun)
-
-
-def level_mixture_bound(
-    rate_per_hour: np.ndarray,
-    group_page: np.ndarray,
-    group_n: np.ndarray,
-    group_hours: np.ndarray,
-    detected: np.ndarray,
-    centre: float,
-    iterations: int = 20_000,
-) -> tuple[float, float]:
-    """The best log score of a method's rates times a *random* level shared by the pages.
-
-    Over mixing weights ``w`` on 241 factors ``f_j`` spanning ``e^±6`` around ``centre``,
-    the mean over pages of ``log Σ_j w_j P(K_p = k_p | f_j·rate)`` (each page's count
-    Poisson-binomial, as in :func:`level_oracle`): the value EM reaches (``w_j ← w_j·D_j``,
-    ``D_j = mean_p L_jp / Σ_i w_i L_ip``, which never lowers it), and an upper bound on the
-    optimum, that value ``+ max_j D_j − 1`` (the objective is concave in ``w``, and its
-    directional derivative towards any ``w*`` is ``Σ_j w*_j D_j − 1``). It knows the
-    outcomes: no predictive of the form "these rates times a level" scores above the bound.
-    """
-    factors = centre * np.exp(np.linspace(-6.0, 6.0, 241))
-    base = rate_per_hour[group_page] * group_hours
-    like = np.stack([_plug_in_prob_at_k(f * base, group_page, group_n, detected)
-                     for f in factors])  # fmt: skip
-    weights = np.full(len(factors), 1.0 / len(factors))
-    for _ in range(iterations):
-        weights = weights * (like / (weights @ like)).mean(axis=1)
-    mix = weights @ like
-    value = float(np.mean(np.log(mix)))
-    return value, value + float((like / mix).mean(axis=1).max()) - 1.0
-
-
-def _plug_in_prob_at_k(group_lambda, group_page, group_n, detected) -> np.ndarray:
-    """Per page, ``P(K = detected)`` (floored at ``MIN_PROBABILITY``) when each interval of
-    group ``g`` changes with probability ``1 − exp(−group_lambda[g])``."""
-    prob = -np.expm1(-group_lambda)[None, :]
-    prob_k, _ = pmf_at(count_pmf(prob, group_page, group_n, detected), detected)
-    return np.maximum(prob_k, MIN_PROBABILITY)
+def pit_noise_of(d: _Design, seed: int | str) -> np.ndarray:
+    """The uniform noise ``V`` of each page's randomised PIT value (common to all methods)."""
+    return rng_from(f"{seed}-pit").random(d.n_pages)
 
 
 def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
@@ -1293,7 +1224,7 @@ def run(
     if fast:
         max_pages = FAST["max_pages"] if max_pages is None else max_pages
         predictive_draws = min(predictive_draws, FAST["predictive_draws"])
-    sampler = _study_sampler(draws, tune, chains, seed, fast)
+    sampler = study_sampler(draws, tune, chains, seed, fast)
     horizon = horizon_days * HOURS_PER_DAY
     split_hours = history.end - horizon if split is None else hours_of(split, "split")
     t_start = time.perf_counter()
@@ -1311,7 +1242,7 @@ def run(
         f"forecast: {d.n_pages:,} pages, {d.train.n_visits:,} training visits, "
         f"{len(d.interval_start):,} test intervals ({seconds['crawl_and_split']:.1f} s)"
     )
-    pit_noise = rng_from(f"{seed}-pit").random(d.n_pages)
+    pit_noise = pit_noise_of(d, seed)
     by_length = length_groups(d)
     results: dict[str, MethodForecast] = {}
     for name in methods:
@@ -1323,7 +1254,7 @@ def run(
             seconds[name] = results[name].seconds
             _report(progress, results[name])
             continue
-        pred, groups, diag = _forecast_of(
+        pred, groups, diag = method_prediction(
             name,
             d,
             by_length,
@@ -1336,6 +1267,8 @@ def run(
         results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag, worlds, seed)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
         _report(progress, results[name])
+    from bayesrate.studies.level import level_oracle
+
     tau = by_length.key
     for m in results.values():
         m.level_factor, m.level_log_score = level_oracle(
@@ -1446,7 +1379,7 @@ def _checked_methods(methods: Sequence[str] | str, horizon_days: float) -> list[
     return list(methods)
 
 
-def _study_sampler(
+def study_sampler(
     draws: int | None, tune: int | None, chains: int | None, seed: int | str, fast: bool
 ) -> dict[str, int | str]:
     """NUTS settings: the given ones, else :data:`FAST` (fast runs) or :data:`STUDY_SAMPLER`."""
@@ -1457,7 +1390,7 @@ def _study_sampler(
     return sampler
 
 
-def _forecast_of(
+def method_prediction(
     name: str,
     d: _Design,
     by_length: _Groups,
@@ -1535,9 +1468,14 @@ __all__ = [
     "Worlds",
     "count_pmf",
     "count_predictive",
+    "design",
     "draw_worlds",
     "in_pit_band",
+    "length_groups",
+    "method_prediction",
+    "pit_noise_of",
     "pmf_at",
     "run",
+    "study_sampler",
     "world_coverage",
 ]
