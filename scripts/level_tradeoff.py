@@ -9,7 +9,9 @@ Every prior of :func:`bayesrate.studies.level.level_priors` (point levels, log-n
 two-level mixtures) is then scored on every split (:func:`~bayesrate.studies.level.level_tradeoff`).
 A model's level prior cannot know which year comes, so the question is whether any one
 prior brings every split's coverage90 into [0.85, 0.95] and still scores at least the
-method's own log score on each::
+method's own log score on each. With three or more splits it also scores each split with
+the prior that did best on the splits before it (:func:`~bayesrate.studies.level.chosen_on_past`),
+a level prior learned without the year's outcomes::
 
     .venv/bin/python scripts/level_tradeoff.py --dataset tldr-pages \\
         --splits 2024-01-01T00:00Z,2025-01-01T00:00Z --out tradeoff.csv
@@ -97,9 +99,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {w}: best log score among them {best:.4f} ({best - own[w]:+.4f})")
     else:
         print()
+    if len(tables) > 1:
+        print("each split with the prior that scored best on the splits before it:")
+        for row in level.chosen_on_past(table, list(tables)).itertuples():
+            prior = table.loc[row.prior]
+            print(
+                f"  {row.window}: {_describe(prior)}: log score {row.log_score:.4f} "
+                f"({row.log_score - own[row.window]:+.4f} on {args.method}), coverage90 "
+                f"{row.coverage90:.3f}"
+            )
     if args.out is not None:
         table.to_csv(args.out, index=False)
     return 0
+
+
+def _describe(prior) -> str:
+    if prior.family == "lognormal":
+        return f"log-normal level, median {prior['median']:.3f}, log-sd {prior['sd']:.2f}"
+    if prior.family == "point":
+        return f"level {prior.low:.3f}"
+    return f"levels {prior.low:.3f} / {prior.high:.3f} (upper {prior.upper_weight:.2f})"
 
 
 if __name__ == "__main__":

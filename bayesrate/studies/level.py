@@ -277,9 +277,38 @@ def level_tradeoff(
     return out
 
 
+def chosen_on_past(tradeoff: pd.DataFrame, windows: Sequence[str]) -> pd.DataFrame:
+    """Each window scored with the prior that scored best on the windows before it.
+
+    A level prior chosen without the window's outcomes: for window ``i ≥ 1`` (``windows`` in
+    time order, labels of :func:`level_tradeoff`'s columns), the row of ``tradeoff`` with the
+    best mean log score over windows ``0 … i−1``, with its log score and coverage90 on
+    window ``i``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per window after the first: ``window``, ``prior`` (its row label in
+        ``tradeoff``), ``family``, ``log_score``, ``coverage90``.
+    """
+    rows = []
+    for i, window in enumerate(windows[1:], start=1):
+        past = tradeoff[[f"log_score[{w}]" for w in windows[:i]]].mean(axis=1)
+        best = past.idxmax()
+        rows.append({
+            "window": window,
+            "prior": best,
+            "family": tradeoff.at[best, "family"],
+            "log_score": tradeoff.at[best, f"log_score[{window}]"],
+            "coverage90": tradeoff.at[best, f"coverage90[{window}]"],
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 __all__ = [
     "LEVEL_GRID",
     "LevelTable",
+    "chosen_on_past",
     "level_mixture_bound",
     "level_oracle",
     "level_priors",

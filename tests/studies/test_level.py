@@ -4,6 +4,7 @@ priors scored on several held-out windows (:mod:`bayesrate.studies.level`)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import binom
 
@@ -229,3 +230,21 @@ def test_level_tradeoff_on_a_calm_and_a_busy_window(two_windows):
     coarse = level.level_table(pred, groups, windows["busy"][0], factors[:3])
     with pytest.raises(ValueError, match="one grid"):
         level.level_tradeoff({"calm": tables["calm"], "busy": coarse}, noise)
+
+
+def test_chosen_on_past_takes_the_best_prior_of_the_earlier_windows(rng):
+    """By brute force over the rows: window i gets the prior with the best mean log score
+    over windows 0 … i−1 and reports that prior's scores on window i."""
+    windows = ["2022", "2023", "2024"]
+    table = pd.DataFrame({"family": rng.choice(["point", "lognormal"], 50)})
+    for w in windows:
+        table[f"log_score[{w}]"] = rng.normal(-1.0, 0.2, 50)
+        table[f"coverage90[{w}]"] = rng.uniform(0.6, 1.0, 50)
+    got = level.chosen_on_past(table, windows)
+    assert list(got.window) == windows[1:]
+    for i, row in enumerate(got.itertuples(), start=1):
+        means = [np.mean([table[f"log_score[{w}]"][r] for w in windows[:i]]) for r in range(50)]
+        best = int(np.argmax(means))
+        assert row.prior == best and row.family == table.family[best]
+        assert row.log_score == table[f"log_score[{windows[i]}]"][best]
+        assert row.coverage90 == table[f"coverage90[{windows[i]}]"][best]
