@@ -9,7 +9,7 @@ Every prior of :func:`bayesrate.studies.level.level_priors` (point levels, log-n
 two-level mixtures) is then scored on every split (:func:`~bayesrate.studies.level.level_tradeoff`).
 A model's level prior cannot know which year comes, so the question is whether any one
 prior brings every split's coverage90 into [0.85, 0.95] and still scores at least the
-method's own log score on each. With three or more splits it also scores each split with
+method's own log score on each. With two or more splits it also scores each split with
 the prior that did best on the splits before it (:func:`~bayesrate.studies.level.chosen_on_past`),
 a level prior learned without the year's outcomes::
 
