@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     sampler = forecast.study_sampler(args.draws, args.tune, args.chains, args.seed, False)
     config = json.loads(args.model_config) if args.model_config else None
     tables, noise, own = {}, {}, {}
-    for split in args.splits.split(","):
-        label = split[:4]
+    splits = args.splits.split(",")
+    years = [split[:4] for split in splits]
+    labels = years if len(set(years)) == len(years) else [split[:10] for split in splits]
+    for split, label in zip(splits, labels, strict=True):
         d = forecast.design(
             history,
             crawl_every_hours=24.0,

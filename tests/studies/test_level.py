@@ -248,3 +248,34 @@ def test_chosen_on_past_takes_the_best_prior_of_the_earlier_windows(rng):
         assert row.prior == best and row.family == table.family[best]
         assert row.log_score == table[f"log_score[{windows[i]}]"][best]
         assert row.coverage90 == table[f"coverage90[{windows[i]}]"][best]
+
+
+@pytest.mark.slow
+def test_level_tradeoff_script_reproduces_the_study(tmp_path, capsys):
+    """``scripts/level_tradeoff.py`` on two short splits of tldr-pages: its method score at
+    factor 1 is the forecast study's own (same design, seed and sampler), and its CSV holds
+    every prior with each split's scores."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "scripts" / "level_tradeoff.py"
+    main = runpy.run_path(str(script))["main"]
+    settings = ["--max-pages", "40", "--draws", "100", "--tune", "100", "--horizon-days", "90"]
+    settings += ["--predictive-draws", "50"]
+    splits = "2024-01-01T00:00Z,2024-07-01T00:00Z"
+    out = tmp_path / "tradeoff.csv"
+    assert main(["--dataset", "tldr-pages", "--splits", splits, *settings, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    study = forecast.run(
+        dataset="tldr-pages", split=splits.split(",")[0], horizon_days=90,
+        methods="hierarchical", max_pages=40, draws=100, tune=100, chains=2, predictive_draws=50,
+        worlds=0,
+    )  # fmt: skip
+    own = study.methods["hierarchical"]
+    assert f"hierarchical log score {own.log_score:.4f}, coverage90 {own.coverage90:.3f}" in printed
+    table = pd.read_csv(out)
+    assert len(table) == len(level.level_priors()[0])
+    assert {"log_score[2024-01-01]", "coverage90[2024-07-01]", "in_target", "worst_gain"} <= set(
+        table
+    )
+    assert "each split with the prior that scored best on the splits before it" in printed
