@@ -14,7 +14,11 @@ window's outcomes; they are references, not forecasts:
   several held-out windows at once (:func:`level_tradeoff`). A level prior is part of a
   model and cannot know which window comes: the table shows what one prior that brings
   every window's coverage90 into range costs in the window the method already forecasts
-  well.
+  well; :func:`chosen_on_past` scores each window with the prior that did best on the
+  windows before it (a prior learned without the window's outcomes).
+
+The study scores each page's marginal predictive, so a level shared by the pages and an
+independent factor per page score alike here.
 
 Each page's count of detections is Poisson-binomial over its test intervals (as in
 :mod:`bayesrate.studies.forecast`); the log score is the mean over pages of
