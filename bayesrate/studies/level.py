@@ -71,8 +71,10 @@ def level_oracle(
     base = rate_per_hour[group_page] * group_hours
 
     def log_score(log_factor: float) -> float:
-        prob_k = _plug_in_prob_at_k(math.exp(log_factor) * base, group_page, group_n, detected)
-        return float(np.mean(np.log(prob_k)))
+        prob_k, _ = _counts_at_levels(
+            base[None, :], None, group_page, group_n, detected, [math.exp(log_factor)]
+        )
+        return float(np.mean(np.log(np.maximum(prob_k[0], MIN_PROBABILITY))))
 
     # the Poisson moment estimate, then the exact maximum within a factor e^4 of it
     start = math.log(max(detected.sum(), 0.5) / max(float(base @ group_n), 1e-300))
@@ -106,9 +108,8 @@ def level_mixture_bound(
     """
     factors = centre * np.exp(np.linspace(-6.0, 6.0, 241))
     base = rate_per_hour[group_page] * group_hours
-    like = np.stack([_plug_in_prob_at_k(f * base, group_page, group_n, detected)
-                     for f in factors])  # fmt: skip
-    return _mixture_em(like, iterations)
+    like, _ = _counts_at_levels(base[None, :], None, group_page, group_n, detected, factors)
+    return _mixture_em(np.maximum(like, MIN_PROBABILITY), iterations)
 
 
 def _mixture_em(like: np.ndarray, iterations: int) -> tuple[float, float]:
@@ -122,12 +123,25 @@ def _mixture_em(like: np.ndarray, iterations: int) -> tuple[float, float]:
     return value, value + float((like / mix).mean(axis=1).max()) - 1.0
 
 
-def _plug_in_prob_at_k(group_lambda, group_page, group_n, detected) -> np.ndarray:
-    """Per page, ``P(K = detected)`` (floored at ``MIN_PROBABILITY``) when each interval of
-    group ``g`` changes with probability ``1 − exp(−group_lambda[g])``."""
-    prob = -np.expm1(-group_lambda)[None, :]
-    prob_k, _ = pmf_at(count_pmf(prob, group_page, group_n, detected), detected)
-    return np.maximum(prob_k, MIN_PROBABILITY)
+def _counts_at_levels(
+    group_lambda: np.ndarray,
+    group_shape: np.ndarray | None,
+    group_page: np.ndarray,
+    group_n: np.ndarray,
+    detected: np.ndarray,
+    factors: Sequence[float] | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(factors, pages)`` ``P(K = detected)`` and ``P(K < detected)`` with every integrated
+    rate ``group_lambda`` ``(draws, groups)`` times each factor (Gamma-mixed with
+    ``group_shape`` if given), mixed over the draws: one exact
+    :func:`~bayesrate.studies.forecast.count_pmf` per factor."""
+    prob_k = np.empty((len(factors), len(detected)))
+    cdf_below = np.empty_like(prob_k)
+    for j, factor in enumerate(factors):
+        prob = _change_probability(group_lambda * factor, group_shape)
+        buckets = count_pmf(prob, group_page, group_n, detected)
+        prob_k[j], cdf_below[j] = pmf_at(buckets, detected)
+    return prob_k, cdf_below
 
 
 @dataclass(frozen=True)
@@ -185,12 +199,9 @@ def level_table(
     model, keeps its shape ``κ``); the count distribution is the exact convolution of
     :func:`~bayesrate.studies.forecast.count_pmf`. Work: one ``count_pmf`` per factor.
     """
-    prob_k = np.empty((len(factors), len(detected)))
-    cdf_below = np.empty_like(prob_k)
-    for j, factor in enumerate(factors):
-        prob = _change_probability(pred.group_lambda * factor, pred.group_shape)
-        buckets = count_pmf(prob, groups.page, groups.count, detected)
-        prob_k[j], cdf_below[j] = pmf_at(buckets, detected)
+    prob_k, cdf_below = _counts_at_levels(
+        pred.group_lambda, pred.group_shape, groups.page, groups.count, detected, factors
+    )
     return LevelTable(np.asarray(factors, dtype=float), prob_k, cdf_below)
 
 
