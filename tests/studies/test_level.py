@@ -12,6 +12,22 @@ from bayesrate.studies import forecast, level
 from bayesrate.studies.forecast import _Groups, _Prediction
 
 
+def _brute_count(group_lambda, group_page, group_n, detected, factor):
+    """Per page ``P(K = k)`` and ``P(K < k)``: scipy Binomials convolved per draw, averaged."""
+    n_pages = len(detected)
+    prob_k, below = np.zeros(n_pages), np.zeros(n_pages)
+    for p in range(n_pages):
+        for draw in group_lambda:
+            dist = np.array([1.0])
+            for g in np.flatnonzero(group_page == p):
+                q = -np.expm1(-factor * draw[g])
+                dist = np.convolve(dist, binom.pmf(np.arange(group_n[g] + 1), group_n[g], q))
+            dist = np.pad(dist, (0, detected[p] + 1))
+            prob_k[p] += dist[detected[p]] / len(group_lambda)
+            below[p] += dist[: detected[p]].sum() / len(group_lambda)
+    return prob_k, below
+
+
 def test_level_oracle_is_the_best_single_factor(rng):
     """Against brute force: each page's count a convolution of Binomials (scipy), the log
     score on a fine grid of factors; the oracle's factor is the grid's best (to its
@@ -29,14 +45,8 @@ def test_level_oracle_is_the_best_single_factor(rng):
         detected[p] += rng.binomial(group_n[g], -np.expm1(-true_rate[p] * hours[g]))
 
     def brute(rate, factor):
-        total = 0.0
-        for p in range(n_pages):
-            dist = np.array([1.0])
-            for g in np.flatnonzero(group_page == p):
-                q = -np.expm1(-factor * rate[p] * hours[g])
-                dist = np.convolve(dist, binom.pmf(np.arange(group_n[g] + 1), group_n[g], q))
-            total += np.log(dist[detected[p]])
-        return total / n_pages
+        lam = (rate[group_page] * hours)[None, :]
+        return np.mean(np.log(_brute_count(lam, group_page, group_n, detected, factor)[0]))
 
     off = 3.0 * true_rate
     factor, best = level.level_oracle(off, group_page, group_n, hours, detected)
@@ -71,14 +81,8 @@ def test_level_mixture_bound_bounds_every_mixture(rng):
         detected[p] += rng.binomial(group_n[g], -np.expm1(-truth[p] * hours[g]))
 
     def page_likelihood(factor):
-        out = np.empty(n_pages)
-        for p in range(n_pages):
-            dist = np.array([1.0])
-            for g in np.flatnonzero(group_page == p):
-                q = -np.expm1(-factor * rate[p] * hours[g])
-                dist = np.convolve(dist, binom.pmf(np.arange(group_n[g] + 1), group_n[g], q))
-            out[p] = dist[detected[p]]
-        return out
+        lam = (rate[group_page] * hours)[None, :]
+        return _brute_count(lam, group_page, group_n, detected, factor)[0]
 
     factor, single = level.level_oracle(rate, group_page, group_n, hours, detected)
     value, bound = level.level_mixture_bound(rate, group_page, group_n, hours, detected, factor)
@@ -101,22 +105,6 @@ def test_level_mixture_bound_bounds_every_mixture(rng):
         rate[:1], group_page[one], group_n[one], hours[one], detected[:1], f1, 2000
     )
     assert s1 - 0.002 <= v1 <= s1 + 1e-9 and b1 >= s1 - 1e-9
-
-
-def _brute_count(group_lambda, group_page, group_n, detected, factor):
-    """Per page ``P(K = k)`` and ``P(K < k)``: scipy Binomials convolved per draw, averaged."""
-    n_pages = len(detected)
-    prob_k, below = np.zeros(n_pages), np.zeros(n_pages)
-    for p in range(n_pages):
-        for draw in group_lambda:
-            dist = np.array([1.0])
-            for g in np.flatnonzero(group_page == p):
-                q = -np.expm1(-factor * draw[g])
-                dist = np.convolve(dist, binom.pmf(np.arange(group_n[g] + 1), group_n[g], q))
-            dist = np.pad(dist, (0, detected[p] + 1))
-            prob_k[p] += dist[detected[p]] / len(group_lambda)
-            below[p] += dist[: detected[p]].sum() / len(group_lambda)
-    return prob_k, below
 
 
 @pytest.fixture
