@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bayesrate.constants import HOURS_PER_DAY
+from bayesrate.history import hours_of
 from bayesrate.io.history import load_history
 from bayesrate.studies import forecast, level
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         d = forecast.design(
             history,
             crawl_every_hours=24.0,
-            split=forecast.hours_of(split, "split"),
+            split=hours_of(split, "split"),
             horizon_hours=args.horizon_days * HOURS_PER_DAY,
             seed=args.seed,
             max_pages=args.max_pages,
@@ -86,16 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     gain = np.column_stack([table[f"log_score[{w}]"] - own[w] for w in tables])
     table["worst_gain"] = gain.min(axis=1)
     table = table.sort_values("worst_gain", ascending=False)
-    columns = [c for c in table if c != "in_target"]
-    show = table[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}")
     print(f"{len(table):,} level priors; the five best in every split's worst case:")
-    print("\n".join(show.splitlines()[:6]))
+    _print_top(table)
     inside = table[table.in_target]
     print(f"{len(inside):,} priors bring every split's coverage90 into [0.85, 0.95]", end="")
     if len(inside):
         print("; the five best in every split's worst case:")
-        show = inside[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}")
-        print("\n".join(show.splitlines()[:6]))
+        _print_top(inside)
         for w in tables:
             best = inside[f"log_score[{w}]"].max()
             print(f"  {w}: best log score among them {best:.4f} ({best - own[w]:+.4f})")
@@ -113,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         table.to_csv(args.out, index=False)
     return 0
+
+
+def _print_top(priors) -> None:
+    """The first five rows of a table of priors (sorted), without ``in_target``."""
+    top = priors.head(5).drop(columns="in_target")
+    print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
 
 def _describe(prior) -> str:
