@@ -217,13 +217,49 @@ def transition_matrices(sigma, grid: np.ndarray, module=np, centre=None, phi=Non
     """``(..., K, K)`` walk transitions: row ``i`` is Normal(``grid[i]``, ``sigma``) over the
     bins, or with ``centre`` and ``phi`` (a mean-reverting walk) Normal(``centre + phi ·
     (grid[i] − centre)``, ``sigma``). ``sigma`` (and ``centre``) have any leading shape,
-    ``phi`` is a scalar."""
+    ``phi`` is a scalar. A random walk on an evenly spaced grid is Toeplitz inside the
+    outer columns (:func:`_toeplitz_walk`: ``4K`` Normal CDFs per ``sigma``, not ``K²``)."""
+    if phi is None and _evenly_spaced(grid):
+        return _toeplitz_walk(sigma, grid, module)
     edges = bin_edges(grid)
     sigma = sigma[..., None] * module.ones_like(sigma[..., None] * grid)  # (..., K)
     mu = module.ones_like(sigma) * grid
     if phi is not None:
         mu = centre[..., None] + phi * (mu - centre[..., None])
     return normal_bins(mu, sigma, edges, module)
+
+
+def _evenly_spaced(grid: np.ndarray) -> bool:
+    steps = np.diff(np.asarray(grid, dtype=np.float64))
+    return len(steps) > 0 and bool(np.allclose(steps, steps[0], rtol=1e-9, atol=0.0))
+
+
+def _toeplitz_walk(sigma, grid: np.ndarray, module=np):
+    """:func:`transition_matrices` of a random walk on an evenly spaced grid (step ``h``).
+
+    Row ``i``'s CDF at inner edge ``j`` is ``Φ((j − i + ½)·h/σ)``, a function of the offset
+    ``m = j − i`` alone: bin ``j`` of row ``i`` is ``q(m) − q(m − 1)`` inside, ``q(−i)`` in
+    the lowest (open) bin and ``1 − q(K − 2 − i)`` in the highest, ``q(m) = Φ((m + ½)h/σ)``
+    for ``m = −K … K − 2``. One gather from those ``4K − 2`` values fills every row."""
+    k = len(grid)
+    step = (float(grid[-1]) - float(grid[0])) / (k - 1)
+    z = (np.arange(-k, k - 1) + 0.5) * (step / math.sqrt(2.0)) / sigma[..., None]
+    erf = module.erf if module is not np else _erf
+    q = 0.5 * (1 + erf(z))  # q[..., n] = q(n − K)
+    inner = q[..., 1:] - q[..., :-1]  # bins of offset m = 1 − K … K − 2, at m + K − 1
+    lowest = q[..., 1 : k + 1][..., ::-1]  # row i: q(−i)
+    highest = 1 - q[..., k - 1 :][..., ::-1]  # row i: 1 − q(K − 2 − i)
+    values = module.concatenate([inner, lowest, highest], axis=-1)
+    return values[..., _toeplitz_index(k)]
+
+
+def _toeplitz_index(k: int) -> np.ndarray:
+    """``(K, K)`` position of each transition in :func:`_toeplitz_walk`'s values."""
+    i, j = np.arange(k)[:, None], np.arange(k)[None, :]
+    index = np.broadcast_to(j - i + k - 1, (k, k)).copy()
+    index[:, 0] = 2 * k - 2 + np.arange(k)
+    index[:, k - 1] = 3 * k - 2 + np.arange(k)
+    return index
 
 
 class DynamicModel(HierarchicalModel):

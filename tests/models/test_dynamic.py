@@ -382,6 +382,26 @@ def test_walk_forward_steps_are_binned_normals(tiny):
         assert want.max() < 0.9  # a step that moves
 
 
+@pytest.mark.parametrize("k", [3, 9, 48])
+def test_walk_transitions_are_scipy_normal_bins(k):
+    """Every row of the random walk's transitions (the Toeplitz form on an even grid, and
+    the general form on an uneven one) against scipy's Normal CDF over the bins, at step
+    sizes from a fiftieth of a grid step to many grids (rows all in one bin, rows in the
+    open outer bins)."""
+    from bayesrate.models.dynamic import transition_matrices
+
+    sigma = np.array([[0.006, 0.3], [1.0, 40.0]])
+    even = np.linspace(-14.7, 0.5, k)
+    uneven = even + np.linspace(0.0, 0.2, k) ** 2
+    for grid in (even, uneven):
+        edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+        want = np.diff(norm.cdf(edges, grid[:, None], sigma[..., None, None]), axis=-1)
+        got = transition_matrices(sigma, grid)
+        assert got.shape == (2, 2, k, k)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-14)
+        assert want[0, 0].max() > 0.999 and want[1, 1].max() < 0.6
+
+
 def test_registered_and_unsupported_calls_say_so(tiny):
     assert get_model("dynamic") is DynamicModel
     assert get_model("dynamic_shocks") is DynamicShockModel
