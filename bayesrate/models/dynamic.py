@@ -218,7 +218,7 @@ def transition_matrices(sigma, grid: np.ndarray, module=np, centre=None, phi=Non
     bins, or with ``centre`` and ``phi`` (a mean-reverting walk) Normal(``centre + phi ·
     (grid[i] − centre)``, ``sigma``). ``sigma`` (and ``centre``) have any leading shape,
     ``phi`` is a scalar. A random walk on an evenly spaced grid is Toeplitz inside the
-    outer columns (:func:`_toeplitz_walk`: ``4K`` Normal CDFs per ``sigma``, not ``K²``)."""
+    outer columns (:func:`_toeplitz_walk`: ``2K − 1`` Normal CDFs per ``sigma``, not ``K²``)."""
     if phi is None and _evenly_spaced(grid):
         return _toeplitz_walk(sigma, grid, module)
     edges = bin_edges(grid)
@@ -240,7 +240,7 @@ def _toeplitz_walk(sigma, grid: np.ndarray, module=np):
     Row ``i``'s CDF at inner edge ``j`` is ``Φ((j − i + ½)·h/σ)``, a function of the offset
     ``m = j − i`` alone: bin ``j`` of row ``i`` is ``q(m) − q(m − 1)`` inside, ``q(−i)`` in
     the lowest (open) bin and ``1 − q(K − 2 − i)`` in the highest, ``q(m) = Φ((m + ½)h/σ)``
-    for ``m = −K … K − 2``. One gather from those ``4K − 2`` values fills every row."""
+    for ``m = −K … K − 2``. One gather from those ``4K − 2`` bin values fills every row."""
     k = len(grid)
     step = (float(grid[-1]) - float(grid[0])) / (k - 1)
     z = (np.arange(-k, k - 1) + 0.5) * (step / math.sqrt(2.0)) / sigma[..., None]
