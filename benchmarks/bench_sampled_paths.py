@@ -5,7 +5,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_sampled_paths.py [--dataset ota-contrib]
         [--epoch-days 365] [--information 4] [--target-accept 0.8]
-        [--draws 1000 --tune 300 --chains 4]
+        [--adaptation diag] [--draws 1000 --tune 300 --chains 4]
 
 Not a model of the package: a measurement of the parameterisation the issue names first
 ("NUTS on pages × epochs"). The population is :class:`~bayesrate.models.dynamic.DynamicModel`'s
@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--epoch-days", type=float, default=365.0)
     parser.add_argument("--information", type=float, default=4.0)
     parser.add_argument("--target-accept", type=float, default=0.8)
+    parser.add_argument("--adaptation", default="diag", help="nutpie's mass matrix adaptation")
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=300)
     parser.add_argument("--chains", type=int, default=4)
@@ -124,7 +125,7 @@ def main() -> None:
         f"# bench_sampled_paths: {args.dataset}, {data.n_pages:,} pages; epochs of "
         f"{args.epoch_days:g} days, {n_columns:,} page columns ({n_centred:,} centred at "
         f"information >= {args.information:g}); {args.chains} x {args.draws} draws after "
-        f"{args.tune} tuning, target_accept {args.target_accept}"
+        f"{args.tune} tuning, target_accept {args.target_accept}, {args.adaptation} adaptation"
     )
     dlogp = model.compile_dlogp(jacobian=True, mode="NUMBA")
     point = model.initial_point()
@@ -147,6 +148,7 @@ def main() -> None:
         trace = nutpie.sample(
             compiled, draws=args.draws, tune=args.tune, chains=args.chains, cores=2,
             seed=20261205, progress_bar=False, target_accept=args.target_accept,
+            adaptation=args.adaptation,
         )  # fmt: skip
     t2 = time.perf_counter()
     names = [v for v in POPULATION if v in trace.posterior]
