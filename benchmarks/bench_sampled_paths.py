@@ -37,8 +37,9 @@ POPULATION = ("mu_global", "sigma_domain", "mu_domain", "sigma_page", "sigma_wal
               "walk_domain_sd", "sigma_walk")  # fmt: skip
 
 
-def sampled_paths_model(base, data, information: float):
-    """The PyMC model of ``base`` (a DynamicModel) with sampled paths; and its column count."""
+def sampled_paths_model(base, data, information: float, wall: float = 0.0):
+    """The PyMC model of ``base`` (a DynamicModel) with sampled paths; its column count and
+    centred columns. ``wall`` > 0: a half-Normal wall of that scale beyond the grid's ends."""
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -88,6 +89,9 @@ def sampled_paths_model(base, data, information: float):
         previous = pt.switch(opens, mu_domain[domain], pt.concatenate([pt.zeros(1), x[:-1]]))
         walk = pm.logp(pm.Normal.dist(previous[c_idx], scale[c_idx]), free)
         pm.Potential("centred_steps", pt.sum(walk))
+        if wall > 0:
+            beyond = pt.maximum(x - grid[-1], 0) + pt.maximum(grid[0] - x, 0)
+            pm.Potential("grid_wall", -0.5 * pt.sum((beyond / wall) ** 2))
         cell_x = x[cell_slot]
         pm.Potential(
             "cells",
@@ -106,6 +110,7 @@ def main() -> None:
     parser.add_argument("--epoch-days", type=float, default=365.0)
     parser.add_argument("--information", type=float, default=4.0)
     parser.add_argument("--target-accept", type=float, default=0.8)
+    parser.add_argument("--wall", type=float, default=0.0, help="wall scale beyond the grid")
     parser.add_argument("--adaptation", default="diag", help="nutpie's mass matrix adaptation")
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=300)
@@ -120,7 +125,7 @@ def main() -> None:
 
     data = datasets.load(args.dataset)
     base = get_model("dynamic")(model_config={"epoch_days": args.epoch_days})
-    model, n_columns, n_centred = sampled_paths_model(base, data, args.information)
+    model, n_columns, n_centred = sampled_paths_model(base, data, args.information, args.wall)
     print(
         f"# bench_sampled_paths: {args.dataset}, {data.n_pages:,} pages; epochs of "
         f"{args.epoch_days:g} days, {n_columns:,} page columns ({n_centred:,} centred at "
