@@ -23,16 +23,18 @@ import time
 import warnings
 
 
-def gradient_ms(model, data, repeats: int = 30) -> float:
-    """Milliseconds per log-density gradient of ``model`` on ``data`` (``NUMBA`` mode)."""
-    pm_model = model.build_model(data)
-    dlogp = pm_model.compile_dlogp(jacobian=True, mode="NUMBA")
-    point = pm_model.initial_point()
-    dlogp(point)
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        dlogp(point)
-    return (time.perf_counter() - t0) / repeats * 1e3
+def gradient_ms(pm_models: dict) -> dict[str, float]:
+    """Per label, the median milliseconds of a log-density + gradient of its PyMC model
+    (``NUMBA`` mode, near the initial point), the models timed interleaved."""
+    from functools import partial
+
+    from gradient_timing import interleaved_ms, logp_dlogp_at
+
+    calls = {}
+    for label, pm_model in pm_models.items():
+        f, x0 = logp_dlogp_at(pm_model, mode="NUMBA")
+        calls[label] = partial(f, x0)
+    return {label: ms for label, (ms, _) in interleaved_ms(calls, rounds=10).items()}
 
 
 def timed_fit(model, data, **overrides):
@@ -74,9 +76,14 @@ def main() -> None:
         f"# bench_dynamic_cost: {args.dataset}, {data.n_pages:,} pages, {data.n_visits:,} "
         f"visits; {args.model} {config} {overrides or 'sampler defaults'}"
     )
-    hier_grad = gradient_ms(get_model("hierarchical")(), data, repeats=300)
     model = get_model(args.model)(model_config=config)
-    dyn_grad = gradient_ms(model, data)
+    ms = gradient_ms(
+        {
+            "hierarchical": get_model("hierarchical")().build_model(data),
+            args.model: model.build_model(data),
+        }
+    )
+    hier_grad, dyn_grad = ms["hierarchical"], ms[args.model]
     print(
         f"gradient: hierarchical {hier_grad:.3f} ms, {args.model} {dyn_grad:.2f} ms "
         f"({dyn_grad / hier_grad:.0f}x); {model._build_notes.get('epochs')}"

@@ -14,9 +14,9 @@ log-rate per column from its first to its last epoch with data, the first
 ``Normal(mu_domain, sigma_page)``, each next ``Normal(previous, sigma_walk)``, and each cell's
 intervals enter by their sufficient statistics (unchanged exposure, changed intervals grouped
 by length). A column is centred when its cell's observed information about the log-rate
-(curvature of its log-likelihood on the grid at the maximum) is at least ``--information``
-and the maximum is inside the grid; the others are non-centred steps from the latest centred
-column (or the domain mean).
+(:func:`bayesrate.likelihood.loglik_derivatives`, at the grid point of its largest
+likelihood) is at least ``--information`` and that point is inside the grid; the others
+are non-centred steps from the latest centred column (or the domain mean).
 
 Prints the log-density gradient of each model (``NUMBA`` mode), nutpie's compile and sampling
 seconds, gradient evaluations per draw, divergences, and the worst R-hat / bulk ESS of the
@@ -43,6 +43,7 @@ def sampled_paths_model(base, data, information: float, wall: float = 0.0):
     import pymc as pm
     import pytensor.tensor as pt
 
+    from bayesrate.likelihood import loglik_derivatives
     from bayesrate.models.likelihood import log1mexp_of_log
 
     cells, grid = base.cells(data), base.grid(data)
@@ -55,14 +56,11 @@ def sampled_paths_model(base, data, information: float, wall: float = 0.0):
     cell_slot = start[cells.cell_page] + cells.cell_epoch - first[cells.cell_page]
 
     table, _ = base.emission(data)
-    with np.errstate(divide="ignore"):
-        ll = np.log(table[cells.cell_page, cells.cell_epoch])
-    k = ll.argmax(axis=1)
+    k = table[cells.cell_page, cells.cell_epoch].argmax(axis=1)
     inside = (k > 0) & (k < len(grid) - 1)
-    kk, rows = np.clip(k, 1, len(grid) - 2), np.arange(len(k))
-    curvature = -(ll[rows, kk + 1] - 2 * ll[rows, kk] + ll[rows, kk - 1]) / (grid[1] - grid[0]) ** 2
+    observed_information = loglik_derivatives(cells.groups, grid[k], order=2)[2]
     centred = np.zeros(n, dtype=bool)
-    centred[cell_slot] = inside & (curvature >= information)
+    centred[cell_slot] = inside & (observed_information >= information)
     guess = np.full(n, np.nan)
     guess[cell_slot] = grid[k]
     anchor = np.full(n, -1)
@@ -132,16 +130,11 @@ def main() -> None:
         f"information >= {args.information:g}); {args.chains} x {args.draws} draws after "
         f"{args.tune} tuning, target_accept {args.target_accept}, {args.adaptation} adaptation"
     )
-    dlogp = model.compile_dlogp(jacobian=True, mode="NUMBA")
-    point = model.initial_point()
-    dlogp(point)
-    t0 = time.perf_counter()
-    for _ in range(300):
-        dlogp(point)
-    grad = (time.perf_counter() - t0) / 300 * 1e3
+    ms = gradient_ms({"hierarchical": get_model("hierarchical")().build_model(data),
+                      "sampled paths": model})  # fmt: skip
     print(
-        f"gradient: hierarchical {gradient_ms(get_model('hierarchical')(), data, 300):.3f} ms,"
-        f" sampled paths {grad:.3f} ms"
+        f"gradient: hierarchical {ms['hierarchical']:.3f} ms, sampled paths "
+        f"{ms['sampled paths']:.3f} ms"
     )
     hier_s, hier_d = timed_fit(get_model("hierarchical")(), data)
     print(describe("hierarchical", hier_s, hier_d))

@@ -9,10 +9,12 @@ from collections.abc import Callable
 import numpy as np
 
 
-def logp_dlogp_at(pm_model, jitter: float = 0.1, seed: int = 1):
+def logp_dlogp_at(pm_model, jitter: float = 0.1, seed: int = 1, mode: str | None = None):
     """PyMC's compiled ``logp_dlogp_function`` and a point: the initial point moved by
-    ``jitter`` standard normals (away from the prior's centre)."""
-    f = pm_model.logp_dlogp_function(ravel_inputs=True)
+    ``jitter`` standard normals (away from the prior's centre). ``mode``: PyTensor's
+    compile mode (``"NUMBA"``: nutpie's backend), PyMC's default if ``None``."""
+    kwargs = {} if mode is None else {"mode": mode}
+    f = pm_model.logp_dlogp_function(ravel_inputs=True, **kwargs)
     f.set_extra_values({})
     point = pm_model.initial_point()
     x0 = np.concatenate([np.ravel(point[v.name]) for v in f._grad_vars])
