@@ -65,6 +65,7 @@ GRID_HIGH_CHANGES = 10.0
 FILTER_CHUNK = 64
 #: the walks of ``model_config["walk"]``
 WALKS = ("random", "reverting")
+PATH_INTEGRALS = ("grid", "laplace")
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
                    "shock_global", "edit_log_rate_global")  # fmt: skip
@@ -292,6 +293,11 @@ class DynamicModel(HierarchicalModel):
         "walk": "random",
         "walk_phi_alpha": 8.0,
         "walk_phi_beta": 2.0,
+        #: how the fit integrates each page's path out: "grid" (exactly, on the log-rate
+        #: grid) or "laplace" (a Laplace approximation per page, :mod:`bayesrate.models.laplace`;
+        #: random walk of the ``dynamic`` model only). Everything after the fit (filtered
+        #: rates, predictions, LOO) uses the grid.
+        "path_integral": "grid",
     }
 
     def _validate_config(self) -> None:
@@ -306,6 +312,15 @@ class DynamicModel(HierarchicalModel):
         if self.model_config["walk"] not in WALKS:
             raise ValueError(f"walk must be one of {WALKS}, got {self.model_config['walk']!r}")
         check_config_numbers(self.model_config, positive=("walk_phi_alpha", "walk_phi_beta"))
+        integral = self.model_config["path_integral"]
+        if integral not in PATH_INTEGRALS:
+            raise ValueError(f"path_integral must be one of {PATH_INTEGRALS}, got {integral!r}")
+        own_paths = type(self)._paths is DynamicModel._paths
+        if integral == "laplace" and (self.reverting or not own_paths):
+            raise ValueError(
+                f"path_integral 'laplace' takes the random walk of the 'dynamic' model, not "
+                f"{self.model_type!r} with walk {self.model_config['walk']!r}"
+            )
 
     @property
     def reverting(self) -> bool:
@@ -416,6 +431,15 @@ class DynamicModel(HierarchicalModel):
         with pm.Model(coords=self.coords(data)) as model:
             mu_domain, sigma_page = self._population(data)
             sigma_walk = self._walk_sd(data)
+            if self.model_config["path_integral"] == "laplace":
+                from bayesrate.models.laplace import PathLayout, laplace_paths_logp
+
+                layout = PathLayout.from_cells(cells)
+                ones = pt.ones(data.n_pages)
+                logp = laplace_paths_logp(mu_domain[domain], sigma_page * ones,
+                                          sigma_walk[domain], layout)  # fmt: skip
+                pm.Potential("page_paths", logp)
+                return self._noted(model, cells, grid)
             init = normal_bins(
                 mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
             )
@@ -425,11 +449,15 @@ class DynamicModel(HierarchicalModel):
                 phi = pm.Beta("walk_phi", cfg["walk_phi_alpha"], cfg["walk_phi_beta"])
             transitions = transition_matrices(sigma_walk, grid, pt, mu_domain, phi)
             pm.Potential("page_paths", self._paths(data, init, transitions))
+        return self._noted(model, cells, grid)
+
+    def _noted(self, model: pm.Model, cells: EpochCells, grid: np.ndarray) -> pm.Model:
         self._build_notes["epochs"] = {
             "epoch_days": self.model_config["epoch_days"],
             "epochs": cells.n_epochs,
             "cells": len(cells.cell_page),
             "grid": [float(grid[0]), float(grid[-1]), len(grid)],
+            "path_integral": self.model_config["path_integral"],
         }
         return model
 

@@ -1,0 +1,407 @@
+"""Each page's random-walk path integrated out by a Laplace approximation (the dynamic
+model's likelihood without a log-rate grid).
+
+A page's log-rates ``x_0 … x_{n−1}`` over its columns (first to last epoch with data) have
+the prior ``x_0 ~ Normal(m, s)``, ``x_j ~ Normal(x_{j−1}, w)``, and each column's cell of
+intervals its censored log-likelihood ``ℓ_j(x_j)`` (concave in ``x_j``; 0 for a column
+without intervals). With ``f(x)`` the log joint and ``H = −∇²f`` (tridiagonal: the cells'
+information on the diagonal plus the walk's precision), the Laplace approximation of the
+page's marginal likelihood is
+
+    log Z ≈ f(x̂) + (n/2)·log 2π − ½·log det H(x̂),    x̂ = argmax f
+
+found per page by Newton's method with a backtracking line search (``f`` is concave, so
+the mode is unique). Its exact gradient with respect to ``(m, s, w)`` is
+
+    d log Z/dθ = ∂f/∂θ − ½·[tr(H⁻¹ ∂P/∂θ) + zᵀ b_θ],   z = H⁻¹u,  u_j = −ℓ'''_j(x̂_j)·(H⁻¹)_jj
+
+with ``P`` the walk's precision and ``b_θ = ∂∇f/∂θ`` (so ``dx̂/dθ = H⁻¹b_θ``); ``(H⁻¹)_jj``
+and ``(H⁻¹)_{j,j+1}`` come from the ``LDLᵀ`` factor in ``O(n)``. A page costs a few Newton
+passes over its cells' groups, against ``K × band`` per column on the grid
+(:mod:`bayesrate.models.hmm`).
+
+A cell's terms are the scalar form of :func:`bayesrate.likelihood.loglik_derivatives`
+(``−U·λ + Σ_g c_g·log(1 − e^{−λE_g})``, its score and information) plus the third
+derivative, which the gradient of ``log det H`` needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: Newton stops when every step is below this (log-rate units)
+NEWTON_TOLERANCE = 1e-10
+#: and gives up (log Z = −inf) after this many passes
+NEWTON_MAX_PASSES = 200
+#: part of PyTensor's numba cache key: a digest of this file
+_KERNEL_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, eq=False)
+class PathLayout:
+    """The data of every page's path, as the kernel reads them.
+
+    Attributes
+    ----------
+    page_start
+        ``(pages + 1,)`` each page's first slot (one slot per column, first to last).
+    slot_cell
+        ``(slots,)`` the cell of each slot, −1 for a column without intervals.
+    unchanged, group_start, group_exposure, group_count
+        Per cell its unchanged exposure and the range of its changed groups; per group its
+        interval length (hours) and count.
+    start
+        ``(slots,)`` Newton's starting log-rate: the cell's ``log((changes + ½)/exposure)``,
+        NaN without a cell (the previous slot's, or the prior mean).
+    """
+
+    page_start: np.ndarray
+    slot_cell: np.ndarray
+    unchanged: np.ndarray
+    group_start: np.ndarray
+    group_exposure: np.ndarray
+    group_count: np.ndarray
+    start: np.ndarray
+
+    @classmethod
+    def from_cells(cls, cells) -> PathLayout:
+        """The layout of :class:`~bayesrate.models.dynamic.EpochCells` ``cells``."""
+        groups = cells.groups
+        if groups.has_added:
+            raise ValueError("the Laplace paths take cells without added rates")
+        first, last = cells.first_column, cells.last_column
+        columns = np.where(last >= first, last - first + 1, 0).astype(np.int64)
+        page_start = np.concatenate([[0], np.cumsum(columns)]).astype(np.int64)
+        slot_cell = np.full(int(page_start[-1]), -1, dtype=np.int64)
+        slot_cell[page_start[cells.cell_page] + cells.cell_epoch - first[cells.cell_page]] = (
+            np.arange(len(cells.cell_page))
+        )
+        n_cells = len(groups.unchanged)
+        group_start = np.searchsorted(groups.group_page, np.arange(n_cells + 1)).astype(np.int64)
+        exposure = np.exp(groups.group_log_exposure)
+        changes = np.bincount(groups.group_page, weights=groups.group_count, minlength=n_cells)
+        total = groups.unchanged + np.bincount(
+            groups.group_page, weights=groups.group_count * exposure, minlength=n_cells
+        )
+        start = np.full(len(slot_cell), np.nan)
+        has = slot_cell >= 0
+        start[has] = np.log((changes[slot_cell[has]] + 0.5) / total[slot_cell[has]])
+        return cls(
+            page_start=page_start,
+            slot_cell=slot_cell,
+            unchanged=np.ascontiguousarray(groups.unchanged, dtype=np.float64),
+            group_start=group_start,
+            group_exposure=np.ascontiguousarray(exposure, dtype=np.float64),
+            group_count=np.ascontiguousarray(groups.group_count, dtype=np.float64),
+            start=start,
+        )
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.page_start) - 1
+
+    @property
+    def constants(self) -> tuple[np.ndarray, ...]:
+        """The kernel's data arguments, in its order."""
+        return (
+            self.page_start,
+            self.slot_cell,
+            self.unchanged,
+            self.group_start,
+            self.group_exposure,
+            self.group_count,
+            self.start,
+        )
+
+
+def _njit(fn):
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(fn)
+
+
+_KERNELS = None
+
+
+def _kernels():
+    """Compile the numba kernels once (numba is imported only when they are used)."""
+    global _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS
+
+    @_njit
+    def cell_terms(x, cell, unchanged, group_start, group_exposure, group_count):
+        """``ℓ, ℓ', ℓ'', ℓ'''`` of ``cell`` at log-rate ``x``."""
+        lam = np.exp(x)
+        v = -unchanged[cell] * lam
+        d1, d2, d3 = v, v, v
+        for g in range(group_start[cell], group_start[cell + 1]):
+            t = lam * group_exposure[g]
+            k = group_count[g]
+            busy = -np.expm1(-t)  # 1 − e^{−t}
+            if busy <= 0.0:  # t below the smallest double: log(1 − e^{−t}) = log t
+                h, q = np.log(t), 1.0
+            else:
+                h = np.log(busy)
+                q = t * (1.0 - busy) / busy  # t / (e^t − 1)
+            h2 = q * (1.0 - t - q)
+            v += k * h
+            d1 += k * q
+            d2 += k * h2
+            d3 += k * (h2 * (1.0 - t - 2.0 * q) - t * q)
+        return v, d1, d2, d3
+
+    @_njit
+    def page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure, group_count, out):
+        """Fill ``out[:, j]`` with the terms of column ``j``; return their value's sum."""
+        total = 0.0
+        for j in range(n):
+            c = slot_cell[o + j]
+            if c < 0:
+                out[0, j] = out[1, j] = out[2, j] = out[3, j] = 0.0
+                continue
+            v, d1, d2, d3 = cell_terms(x[j], c, unchanged, group_start, group_exposure, group_count)
+            out[0, j], out[1, j], out[2, j], out[3, j] = v, d1, min(d2, 0.0), d3
+            total += v
+        return total
+
+    @_njit
+    def log_joint(x, n, m, s, w, cell_sum):
+        """``f(x)`` without its constants: cells + prior of the path."""
+        f = cell_sum - 0.5 * ((x[0] - m) / s) ** 2
+        for j in range(1, n):
+            f -= 0.5 * ((x[j] - x[j - 1]) / w) ** 2
+        return f
+
+    @_njit
+    def newton_system(x, n, m, s, w, terms, grad, diag):
+        """The gradient of ``f`` and the diagonal of ``H = −∇²f`` (off-diagonal ``−1/w²``)."""
+        iw2 = 1.0 / (w * w)
+        for j in range(n):
+            grad[j] = terms[1, j]
+            diag[j] = -terms[2, j]
+        grad[0] -= (x[0] - m) / (s * s)
+        diag[0] += 1.0 / (s * s)
+        for j in range(1, n):
+            step = (x[j] - x[j - 1]) * iw2
+            grad[j] -= step
+            grad[j - 1] += step
+            diag[j] += iw2
+            diag[j - 1] += iw2
+
+    @_njit
+    def factor(n, diag, off, d, lower):
+        """``LDLᵀ`` of the tridiagonal matrix (``diag``, constant ``off``)."""
+        d[0] = diag[0]
+        for j in range(n - 1):
+            lower[j] = off / d[j]
+            d[j + 1] = diag[j + 1] - lower[j] * off
+
+    @_njit
+    def solve(n, d, lower, rhs, out):
+        out[0] = rhs[0]
+        for j in range(1, n):
+            out[j] = rhs[j] - lower[j - 1] * out[j - 1]
+        out[n - 1] = out[n - 1] / d[n - 1]
+        for j in range(n - 2, -1, -1):
+            out[j] = out[j] / d[j] - lower[j] * out[j + 1]
+
+    @_njit
+    def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
+                     group_exposure, group_count, start, work, modes, last_var):  # fmt: skip
+        """``(log Z, ∂/∂m, ∂/∂s, ∂/∂w, Newton passes)`` of page ``p``; its mode goes to
+        ``modes`` (its slots) and ``(H⁻¹)`` of its last column to ``last_var[p]``."""
+        o = page_start[p]
+        n = page_start[p + 1] - o
+        if n == 0:
+            return 0.0, 0.0, 0.0, 0.0, 0
+        x, trial, grad, diag = work[0], work[1], work[2], work[3]
+        d, lower, step, u = work[4], work[5], work[6], work[7]
+        terms, trial_terms = work[8:12], work[12:16]
+        previous = m
+        for j in range(n):
+            x[j] = start[o + j] if np.isfinite(start[o + j]) else previous
+            previous = x[j]
+        off = -1.0 / (w * w)
+        f = log_joint(
+            x, n, m, s, w,
+            page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure,
+                       group_count, terms),
+        )  # fmt: skip
+        passes = 1
+        while True:
+            newton_system(x, n, m, s, w, terms, grad, diag)
+            factor(n, diag, off, d, lower)
+            solve(n, d, lower, grad, step)
+            largest, decrement = 0.0, 0.0
+            for j in range(n):
+                largest = max(largest, abs(step[j]))
+                decrement += grad[j] * step[j]
+            if largest < NEWTON_TOLERANCE:
+                break
+            t = 1.0
+            while True:
+                for j in range(n):
+                    trial[j] = x[j] + t * step[j]
+                cells = page_terms(trial, o, n, slot_cell, unchanged, group_start,
+                                   group_exposure, group_count, trial_terms)  # fmt: skip
+                f_trial = log_joint(trial, n, m, s, w, cells)
+                passes += 1
+                if f_trial >= f + 1e-4 * t * decrement or f_trial >= f - 1e-13 * (1 + abs(f)):
+                    break  # (the second: equal to rounding, near the mode)
+                t *= 0.5
+                if t < 1e-12:
+                    break
+            if passes > NEWTON_MAX_PASSES or t < 1e-12 or not np.isfinite(f_trial):
+                return -np.inf, 0.0, 0.0, 0.0, passes
+            for j in range(n):
+                x[j] = trial[j]
+                for r in range(4):
+                    terms[r, j] = trial_terms[r, j]
+            f = f_trial
+        # Σ = H⁻¹: diagonal (grad) and super-diagonal (diag) by the LDLᵀ recursion
+        sig, sig_up = grad, diag
+        log_det = 0.0
+        for j in range(n):
+            log_det += np.log(d[j])
+        sig[n - 1] = 1.0 / d[n - 1]
+        for j in range(n - 2, -1, -1):
+            sig_up[j] = -lower[j] * sig[j + 1]
+            sig[j] = 1.0 / d[j] + lower[j] * lower[j] * sig[j + 1]
+        for j in range(n):
+            u[j] = -terms[3, j] * sig[j]
+            modes[o + j] = x[j]
+        last_var[p] = sig[n - 1]
+        z = trial
+        solve(n, d, lower, u, z)
+        gap = x[0] - m
+        squares, trace_walk, z_walk = 0.0, 0.0, 0.0
+        for j in range(n):
+            links = (j > 0) + (j < n - 1)
+            walk_x = links * x[j]
+            if j > 0:
+                walk_x -= x[j - 1]
+                squares += (x[j] - x[j - 1]) ** 2
+            if j < n - 1:
+                walk_x -= x[j + 1]
+                trace_walk -= 2.0 * sig_up[j]
+            trace_walk += links * sig[j]
+            z_walk += z[j] * walk_x
+        log_z = f - np.log(s) - (n - 1) * np.log(w) - 0.5 * log_det
+        s2, s3, w3 = s * s, s * s * s, w * w * w
+        d_m = gap / s2 - 0.5 * z[0] / s2
+        d_s = gap * gap / s3 - 1.0 / s - 0.5 * (-2.0 * sig[0] / s3 + z[0] * 2.0 * gap / s3)
+        d_w = squares / w3 - (n - 1) / w - 0.5 * (2.0 / w3) * (z_walk - trace_walk)
+        return log_z, d_m, d_s, d_w, passes
+
+    @_njit
+    def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
+                          group_exposure, group_count, start):  # fmt: skip
+        """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes,
+        variance of the last column)``."""
+        n_pages = len(page_start) - 1
+        longest = 1
+        for p in range(n_pages):
+            longest = max(longest, page_start[p + 1] - page_start[p])
+        work = np.empty((16, longest))
+        grad_m, grad_s, grad_w = np.zeros(n_pages), np.zeros(n_pages), np.zeros(n_pages)
+        per_page = np.zeros(n_pages)
+        modes, last_var = np.full(len(slot_cell), np.nan), np.full(n_pages, np.nan)
+        passes = 0
+        for p in range(n_pages):
+            per_page[p], grad_m[p], grad_s[p], grad_w[p], k = page_laplace(
+                p, m[p], s[p], w[p], page_start, slot_cell, unchanged, group_start,
+                group_exposure, group_count, start, work, modes, last_var,
+            )  # fmt: skip
+            passes += k
+        return per_page.sum(), grad_m, grad_s, grad_w, per_page, passes, modes, last_var
+
+    _KERNELS = (laplace_logp_grad, cell_terms)
+    return _KERNELS
+
+
+def _per_page(value, n_pages: int) -> np.ndarray:
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), n_pages))
+
+
+def laplace_logp_grad(m, s, w, layout: PathLayout) -> tuple:
+    """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes (slots),
+    variance of each page's last column)`` with the prior mean ``m``, first-column sd ``s``
+    and walk step sd ``w`` of each page (scalars broadcast)."""
+    n = layout.n_pages
+    return _kernels()[0](_per_page(m, n), _per_page(s, n), _per_page(w, n), *layout.constants)
+
+
+def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, float, float]:
+    """``ℓ, ℓ', ℓ'', ℓ'''`` of ``cell`` at log-rate ``x``, as the kernel computes them."""
+    return _kernels()[1](
+        float(x), int(cell), layout.unchanged, layout.group_start, layout.group_exposure,
+        layout.group_count,
+    )  # fmt: skip
+
+
+def laplace_paths_logp(m, s, w, layout: PathLayout):
+    """The PyTensor scalar ``Σ_p log Z_p`` (gradient with respect to the per-page ``m``,
+    ``s`` and ``w``; the data are constants)."""
+    import pytensor.tensor as pt
+
+    free = [pt.as_tensor_variable(v) for v in (m, s, w)]
+    return _op()(*free, *(pt.constant(a) for a in layout.constants))[0]
+
+
+_OP = None
+
+
+def _op():
+    """The Op (defined and registered with the numba backend on first use)."""
+    global _OP
+    if _OP is not None:
+        return _OP
+    import pytensor.tensor as pt
+    from pytensor.gradient import disconnected_type
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+
+    class LaplacePathsLogp(Op):
+        """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w)``; the gradient uses the latter."""
+
+        __props__ = ()
+        n_free = 3
+
+        def make_node(self, *inputs):
+            outputs = [pt.dscalar(), *(x.type() for x in inputs[: self.n_free])]
+            return Apply(self, list(inputs), outputs)
+
+        def perform(self, node, inputs, output_storage):
+            results = _kernels()[0](*inputs)
+            output_storage[0][0] = np.asarray(results[0])
+            for i in range(1, 4):
+                output_storage[i][0] = results[i]
+
+        def pullback(self, inputs, outputs, output_grads):
+            g = output_grads[0]
+            n_const = len(inputs) - self.n_free
+            return [*(g * x for x in outputs[1:]), *(disconnected_type() for _ in range(n_const))]
+
+        def connection_pattern(self, node):
+            n_const = len(node.inputs) - self.n_free
+            return [[True] * 4] * self.n_free + [[False] * 4] * n_const
+
+    kernel = _kernels()[0]
+
+    @register_funcify_and_cache_key(LaplacePathsLogp)
+    def _numba_laplace(op, node=None, **kwargs):
+        @numba_njit
+        def laplace(*args):
+            logp, grad_m, grad_s, grad_w = kernel(*args)[:4]
+            return np.asarray(logp), grad_m, grad_s, grad_w
+
+        return laplace, f"bayesrate-laplace-paths-v{_KERNEL_VERSION}"
+
+    _OP = LaplacePathsLogp()
+    return _OP
