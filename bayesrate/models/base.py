@@ -370,6 +370,7 @@ class RateModel:
         else:
             idata = self._fit_pathfinder(model, cfg, progressbar, timing, method_failures)
         idata = self._postprocess(idata, data)
+        method_failures += self._fit_checks(idata, data)
         seconds = time.perf_counter() - start
         extra = dict(self._build_notes)
         if method_failures:
@@ -493,6 +494,10 @@ class RateModel:
         return idata
 
     # ------------------------------------------------------------------ post-processing
+    def _fit_checks(self, idata: xr.DataTree, data: Observations) -> list[str]:
+        """Subclass hook: failures of checks the fit's own method needs (none here)."""
+        return []
+
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         """Posterior variables the convergence gates are computed over."""
         names = [rv.name for rv in self.model.free_RVs] if self.model is not None else []

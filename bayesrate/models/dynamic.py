@@ -39,6 +39,8 @@ forecast of a later epoch walks on from there (:meth:`DynamicModel.walk_forward`
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -65,6 +67,12 @@ GRID_HIGH_CHANGES = 10.0
 FILTER_CHUNK = 64
 #: the walks of ``model_config["walk"]``
 WALKS = ("random", "reverting")
+#: posterior draws :meth:`DynamicModel.laplace_check` weighs after a fit with Laplace paths
+LAPLACE_CHECK_DRAWS = 200
+#: and the largest Pareto ``k̂`` of its importance weights that passes
+LAPLACE_MAX_K = 0.7
+#: scalar population parameters the check also weighs (besides :attr:`filter_vars`)
+POPULATION_SCALARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd")
 PATH_INTEGRALS = ("grid", "laplace")
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
@@ -261,6 +269,15 @@ def _toeplitz_index(k: int) -> np.ndarray:
     index[:, 0] = 2 * k - 2 + np.arange(k)
     index[:, k - 1] = 3 * k - 2 + np.arange(k)
     return index
+
+
+def _each_draw(one, n: int) -> None:
+    """``one(i)`` for every draw ``i < n``, on a thread per core after the first (which
+    fills the model's caches); the grid kernels release the GIL."""
+    if n:
+        one(0)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(one, range(1, n)))
 
 
 class DynamicModel(HierarchicalModel):
@@ -481,7 +498,8 @@ class DynamicModel(HierarchicalModel):
 
         cells = self.cells(data)
         out = np.empty((len(draws["sigma_page"]), data.n_pages, len(self.grid(data))))
-        for i in range(len(out)):
+
+        def one(i: int) -> None:
             out[i] = filter_last(
                 *self._chain(draws, i, data),
                 self._draw_emission(draws, i, data)[0],
@@ -490,6 +508,8 @@ class DynamicModel(HierarchicalModel):
                 cells.last_column,
                 cells.n_epochs - 1,
             )
+
+        _each_draw(one, len(out))
         return out
 
     def _chain(
@@ -550,18 +570,54 @@ class DynamicModel(HierarchicalModel):
         flat = self._stacked(post)
         grid = self.grid(data)
         rng = rng_from(f"{self.config_hash}-filtered-draws")
-        state = np.empty((len(flat["sigma_page"]), data.n_pages), dtype=np.int64)
-        for lo in range(0, len(state), FILTER_CHUNK):
-            part = {k: v[lo : lo + FILTER_CHUNK] for k, v in flat.items()}
-            state[lo : lo + FILTER_CHUNK] = draw_states(self.filtered(part, data), rng)
+        if self.model_config["path_integral"] == "laplace":
+            log_rate = self.laplace_log_rates(flat, data, rng)
+        else:
+            state = np.empty((len(flat["sigma_page"]), data.n_pages), dtype=np.int64)
+            for lo in range(0, len(state), FILTER_CHUNK):
+                part = {k: v[lo : lo + FILTER_CHUNK] for k, v in flat.items()}
+                state[lo : lo + FILTER_CHUNK] = draw_states(self.filtered(part, data), rng)
+            log_rate = grid[state]
         post["log_rate"] = xr.DataArray(
-            grid[state].reshape(*shape, data.n_pages),
+            log_rate.reshape(*shape, data.n_pages),
             dims=("chain", "draw", DIM_PAGE),
             coords={DIM_PAGE: _labels(data.pages.index)},
         )
         post = super()._add_derived(post, data)
         post["rate"].attrs["units"] = self.rate_units
         return post
+
+    def laplace_log_rates(self, draws: dict[str, np.ndarray], data: Observations, rng):
+        """``(draws, pages)`` one draw of each page's log-rate in the last fitted epoch per
+        draw of the population (:attr:`filter_vars`), from the Laplace approximation of its
+        path: ``Normal(x̂_last − z_last/2, (H⁻¹)_last + k·σ_walk²)`` (the mean corrected
+        for the cells' skew, :mod:`bayesrate.models.laplace`), ``k`` the epochs after the page's
+        last cell (``Normal(mu_domain, sigma_page)`` for a page without intervals). The
+        ``log_rate`` of a fit with ``path_integral: "laplace"``."""
+        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+
+        cells = self.cells(data)
+        layout = PathLayout.from_cells(cells)
+        dom = data.domain_codes
+        has = layout.page_start[1:] > layout.page_start[:-1]
+        last_slot = np.maximum(layout.page_start[1:] - 1, 0)
+        ahead = np.where(has, cells.n_epochs - 1 - cells.last_column, 0)
+        noise = rng.standard_normal((len(draws["sigma_page"]), data.n_pages))
+        out = np.empty_like(noise)
+
+        def one(i: int) -> None:
+            m, s, w = (
+                draws["mu_domain"][i, dom],
+                draws["sigma_page"][i],
+                draws["sigma_walk"][i, dom],
+            )
+            result = laplace_logp_grad(m, s, w, layout)
+            mean = np.where(has, result[6][last_slot] + result[7][0], m)
+            var = np.where(has, result[7][1], s * s) + ahead * w * w
+            out[i] = mean + np.sqrt(var) * noise[i]
+
+        _each_draw(one, len(out))
+        return out
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         """The free variables and ``sigma_walk``/``mu_domain``: ``log_rate`` is drawn exactly
@@ -578,13 +634,15 @@ class DynamicModel(HierarchicalModel):
         leave-one-page-out, :mod:`bayesrate.checks.compare`). On the model's grid, as
         fitted: the same per-interval Bernoulli likelihood (no Binomial constants) as the
         other models' terms."""
+        return self._page_loglik_on_grid(self._stacked(post), self._fitted_data())
+
+    def _page_loglik_on_grid(self, draws: dict[str, np.ndarray], data: Observations):
         from bayesrate.models.hmm import page_log_likelihoods
 
-        data = self._fitted_data()
         cells = self.cells(data)
-        draws = self._stacked(post)
         out = np.empty((len(draws["sigma_page"]), data.n_pages))
-        for i in range(len(out)):
+
+        def one(i: int) -> None:
             emission, log_scale = self._draw_emission(draws, i, data)
             out[i] = log_scale + page_log_likelihoods(
                 *self._chain(draws, i, data),
@@ -593,7 +651,63 @@ class DynamicModel(HierarchicalModel):
                 cells.first_column,
                 cells.last_column,
             )
+
+        _each_draw(one, len(out))
         return out
+
+    def laplace_check(
+        self, post: xr.Dataset, data: Observations, max_draws: int = LAPLACE_CHECK_DRAWS
+    ) -> dict[str, Any]:
+        """How far the Laplace-integrated likelihood the fit sampled is from the grid's:
+        on up to ``max_draws`` evenly spaced draws, the log ratios ``r = Σ_p (log p_grid −
+        log p_Laplace)(y_p | θ)``, their Pareto-smoothed importance weights' ``k̂`` (≤ 0.7:
+        the draws stand for the grid posterior) and effective sample fraction, and how far
+        the weights move the means of the scalar population parameters, in posterior sds."""
+        from arviz_stats.base import array_stats
+
+        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+
+        flat = self._stacked(post, extra=tuple(POPULATION_SCALARS))
+        n = len(flat["sigma_page"])
+        pick = np.unique(np.linspace(0, n - 1, min(int(max_draws), n)).round().astype(int))
+        draws = {k: v[pick] for k, v in flat.items()}
+        grid = self._page_loglik_on_grid(draws, data).sum(axis=1)
+        layout = PathLayout.from_cells(self.cells(data))
+        dom = data.domain_codes
+        laplace = np.array([
+            laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
+                              draws["sigma_walk"][i, dom], layout)[0]
+            for i in range(len(pick))
+        ])  # fmt: skip
+        ratio = grid - laplace
+        log_w, k = array_stats.psislw(ratio - ratio.max())
+        weights = np.exp(log_w - np.logaddexp.reduce(log_w))
+        shifts = {
+            name: float(abs(weights @ draws[name] - draws[name].mean()) / draws[name].std())
+            for name in ("sigma_page", *POPULATION_SCALARS)
+            if name in draws and draws[name].std() > 0
+        }
+        return {
+            "draws": len(pick),
+            "log_ratio_sd": float(ratio.std()),
+            "pareto_k": float(k),
+            "ess_fraction": float(1.0 / np.sum(weights**2) / len(pick)),
+            "mean_shift_sd": shifts,
+        }
+
+    def _fit_checks(self, idata: xr.DataTree, data: Observations) -> list[str]:
+        """With Laplace paths: :meth:`laplace_check` on the fit, a failure when its ``k̂``
+        exceeds ``LAPLACE_MAX_K``."""
+        if self.model_config["path_integral"] != "laplace":
+            return []
+        check = self.laplace_check(idata["posterior"].to_dataset(), data)
+        self._build_notes["laplace_check"] = check
+        if check["pareto_k"] > LAPLACE_MAX_K:
+            return [
+                f"Laplace paths: Pareto k {check['pareto_k']:.2f} > {LAPLACE_MAX_K} against "
+                "the grid's likelihood (fit with path_integral 'grid')"
+            ]
+        return []
 
     def _fitted_data(self) -> Observations:
         self._require_fit()

@@ -16,7 +16,9 @@ the mode is unique). Its exact gradient with respect to ``(m, s, w)`` is
     d log Z/dθ = ∂f/∂θ − ½·[tr(H⁻¹ ∂P/∂θ) + zᵀ b_θ],   z = H⁻¹u,  u_j = −ℓ'''_j(x̂_j)·(H⁻¹)_jj
 
 with ``P`` the walk's precision and ``b_θ = ∂∇f/∂θ`` (so ``dx̂/dθ = H⁻¹b_θ``); ``(H⁻¹)_jj``
-and ``(H⁻¹)_{j,j+1}`` come from the ``LDLᵀ`` factor in ``O(n)``. A page costs a few Newton
+and ``(H⁻¹)_{j,j+1}`` come from the ``LDLᵀ`` factor in ``O(n)``. The same ``z`` gives the
+posterior mean of the path to first order in the cells' skew, ``E[x] ≈ x̂ − z/2``
+(with ``E[δ_i] ≈ ½ Σ_j (H⁻¹)_ij (H⁻¹)_jj ℓ'''_j``). A page costs a few Newton
 passes over its cells' groups, against ``K × band`` per column on the grid
 (:mod:`bayesrate.models.hmm`).
 
@@ -212,9 +214,10 @@ def _kernels():
 
     @_njit
     def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
-                     group_exposure, group_count, start, work, modes, last_var):  # fmt: skip
+                     group_exposure, group_count, start, work, modes, last_moments):  # fmt: skip
         """``(log Z, ∂/∂m, ∂/∂s, ∂/∂w, Newton passes)`` of page ``p``; its mode goes to
-        ``modes`` (its slots) and ``(H⁻¹)`` of its last column to ``last_var[p]``."""
+        ``modes`` (its slots); its last column's mean correction and variance to
+        ``last_moments[:, p]``."""
         o = page_start[p]
         n = page_start[p + 1] - o
         if n == 0:
@@ -275,9 +278,10 @@ def _kernels():
         for j in range(n):
             u[j] = -terms[3, j] * sig[j]
             modes[o + j] = x[j]
-        last_var[p] = sig[n - 1]
         z = trial
         solve(n, d, lower, u, z)
+        last_moments[0, p] = -0.5 * z[n - 1]  # E[x] − x̂ to first order in ℓ'''
+        last_moments[1, p] = sig[n - 1]
         gap = x[0] - m
         squares, trace_walk, z_walk = 0.0, 0.0, 0.0
         for j in range(n):
@@ -302,7 +306,7 @@ def _kernels():
     def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
                           group_exposure, group_count, start):  # fmt: skip
         """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes,
-        variance of the last column)``."""
+        (mean correction, variance) of each page's last column)``."""
         n_pages = len(page_start) - 1
         longest = 1
         for p in range(n_pages):
@@ -310,15 +314,15 @@ def _kernels():
         work = np.empty((16, longest))
         grad_m, grad_s, grad_w = np.zeros(n_pages), np.zeros(n_pages), np.zeros(n_pages)
         per_page = np.zeros(n_pages)
-        modes, last_var = np.full(len(slot_cell), np.nan), np.full(n_pages, np.nan)
+        modes, last_moments = np.full(len(slot_cell), np.nan), np.full((2, n_pages), np.nan)
         passes = 0
         for p in range(n_pages):
             per_page[p], grad_m[p], grad_s[p], grad_w[p], k = page_laplace(
                 p, m[p], s[p], w[p], page_start, slot_cell, unchanged, group_start,
-                group_exposure, group_count, start, work, modes, last_var,
+                group_exposure, group_count, start, work, modes, last_moments,
             )  # fmt: skip
             passes += k
-        return per_page.sum(), grad_m, grad_s, grad_w, per_page, passes, modes, last_var
+        return per_page.sum(), grad_m, grad_s, grad_w, per_page, passes, modes, last_moments
 
     _KERNELS = (laplace_logp_grad, cell_terms)
     return _KERNELS
@@ -330,8 +334,9 @@ def _per_page(value, n_pages: int) -> np.ndarray:
 
 def laplace_logp_grad(m, s, w, layout: PathLayout) -> tuple:
     """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes (slots),
-    variance of each page's last column)`` with the prior mean ``m``, first-column sd ``s``
-    and walk step sd ``w`` of each page (scalars broadcast)."""
+    (2, pages) mean correction and variance of each page's last column)`` with the prior
+    mean ``m``, first-column sd ``s`` and walk step sd ``w`` of each page (scalars
+    broadcast)."""
     n = layout.n_pages
     return _kernels()[0](_per_page(m, n), _per_page(s, n), _per_page(w, n), *layout.constants)
 
