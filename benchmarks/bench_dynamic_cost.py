@@ -4,7 +4,8 @@ same run (issue #14: the best new model within 3× the hierarchical wall time, c
 Usage::
 
     .venv/bin/python benchmarks/bench_dynamic_cost.py [--dataset ota-contrib]
-        [--model-config '{"epoch_days": 365}'] [--draws N --tune N --chains N]
+        [--model-config '{"epoch_days": 365, "path_integral": "laplace"}']
+        [--draws N --tune N --chains N]
         [--gradient-only]
 
 Both fits start from the loaded :class:`~bayesrate.observations.Observations` and end with
@@ -12,7 +13,8 @@ the fitted model (build, compile, NUTS by nutpie, diagnostics), each at its samp
 defaults unless ``--draws/--tune/--chains`` override the dynamic model's. Prints each
 fit's wall time, compile and sampling seconds, gradient evaluations per draw, R-hat,
 bulk ESS and divergences, the log-density gradient of each (``NUMBA`` mode, at the
-initial point) and the ratios.
+initial point) and the ratios; with Laplace paths also the fit's check against the grid
+(:meth:`~bayesrate.models.dynamic.DynamicModel.laplace_check`).
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def main() -> None:
     print(describe("hierarchical", hier_s, hier_d))
     dyn_s, dyn_d = timed_fit(get_model(args.model)(model_config=config), data, **overrides)
     print(describe(args.model, dyn_s, dyn_d))
+    if "laplace_check" in dyn_d.extra:
+        print(f"Laplace paths against the grid: {dyn_d.extra['laplace_check']}")
     print(
         f"ratio {args.model} / hierarchical wall time: {dyn_s / hier_s:.1f}x (target <= 3x, "
         f"converged: {dyn_d.converged})"

@@ -591,12 +591,16 @@ class DynamicModel(HierarchicalModel):
         """``(draws, pages)`` one draw of each page's log-rate in the last fitted epoch per
         draw of the population (:attr:`filter_vars`), from the Laplace approximation of its
         path: ``Normal(x̂_last − z_last/2, (H⁻¹)_last + k·σ_walk²)`` (the mean corrected
-        for the cells' skew, :mod:`bayesrate.models.laplace`), ``k`` the epochs after the page's
+        for the cells' skew to first order, :mod:`bayesrate.models.laplace`; the correction
+        capped at one sd of ``(H⁻¹)_last``, where that expansion has failed: pages without
+        changes and large walks), clipped to the grid's range like the grid's own draws,
+        ``k`` the epochs after the page's
         last cell (``Normal(mu_domain, sigma_page)`` for a page without intervals). The
         ``log_rate`` of a fit with ``path_integral: "laplace"``."""
         from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
         cells = self.cells(data)
+        grid = self.grid(data)
         layout = PathLayout.from_cells(cells)
         dom = data.domain_codes
         has = layout.page_start[1:] > layout.page_start[:-1]
@@ -612,9 +616,11 @@ class DynamicModel(HierarchicalModel):
                 draws["sigma_walk"][i, dom],
             )
             result = laplace_logp_grad(m, s, w, layout)
-            mean = np.where(has, result[6][last_slot] + result[7][0], m)
+            sd = np.sqrt(result[7][1])
+            skew = np.clip(result[7][0], -sd, sd)
+            mean = np.where(has, result[6][last_slot] + skew, m)
             var = np.where(has, result[7][1], s * s) + ahead * w * w
-            out[i] = mean + np.sqrt(var) * noise[i]
+            out[i] = np.clip(mean + np.sqrt(var) * noise[i], grid[0], grid[-1])
 
         _each_draw(one, len(out))
         return out

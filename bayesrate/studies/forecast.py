@@ -970,6 +970,7 @@ def _dynamic_prediction(
     grid = model.grid(model.data_)
     log_rate = stack_draws(post["log_rate"], DIM_PAGE)[keep]
     state = np.rint((log_rate - grid[0]) / (grid[1] - grid[0])).astype(np.int64)
+    state = np.clip(state, 0, len(grid) - 1)  # a Laplace fit's draws are not grid values
     sigma = stack_draws(post["sigma_walk"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
     centre = stack_draws(post["mu_domain"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
     phi = stack_draws(post["walk_phi"])[keep][:, None] if "walk_phi" in post else None

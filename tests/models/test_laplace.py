@@ -20,7 +20,7 @@ from bayesrate.likelihood import loglik, loglik_derivatives
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, epoch_cells
 from bayesrate.models.laplace import PathLayout, cell_terms, laplace_logp_grad
 from tests.helpers import seed_of
-from tests.models.test_dynamic import drift_world, tiny_world
+from tests.models.test_dynamic import END, drift_world, tiny_world
 
 L = 90 * 24.0
 
@@ -276,3 +276,30 @@ def test_current_log_rates_match_the_grid_filter():
     modes = laplace_logp_grad(m, 0.8, draws["sigma_walk"][0, obs.domain_codes], layout)[6]
     last = modes[layout.page_start[1:] - 1]
     assert (np.abs(last - mean) / sd).max() > 0.15  # the mode alone is off: skew matters
+
+
+def test_current_log_rates_stay_on_the_grid_without_changes():
+    """A page that never changed, under a large walk: its Laplace posterior is far from
+    Normal (the first-order skew correction exceeds its sd); the draws stay finite and
+    within the grid's range, as the grid's own draws do."""
+    from bayesrate import simulate as sim
+    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+    from bayesrate.seeds import rng_from
+
+    days = np.arange(END - 6 * L, END, 24.0)
+    obs = sim.simulate_pages(
+        [1 / 90, 1e-12], [days, days + 5.0], domains=["a", "a"], rng=sim.rng_from("quiet")
+    ).observations
+    assert obs.changed[obs.page_of_visit == 1].sum() == 0
+    model = DynamicModel(model_config={"path_integral": "laplace"})
+    model.data_ = obs
+    layout = PathLayout.from_cells(model.cells(obs))
+    skew, var = laplace_logp_grad(-9.0, 2.0, 4.0, layout)[7]
+    assert abs(skew[1]) > np.sqrt(var[1])  # the expansion has failed there
+    draws = {"mu_domain": np.array([[-9.0]]), "sigma_page": np.array([2.0]),
+             "sigma_walk": np.array([[4.0]])}  # fmt: skip
+    many = {k: np.repeat(v, 500, axis=0) for k, v in draws.items()}
+    got = model.laplace_log_rates(many, obs, rng_from("laplace-quiet"))
+    grid = model.grid(obs)
+    assert np.isfinite(got).all()
+    assert got.min() >= grid[0] and got.max() <= grid[-1]
