@@ -58,7 +58,6 @@ def main() -> None:
 
     from bayesrate import datasets
     from bayesrate.models import get_model
-    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
     data = datasets.load(args.dataset)
     config = json.loads(args.model_config)
@@ -85,13 +84,7 @@ def main() -> None:
     n = len(flat["sigma_page"])
     pick = np.unique(np.linspace(0, n - 1, min(args.draws, n)).round().astype(int))
     draws = {k: v[pick] for k, v in flat.items()}
-    layout = PathLayout.from_cells(laplace.cells(data))
-    dom = data.domain_codes
-    by_laplace = np.array([
-        laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
-                          draws["sigma_walk"][i, dom], layout)[0]
-        for i in range(len(pick))
-    ])  # fmt: skip
+    by_laplace = laplace._laplace_loglik(draws, data)
     by_grid = {}
     for k in sizes:
         model = get_model("dynamic")(model_config={**config, "grid_size": k})

@@ -671,21 +671,12 @@ class DynamicModel(HierarchicalModel):
         the weights move the means of the scalar population parameters, in posterior sds."""
         from arviz_stats.base import array_stats
 
-        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
-
         flat = self._stacked(post, extra=tuple(POPULATION_SCALARS))
         n = len(flat["sigma_page"])
         pick = np.unique(np.linspace(0, n - 1, min(int(max_draws), n)).round().astype(int))
         draws = {k: v[pick] for k, v in flat.items()}
         grid = self._page_loglik_on_grid(draws, data).sum(axis=1)
-        layout = PathLayout.from_cells(self.cells(data))
-        dom = data.domain_codes
-        laplace = np.array([
-            laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
-                              draws["sigma_walk"][i, dom], layout)[0]
-            for i in range(len(pick))
-        ])  # fmt: skip
-        ratio = grid - laplace
+        ratio = grid - self._laplace_loglik(draws, data)
         log_w, k = array_stats.psislw(ratio - ratio.max())
         weights = np.exp(log_w - np.logaddexp.reduce(log_w))
         shifts = {
@@ -700,6 +691,19 @@ class DynamicModel(HierarchicalModel):
             "ess_fraction": float(1.0 / np.sum(weights**2) / len(pick)),
             "mean_shift_sd": shifts,
         }
+
+    def _laplace_loglik(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
+        """``(draws,)`` the whole log's likelihood, paths integrated out by the Laplace
+        approximation, at each draw of the population (:attr:`filter_vars`)."""
+        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+
+        layout = PathLayout.from_cells(self.cells(data))
+        dom = data.domain_codes
+        return np.array([
+            laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
+                              draws["sigma_walk"][i, dom], layout)[0]
+            for i in range(len(draws["sigma_page"]))
+        ])  # fmt: skip
 
     def _fit_checks(self, idata: xr.DataTree, data: Observations) -> list[str]:
         """With Laplace paths: :meth:`laplace_check` on the fit, a failure when its ``k̂``

@@ -458,11 +458,18 @@ def test_model_gradient_equals_finite_differences(tiny, model_class):
     """The model's log-density gradient (through the binned Normals and the kernel)
     against central differences of its log-density, at random points."""
     model = model_class(model_config={"grid_size": 24})
-    pm_model = model.build_model(tiny)
+    check_model_gradient(model.build_model(tiny), "dyn-model-grad")
+
+
+def check_model_gradient(pm_model, seed: str) -> None:
+    """``pm_model``'s log-density gradient against central differences of its log-density
+    at two random points near its initial point; the NUMBA backend's (nutpie's) gradient
+    and log-density equal the default backend's."""
     logp = pm_model.compile_logp()
     dlogp = pm_model.compile_dlogp()
+    numba_logp = pm_model.compile_logp(mode="NUMBA")
     numba_dlogp = pm_model.compile_dlogp(mode="NUMBA")
-    rng = np.random.default_rng(seed_of("dyn-model-grad"))
+    rng = np.random.default_rng(seed_of(seed))
     base = pm_model.initial_point()
     names = [v.name for v in pm_model.value_vars]
     h = 1e-5
@@ -479,18 +486,22 @@ def test_model_gradient_equals_finite_differences(tiny, model_class):
                 numeric.append((logp(up) - logp(down)) / (2 * h))
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-5)
         assert np.abs(grad).max() > 1.0
-        np.testing.assert_allclose(numba_dlogp(point), grad, rtol=1e-12)  # nutpie's backend
+        np.testing.assert_allclose(numba_dlogp(point), grad, rtol=1e-12)
+        assert numba_logp(point) == pytest.approx(logp(point), rel=1e-12)
 
 
 @pytest.mark.slow
-def test_recovers_walk_sizes_and_current_rates():
+@pytest.mark.parametrize("path_integral", ["grid", "laplace"])
+def test_recovers_walk_sizes_and_current_rates(path_integral):
     """A drifting world (240 pages, 4 domains with walk sizes 0.15–0.6 per epoch, 8
-    epochs): each domain's walk size in its 90% interval, the pages' current log-rates in
-    theirs at nominal coverage (85–95%), a converged fit."""
+    epochs), paths on the grid or by the Laplace approximation: each domain's walk size
+    in its 90% interval, the pages' current log-rates in theirs at nominal coverage
+    (85–95%), a converged fit."""
     walk = np.array([0.15, 0.3, 0.45, 0.6])
     obs, path, _ = drift_world("dyn-recovery", 240, 4, 8, walk)
     model = DynamicModel(
-        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "dyn-recovery"}
+        model_config={"path_integral": path_integral},
+        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "dyn-recovery"},
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

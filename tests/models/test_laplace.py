@@ -3,13 +3,12 @@
 Oracles: :func:`bayesrate.likelihood.loglik_derivatives` for a cell's terms; scipy's
 optimiser, a dense Hessian and numpy's ``slogdet`` for the Laplace formula; central
 differences for its gradient; quadrature for how close it is to the exact integral; a
-simulated drifting world for recovery (slow).
+simulated drifting world for recovery (slow, in ``test_dynamic.py``, both path integrals).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from bayesrate.likelihood import loglik, loglik_derivatives
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, epoch_cells
 from bayesrate.models.laplace import PathLayout, cell_terms, laplace_logp_grad
 from tests.helpers import seed_of
-from tests.models.test_dynamic import END, drift_world, tiny_world
+from tests.models.test_dynamic import END, check_model_gradient, drift_world, tiny_world
 
 L = 90 * 24.0
 
@@ -183,31 +182,8 @@ def test_close_to_the_exact_integral_where_the_data_are_rich():
 
 
 def test_the_model_gradient_equals_finite_differences_in_both_backends():
-    data = tiny_world()
-    pm_model = DynamicModel(model_config={"path_integral": "laplace"}).build_model(data)
-    logp = pm_model.compile_logp()
-    dlogp = pm_model.compile_dlogp()
-    numba_dlogp = pm_model.compile_dlogp(mode="NUMBA")
-    numba_logp = pm_model.compile_logp(mode="NUMBA")
-    rng = np.random.default_rng(seed_of("laplace-model-grad"))
-    base = pm_model.initial_point()
-    names = [v.name for v in pm_model.value_vars]
-    h = 1e-5
-    for _ in range(2):
-        point = {k: v + rng.normal(0, 0.4, np.shape(v)) for k, v in base.items()}
-        grad = dlogp(point)
-        numeric = []
-        for name in names:
-            for index in np.ndindex(np.shape(point[name])):
-                up = {k: np.array(v, dtype=float) for k, v in point.items()}
-                down = {k: np.array(v, dtype=float) for k, v in point.items()}
-                up[name][index] += h
-                down[name][index] -= h
-                numeric.append((logp(up) - logp(down)) / (2 * h))
-        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-5)
-        assert np.abs(grad).max() > 1.0
-        np.testing.assert_allclose(numba_dlogp(point), grad, rtol=1e-12)
-        assert numba_logp(point) == pytest.approx(logp(point), rel=1e-12)
+    model = DynamicModel(model_config={"path_integral": "laplace"})
+    check_model_gradient(model.build_model(tiny_world()), "laplace-model-grad")
 
 
 def test_refuses_what_it_does_not_integrate():
@@ -217,31 +193,6 @@ def test_refuses_what_it_does_not_integrate():
         DynamicModel(model_config={"path_integral": "laplace", "walk": "reverting"})
     with pytest.raises(ValueError, match="random walk of the 'dynamic' model"):
         DynamicShockModel(model_config={"path_integral": "laplace"})
-
-
-@pytest.mark.slow
-def test_recovers_walk_sizes_and_current_rates():
-    """The recovery world of the grid fit (240 pages, 4 domains, walk sizes 0.15–0.6 per
-    epoch, 8 epochs), fitted with Laplace paths: each walk size in its 90% interval, the
-    pages' current log-rates (filtered on the grid) in theirs at 85–95%, converged."""
-    walk = np.array([0.15, 0.3, 0.45, 0.6])
-    obs, path, _ = drift_world("dyn-recovery", 240, 4, 8, walk)
-    model = DynamicModel(
-        model_config={"path_integral": "laplace"},
-        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "dyn-recovery"},
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(obs)
-    diag = model.diagnostics_
-    assert diag.converged, diag.failures
-    post = model.idata_["posterior"]
-    q = post["sigma_walk"].quantile([0.05, 0.95], dim=("chain", "draw")).values
-    assert ((q[0] <= walk) & (walk <= q[1])).all(), q
-    q = post["log_rate"].quantile([0.05, 0.95], dim=("chain", "draw")).values
-    truth = path[:, -1]
-    coverage = np.mean((q[0] <= truth) & (truth <= q[1]))
-    assert 0.85 <= coverage <= 0.95, coverage
 
 
 def test_current_log_rates_match_the_grid_filter():
