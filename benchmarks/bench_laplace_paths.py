@@ -24,26 +24,10 @@ import json
 import time
 import warnings
 
-import numpy as np
 
-SCALARS = ("sigma_page", "mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd")
-
-
-def importance(log_ratio: np.ndarray, draws: dict[str, np.ndarray]) -> dict:
-    """PSIS ``k̂``, effective sample fraction and mean shifts (posterior sds) of the weights
-    ``exp(log_ratio)`` on ``draws``."""
-    from arviz_stats.base import array_stats
-
-    log_w, k = array_stats.psislw(log_ratio - log_ratio.max())
-    w = np.exp(log_w - np.logaddexp.reduce(log_w))
-    shifts = {n: round(float(abs(w @ draws[n] - draws[n].mean()) / draws[n].std()), 3)
-              for n in SCALARS if n in draws and draws[n].std() > 0}  # fmt: skip
-    return {
-        "sd": round(float(log_ratio.std()), 3),
-        "pareto_k": round(float(k), 3),
-        "ess_fraction": round(float(1 / np.sum(w**2) / len(w)), 3),
-        "mean_shift_sd": shifts,
-    }
+def rounded(summary: dict) -> dict:
+    """``summary`` with its numbers to 3 decimals, for printing."""
+    return {k: rounded(v) if isinstance(v, dict) else round(v, 3) for k, v in summary.items()}
 
 
 def main() -> None:
@@ -58,6 +42,7 @@ def main() -> None:
 
     from bayesrate import datasets
     from bayesrate.models import get_model
+    from bayesrate.models.dynamic import importance_summary
 
     data = datasets.load(args.dataset)
     config = json.loads(args.model_config)
@@ -79,11 +64,8 @@ def main() -> None:
         f"Laplace fit: {time.perf_counter() - t0:.1f} s, R-hat max {d.r_hat_max:.4f}, bulk ESS "
         f"min {d.ess_bulk_min:.0f}, divergences {d.divergences}, converged {d.converged}"
     )
-    post = laplace.idata_["posterior"].to_dataset()
-    flat = laplace._stacked(post, extra=SCALARS)
-    n = len(flat["sigma_page"])
-    pick = np.unique(np.linspace(0, n - 1, min(args.draws, n)).round().astype(int))
-    draws = {k: v[pick] for k, v in flat.items()}
+    draws = laplace._spaced_draws(laplace.idata_["posterior"].to_dataset(), args.draws)
+    n_draws = len(draws["sigma_page"])
     by_laplace = laplace._laplace_loglik(draws, data)
     by_grid = {}
     for k in sizes:
@@ -91,14 +73,15 @@ def main() -> None:
         model.data_ = data
         t0 = time.perf_counter()
         by_grid[k] = model._page_loglik_on_grid(draws, data).sum(axis=1)
-        print(f"grid of {k}: likelihood at {len(pick)} draws in {time.perf_counter() - t0:.1f} s")
+        print(f"grid of {k}: likelihood at {n_draws} draws in {time.perf_counter() - t0:.1f} s")
     finest = by_grid[sizes[-1]]
-    print(f"draws weighed: {len(pick)}; importance weights to the grid of {sizes[-1]} from:")
-    print(f"  Laplace paths: {importance(finest - by_laplace, draws)}")
+    print(f"draws weighed: {n_draws}; importance weights to the grid of {sizes[-1]} from:")
+    print(f"  Laplace paths: {rounded(importance_summary(finest - by_laplace, draws))}")
     for k in sizes[:-1]:
-        print(f"  grid of {k}: {importance(finest - by_grid[k], draws)}")
+        print(f"  grid of {k}: {rounded(importance_summary(finest - by_grid[k], draws))}")
     for k in sizes[:-1]:
-        print(f"Laplace paths to the grid of {k}: {importance(by_grid[k] - by_laplace, draws)}")
+        summary = rounded(importance_summary(by_grid[k] - by_laplace, draws))
+        print(f"Laplace paths to the grid of {k}: {summary}")
 
 
 if __name__ == "__main__":

@@ -71,8 +71,6 @@ WALKS = ("random", "reverting")
 LAPLACE_CHECK_DRAWS = 200
 #: and the largest Pareto ``k̂`` of its importance weights that passes
 LAPLACE_MAX_K = 0.7
-#: scalar population parameters the check also weighs (besides :attr:`filter_vars`)
-POPULATION_SCALARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd")
 PATH_INTEGRALS = ("grid", "laplace")
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
@@ -269,6 +267,27 @@ def _toeplitz_index(k: int) -> np.ndarray:
     index[:, 0] = 2 * k - 2 + np.arange(k)
     index[:, k - 1] = 3 * k - 2 + np.arange(k)
     return index
+
+
+def importance_summary(log_ratio: np.ndarray, draws: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Importance weights ``exp(log_ratio)`` on ``draws`` (Pareto-smoothed): the spread of
+    the log ratios, the weights' ``k̂`` and effective sample fraction, and how far they
+    move the mean of each scalar parameter of ``draws``, in its posterior sds."""
+    from arviz_stats.base import array_stats
+
+    log_w, k = array_stats.psislw(log_ratio - log_ratio.max())
+    weights = np.exp(log_w - np.logaddexp.reduce(log_w))
+    shifts = {
+        name: float(abs(weights @ values - values.mean()) / values.std())
+        for name, values in draws.items()
+        if values.ndim == 1 and values.std() > 0
+    }
+    return {
+        "log_ratio_sd": float(log_ratio.std()),
+        "pareto_k": float(k),
+        "ess_fraction": float(1.0 / np.sum(weights**2) / len(weights)),
+        "mean_shift_sd": shifts,
+    }
 
 
 def _each_draw(one, n: int) -> None:
@@ -616,10 +635,10 @@ class DynamicModel(HierarchicalModel):
                 draws["sigma_walk"][i, dom],
             )
             result = laplace_logp_grad(m, s, w, layout)
-            sd = np.sqrt(result[7][1])
-            skew = np.clip(result[7][0], -sd, sd)
-            mean = np.where(has, result[6][last_slot] + skew, m)
-            var = np.where(has, result[7][1], s * s) + ahead * w * w
+            correction, variance = result.last_moments
+            skew = np.clip(correction, -np.sqrt(variance), np.sqrt(variance))
+            mean = np.where(has, result.modes[last_slot] + skew, m)
+            var = np.where(has, variance, s * s) + ahead * w * w
             out[i] = np.clip(mean + np.sqrt(var) * noise[i], grid[0], grid[-1])
 
         _each_draw(one, len(out))
@@ -669,28 +688,18 @@ class DynamicModel(HierarchicalModel):
         log p_Laplace)(y_p | θ)``, their Pareto-smoothed importance weights' ``k̂`` (≤ 0.7:
         the draws stand for the grid posterior) and effective sample fraction, and how far
         the weights move the means of the scalar population parameters, in posterior sds."""
-        from arviz_stats.base import array_stats
-
-        flat = self._stacked(post, extra=tuple(POPULATION_SCALARS))
-        n = len(flat["sigma_page"])
-        pick = np.unique(np.linspace(0, n - 1, min(int(max_draws), n)).round().astype(int))
-        draws = {k: v[pick] for k, v in flat.items()}
+        draws = self._spaced_draws(post, max_draws)
         grid = self._page_loglik_on_grid(draws, data).sum(axis=1)
         ratio = grid - self._laplace_loglik(draws, data)
-        log_w, k = array_stats.psislw(ratio - ratio.max())
-        weights = np.exp(log_w - np.logaddexp.reduce(log_w))
-        shifts = {
-            name: float(abs(weights @ draws[name] - draws[name].mean()) / draws[name].std())
-            for name in ("sigma_page", *POPULATION_SCALARS)
-            if name in draws and draws[name].std() > 0
-        }
-        return {
-            "draws": len(pick),
-            "log_ratio_sd": float(ratio.std()),
-            "pareto_k": float(k),
-            "ess_fraction": float(1.0 / np.sum(weights**2) / len(pick)),
-            "mean_shift_sd": shifts,
-        }
+        return {"draws": len(ratio), **importance_summary(ratio, draws)}
+
+    def _spaced_draws(self, post: xr.Dataset, max_draws: int) -> dict[str, np.ndarray]:
+        """Up to ``max_draws`` evenly spaced draws of :attr:`filter_vars` and the scalar
+        population parameters (:data:`POPULATION_VARS`) of ``post``, chains stacked."""
+        flat = self._stacked(post, extra=POPULATION_VARS)
+        n = len(flat["sigma_page"])
+        pick = np.unique(np.linspace(0, n - 1, min(int(max_draws), n)).round().astype(int))
+        return {k: v[pick] for k, v in flat.items()}
 
     def _laplace_loglik(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
         """``(draws,)`` the whole log's likelihood, paths integrated out by the Laplace
@@ -701,7 +710,7 @@ class DynamicModel(HierarchicalModel):
         dom = data.domain_codes
         return np.array([
             laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
-                              draws["sigma_walk"][i, dom], layout)[0]
+                              draws["sigma_walk"][i, dom], layout).logp
             for i in range(len(draws["sigma_page"]))
         ])  # fmt: skip
 

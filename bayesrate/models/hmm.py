@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -594,17 +595,44 @@ def _op(n_free: int):
 _PATHS_LOGP = None
 
 
-def _register() -> None:
-    global _PATHS_LOGP
+@cache
+def value_and_gradient_op():
+    """The base of an Op whose first ``n_free`` inputs are free and the rest constants, and
+    whose outputs are a scalar log-likelihood and its gradient with respect to each free
+    input (computed together by a kernel; the pullback scales them). Subclasses set
+    ``n_free`` and define ``perform`` (PyTensor imports lazily)."""
     import pytensor.tensor as pt
     from pytensor.gradient import disconnected_type
     from pytensor.graph.basic import Apply
     from pytensor.graph.op import Op
+
+    class ValueAndGradientOp(Op):
+        n_free: int
+
+        def make_node(self, *inputs):
+            outputs = [pt.dscalar(), *(x.type() for x in inputs[: self.n_free])]
+            return Apply(self, list(inputs), outputs)
+
+        def pullback(self, inputs, outputs, output_grads):
+            g = output_grads[0]
+            n_const = len(inputs) - self.n_free
+            return [*(g * x for x in outputs[1:]), *(disconnected_type() for _ in range(n_const))]
+
+        def connection_pattern(self, node):
+            n_out = self.n_free + 1
+            n_const = len(node.inputs) - self.n_free
+            return [[True] * n_out] * self.n_free + [[False] * n_out] * n_const
+
+    return ValueAndGradientOp
+
+
+def _register() -> None:
+    global _PATHS_LOGP
     from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
     from bayesrate.models.fused import _KERNEL_VERSION as FUSED_VERSION
 
-    class PathsLogp(Op):
+    class PathsLogp(value_and_gradient_op()):
         """Outputs ``(log L, ∂ log L/∂x for each free input x)``; the gradient uses the
         latter. Free inputs: ``init``, ``transitions`` (then ``shift``, then ``added``);
         then constants (in the kernels' order: with ``shift`` but not ``added``, the
@@ -617,10 +645,6 @@ def _register() -> None:
                 raise ValueError("PathsLogp takes 2, 3 or 4 free inputs")
             self.n_free = int(n_free)
 
-        def make_node(self, *inputs):
-            outputs = [pt.dscalar(), *(x.type() for x in inputs[: self.n_free])]
-            return Apply(self, list(inputs), outputs)
-
         def perform(self, node, inputs, output_storage):
             kernel_logp, kernel_shifted = _kernels()[0], _kernels()[3]
             if self.n_free > 2:
@@ -630,17 +654,6 @@ def _register() -> None:
             output_storage[0][0] = np.asarray(results[0])
             for i, value in enumerate(results[1:], start=1):
                 output_storage[i][0] = value
-
-        def pullback(self, inputs, outputs, output_grads):
-            grads = outputs[1:]
-            g = output_grads[0]
-            n_const = len(inputs) - self.n_free
-            return [*(g * x for x in grads), *(disconnected_type() for _ in range(n_const))]
-
-        def connection_pattern(self, node):
-            n_out = self.n_free + 1
-            n_const = len(node.inputs) - self.n_free
-            return [[True] * n_out] * self.n_free + [[False] * n_out] * n_const
 
     logp_grad, _, _, shifted_logp_grad, _, _ = _kernels()
 

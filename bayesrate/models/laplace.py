@@ -32,8 +32,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+
+from bayesrate.models.hmm import _njit
 
 #: Newton stops when every step is below this (log-rate units)
 NEWTON_TOLERANCE = 1e-10
@@ -118,12 +121,6 @@ class PathLayout:
             self.group_count,
             self.start,
         )
-
-
-def _njit(fn):
-    import numba
-
-    return numba.njit(cache=True, nogil=True)(fn)
 
 
 _KERNELS = None
@@ -332,13 +329,32 @@ def _per_page(value, n_pages: int) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), n_pages))
 
 
-def laplace_logp_grad(m, s, w, layout: PathLayout) -> tuple:
-    """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes (slots),
-    (2, pages) mean correction and variance of each page's last column)`` with the prior
-    mean ``m``, first-column sd ``s`` and walk step sd ``w`` of each page (scalars
-    broadcast)."""
+class LaplaceResult(NamedTuple):
+    """What :func:`laplace_logp_grad` returns (in the kernel's order)."""
+
+    logp: float
+    grad_m: np.ndarray
+    grad_s: np.ndarray
+    grad_w: np.ndarray
+    #: ``(pages,)`` each page's ``log Z``
+    per_page: np.ndarray
+    #: Newton passes over a page's cells, summed over pages
+    passes: int
+    #: ``(slots,)`` each page's mode ``x̂``
+    modes: np.ndarray
+    #: ``(2, pages)`` each page's last column: the first-order mean correction ``−z/2``
+    #: and the variance ``(H⁻¹)_last``
+    last_moments: np.ndarray
+
+
+def laplace_logp_grad(m, s, w, layout: PathLayout) -> LaplaceResult:
+    """``Σ_p log Z_p``, its gradient and each page's mode and last-column moments, with
+    the prior mean ``m``, first-column sd ``s`` and walk step sd ``w`` of each page
+    (scalars broadcast)."""
     n = layout.n_pages
-    return _kernels()[0](_per_page(m, n), _per_page(s, n), _per_page(w, n), *layout.constants)
+    return LaplaceResult(
+        *_kernels()[0](_per_page(m, n), _per_page(s, n), _per_page(w, n), *layout.constants)
+    )
 
 
 def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, float, float]:
@@ -366,36 +382,21 @@ def _op():
     global _OP
     if _OP is not None:
         return _OP
-    import pytensor.tensor as pt
-    from pytensor.gradient import disconnected_type
-    from pytensor.graph.basic import Apply
-    from pytensor.graph.op import Op
     from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    class LaplacePathsLogp(Op):
+    from bayesrate.models.hmm import value_and_gradient_op
+
+    class LaplacePathsLogp(value_and_gradient_op()):
         """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w)``; the gradient uses the latter."""
 
         __props__ = ()
         n_free = 3
-
-        def make_node(self, *inputs):
-            outputs = [pt.dscalar(), *(x.type() for x in inputs[: self.n_free])]
-            return Apply(self, list(inputs), outputs)
 
         def perform(self, node, inputs, output_storage):
             results = _kernels()[0](*inputs)
             output_storage[0][0] = np.asarray(results[0])
             for i in range(1, 4):
                 output_storage[i][0] = results[i]
-
-        def pullback(self, inputs, outputs, output_grads):
-            g = output_grads[0]
-            n_const = len(inputs) - self.n_free
-            return [*(g * x for x in outputs[1:]), *(disconnected_type() for _ in range(n_const))]
-
-        def connection_pattern(self, node):
-            n_const = len(node.inputs) - self.n_free
-            return [[True] * 4] * self.n_free + [[False] * 4] * n_const
 
     kernel = _kernels()[0]
 

@@ -220,8 +220,6 @@ def test_current_log_rates_match_the_grid_filter():
     shift = np.abs(got.mean(axis=0) - mean) / sd
     assert shift.max() < 0.06, shift  # Monte Carlo error 0.016 sd
     np.testing.assert_allclose(got.std(axis=0), sd, rtol=0.08)
-    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
-
     layout = PathLayout.from_cells(model.cells(obs))
     m = draws["mu_domain"][0, obs.domain_codes]
     modes = laplace_logp_grad(m, 0.8, draws["sigma_walk"][0, obs.domain_codes], layout)[6]
@@ -234,7 +232,6 @@ def test_current_log_rates_stay_on_the_grid_without_changes():
     Normal (the first-order skew correction exceeds its sd); the draws stay finite and
     within the grid's range, as the grid's own draws do."""
     from bayesrate import simulate as sim
-    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
     from bayesrate.seeds import rng_from
 
     days = np.arange(END - 6 * L, END, 24.0)
@@ -254,3 +251,16 @@ def test_current_log_rates_stay_on_the_grid_without_changes():
     grid = model.grid(obs)
     assert np.isfinite(got).all()
     assert got.min() >= grid[0] and got.max() <= grid[-1]
+
+
+def test_importance_summary_of_a_known_tilt():
+    """Draws of Normal(0, 1) weighted by ``e^x`` stand for Normal(1, 1): the weighted mean
+    moves by one sd and the weights' effective fraction is ``e^{−1}`` (closed forms)."""
+    from bayesrate.models.dynamic import importance_summary
+
+    x = np.random.default_rng(seed_of("laplace-tilt")).standard_normal(20_000)
+    got = importance_summary(x, {"x": x, "matrix": np.ones((len(x), 2))})
+    assert got["mean_shift_sd"]["x"] == pytest.approx(1.0, abs=0.05)
+    assert got["ess_fraction"] == pytest.approx(math.exp(-1.0), abs=0.03)
+    assert got["pareto_k"] < 0.5
+    assert set(got["mean_shift_sd"]) == {"x"}  # scalars only
