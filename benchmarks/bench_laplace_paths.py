@@ -6,6 +6,9 @@ Usage::
     .venv/bin/python benchmarks/bench_laplace_paths.py [--dataset ota-contrib]
         [--model-config '{"epoch_days": 365}'] [--grids 48,96,192] [--draws 200]
 
+(the fit's Laplace order is the model config's ``laplace_order``, 2 by default; the other
+order's spread is printed at the same draws)
+
 Fits the model with Laplace paths (sampler defaults), then on ``--draws`` evenly spaced
 posterior draws evaluates the whole log's likelihood (paths integrated out, population
 parameters fixed) by the Laplace approximation and by the grid at each size in
@@ -38,6 +41,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=200)
     args = parser.parse_args()
 
+    import numpy as np
     from bench_dynamic_cost import gradient_ms
 
     from bayesrate import datasets
@@ -77,6 +81,11 @@ def main() -> None:
     finest = by_grid[sizes[-1]]
     print(f"draws weighed: {n_draws}; importance weights to the grid of {sizes[-1]} from:")
     print(f"  Laplace paths: {rounded(importance_summary(finest - by_laplace, draws))}")
+    fitted = laplace.model_config["laplace_order"]
+    for order in {1, 2} - {fitted}:
+        other = get_model("dynamic")(model_config={**laplace.model_config, "laplace_order": order})
+        spread = float(np.std(finest - other._laplace_loglik(draws, data)))
+        print(f"  (Laplace of order {order} at the same draws: log-ratio sd {spread:.3f})")
     for k in sizes[:-1]:
         print(f"  grid of {k}: {rounded(importance_summary(finest - by_grid[k], draws))}")
     for k in sizes[:-1]:

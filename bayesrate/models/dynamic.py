@@ -334,6 +334,9 @@ class DynamicModel(HierarchicalModel):
         #: random walk of the ``dynamic`` model only). Everything after the fit (filtered
         #: rates, predictions, LOO) uses the grid.
         "path_integral": "grid",
+        #: the Laplace approximation's order: 1 (Gaussian about each page's mode) or 2 (plus
+        #: the moments of the cells' third and fourth derivatives)
+        "laplace_order": 1,
     }
 
     def _validate_config(self) -> None:
@@ -351,6 +354,10 @@ class DynamicModel(HierarchicalModel):
         integral = self.model_config["path_integral"]
         if integral not in PATH_INTEGRALS:
             raise ValueError(f"path_integral must be one of {PATH_INTEGRALS}, got {integral!r}")
+        if self.model_config["laplace_order"] not in (1, 2):
+            raise ValueError(
+                f"laplace_order must be 1 or 2, got {self.model_config['laplace_order']!r}"
+            )
         own_paths = type(self)._paths is DynamicModel._paths
         if integral == "laplace" and (self.reverting or not own_paths):
             raise ValueError(
@@ -473,7 +480,8 @@ class DynamicModel(HierarchicalModel):
                 layout = PathLayout.from_cells(cells)
                 ones = pt.ones(data.n_pages)
                 logp = laplace_paths_logp(mu_domain[domain], sigma_page * ones,
-                                          sigma_walk[domain], layout)  # fmt: skip
+                                          sigma_walk[domain], layout,
+                                          self.model_config["laplace_order"])  # fmt: skip
                 pm.Potential("page_paths", logp)
                 return self._noted(model, cells, grid)
             init = normal_bins(
@@ -634,7 +642,7 @@ class DynamicModel(HierarchicalModel):
                 draws["sigma_page"][i],
                 draws["sigma_walk"][i, dom],
             )
-            result = laplace_logp_grad(m, s, w, layout)
+            result = laplace_logp_grad(m, s, w, layout, order=1)
             correction, variance = result.last_moments
             skew = np.clip(correction, -np.sqrt(variance), np.sqrt(variance))
             mean = np.where(has, result.modes[last_slot] + skew, m)
@@ -710,7 +718,8 @@ class DynamicModel(HierarchicalModel):
         dom = data.domain_codes
         return np.array([
             laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
-                              draws["sigma_walk"][i, dom], layout).logp
+                              draws["sigma_walk"][i, dom], layout,
+                              self.model_config["laplace_order"]).logp
             for i in range(len(draws["sigma_page"]))
         ])  # fmt: skip
 
