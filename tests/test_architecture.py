@@ -84,3 +84,46 @@ def test_modules_marked_light_import_no_pymc(chunk):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert out.stdout.strip() == "{}", out.stdout
+
+
+KERNEL_CALLS = """
+import numpy as np
+from bayesrate.estimators import _mmpp_kernels as mmpp
+from bayesrate.models import _hmm_kernels as hmm, _laplace_kernels as laplace
+
+def ints(*v):
+    return np.array(v, dtype=np.int64)
+
+def floats(*v):
+    return np.array(v, dtype=np.float64)
+
+one = ints(0)
+hmm.logp_grad(np.full((1, 3), 1 / 3), np.full((1, 3, 3), 1 / 3), np.ones((1, 2, 3)), one, one,
+              one + 1, np.zeros((0, 0, 0, 0)))
+laplace.laplace_logp_grad(floats(-3.0), floats(1.0), floats(0.5), ints(0, 1), ints(0),
+                          floats(100.0), ints(0, 1), floats(24.0), floats(2.0), floats(-3.0), 2)
+mmpp.expm2_scaled(-1.0, 0.5, 0.5, -2.0, 3.0)
+for kernel in (hmm.logp_grad, laplace.laplace_logp_grad, mmpp.expm2_scaled):
+    print(kernel.__name__, sum(kernel.stats.cache_hits.values()),
+          sum(kernel.stats.cache_misses.values()))
+"""
+
+
+def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
+    """The kernels that call other kernels (the grid's forward pass, the Laplace pages, the
+    MMPP transfer matrices) are module-level functions: a kernel defined inside a function
+    and calling another such kernel misses numba's cache in every new process (~4 s of
+    compiling for the Laplace kernel alone)."""
+
+    def run() -> list[list[str]]:
+        out = subprocess.run(
+            [sys.executable, "-c", KERNEL_CALLS],
+            capture_output=True, text=True, check=True, cwd=REPO,
+        )  # fmt: skip
+        return [line.split() for line in out.stdout.strip().splitlines()]
+
+    run()  # fills the cache if this checkout has none
+    again = run()
+    assert [name for name, _, _ in again] == ["logp_grad", "laplace_logp_grad", "expm2_scaled"]
+    for name, hits, misses in again:
+        assert int(hits) >= 1 and int(misses) == 0, (name, hits, misses)
