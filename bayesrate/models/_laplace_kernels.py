@@ -112,27 +112,30 @@ def newton_system(x, n, m, s, w, terms, grad, diag):
 
 
 @_njit
-def factor(n, diag, off, d, lower):
-    """``LDLᵀ`` of the tridiagonal matrix (``diag``, constant ``off``)."""
+def factor(n, diag, off, d, lower, inv):
+    """``LDLᵀ`` of the tridiagonal matrix (``diag``, constant ``off``); ``inv = 1/d``."""
     d[0] = diag[0]
     for j in range(n - 1):
-        lower[j] = off / d[j]
+        inv[j] = 1.0 / d[j]
+        lower[j] = off * inv[j]
         d[j + 1] = diag[j + 1] - lower[j] * off
+    inv[n - 1] = 1.0 / d[n - 1]
 
 
 @_njit
-def solve(n, d, lower, rhs, out):
+def solve(n, inv, lower, rhs, out):
+    """``out = (LDLᵀ)⁻¹ rhs`` with ``inv = 1/d``."""
     out[0] = rhs[0]
     for j in range(1, n):
         out[j] = rhs[j] - lower[j - 1] * out[j - 1]
-    out[n - 1] = out[n - 1] / d[n - 1]
+    out[n - 1] = out[n - 1] * inv[n - 1]
     for j in range(n - 2, -1, -1):
-        out[j] = out[j] / d[j] - lower[j] * out[j + 1]
+        out[j] = out[j] * inv[j] - lower[j] * out[j + 1]
 
 
 @_njit
 def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_exposure,
-                 group_count, a, d, lower, sig, u, z, work, out):  # fmt: skip
+                 group_count, a, d, inv, lower, sig, u, z, work, out):  # fmt: skip
     """The second-order term of ``log Z`` and its gradient in ``(m, s, w)`` (into
     ``out``), at the mode ``x`` with ``a = ℓ'''``, ``H = LDLᵀ``, ``sig = diag H⁻¹``,
     ``u`` and ``z = H⁻¹u`` of the first-order gradient.
@@ -176,7 +179,7 @@ def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_expo
                 step = 2.0 * (x[j] - x[j - 1]) / w3
                 rhs[j] += step
                 rhs[j - 1] -= step
-        solve(n, d, lower, rhs, v)  # dx̂/dθ
+        solve(n, inv, lower, rhs, v)  # dx̂/dθ
         for j in range(n):
             dh[j] = -a[j] * v[j]
             if k == 2:
@@ -226,7 +229,7 @@ def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
         return 0.0, 0.0, 0.0, 0.0, 0
     x, trial, grad, diag = work[0], work[1], work[2], work[3]
     d, lower, step, u = work[4], work[5], work[6], work[7]
-    terms, trial_terms, spare = work[8:12], work[12:16], work[16]
+    terms, trial_terms, spare, inv = work[8:12], work[12:16], work[16], work[26]
     previous = m
     for j in range(n):
         x[j] = start[o + j] if np.isfinite(start[o + j]) else previous
@@ -240,8 +243,8 @@ def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
     passes = 1
     while True:
         newton_system(x, n, m, s, w, terms, grad, diag)
-        factor(n, diag, off, d, lower)
-        solve(n, d, lower, grad, step)
+        factor(n, diag, off, d, lower, inv)
+        solve(n, inv, lower, grad, step)
         largest = 0.0
         for j in range(n):
             largest = max(largest, abs(step[j]))
@@ -250,7 +253,7 @@ def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
         if largest < CHEBYSHEV_BELOW:  # the cells' curvature changes along the step
             for j in range(n):
                 u[j] = 0.5 * terms[3, j] * step[j] * step[j]
-            solve(n, d, lower, u, spare)
+            solve(n, inv, lower, u, spare)
             for j in range(n):
                 step[j] += spare[j]
         decrement = 0.0
@@ -271,25 +274,27 @@ def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
                 break
         if passes > NEWTON_MAX_PASSES or t < 1e-12 or not np.isfinite(f_trial):
             return -np.inf, 0.0, 0.0, 0.0, passes
-        for j in range(n):
-            x[j] = trial[j]
-            for r in range(4):
-                terms[r, j] = trial_terms[r, j]
+        x, trial = trial, x
+        terms, trial_terms = trial_terms, terms
         f = f_trial
     # Σ = H⁻¹: diagonal (grad) and super-diagonal (diag) by the LDLᵀ recursion
     sig, sig_up = grad, diag
-    log_det = 0.0
+    log_det, product = 0.0, 1.0
     for j in range(n):
-        log_det += np.log(d[j])
-    sig[n - 1] = 1.0 / d[n - 1]
+        product *= d[j]
+        if not 1e-150 < product < 1e150:
+            log_det += np.log(product)
+            product = 1.0
+    log_det += np.log(product)
+    sig[n - 1] = inv[n - 1]
     for j in range(n - 2, -1, -1):
         sig_up[j] = -lower[j] * sig[j + 1]
-        sig[j] = 1.0 / d[j] + lower[j] * lower[j] * sig[j + 1]
+        sig[j] = inv[j] + lower[j] * lower[j] * sig[j + 1]
     for j in range(n):
         u[j] = -terms[3, j] * sig[j]
         modes[o + j] = x[j]
     z = trial
-    solve(n, d, lower, u, z)
+    solve(n, inv, lower, u, z)
     last_moments[0, p] = -0.5 * z[n - 1]  # E[x] − x̂ to first order in ℓ'''
     last_moments[1, p] = sig[n - 1]
     gap = x[0] - m
@@ -313,8 +318,8 @@ def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
     if order >= 2:
         more = work[25]
         log_z += second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start,
-                              group_exposure, group_count, terms[3], d, lower, sig, u,
-                              z, work[16:25], more)  # fmt: skip
+                              group_exposure, group_count, terms[3], d, inv, lower, sig,
+                              u, z, work[16:25], more)  # fmt: skip
         d_m, d_s, d_w = d_m + more[0], d_s + more[1], d_w + more[2]
     return log_z, d_m, d_s, d_w, passes
 
@@ -328,7 +333,7 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
     longest = 1
     for p in range(n_pages):
         longest = max(longest, page_start[p + 1] - page_start[p])
-    work = np.empty((26, max(longest, 3)))
+    work = np.empty((27, max(longest, 3)))
     grad_m, grad_s, grad_w = np.zeros(n_pages), np.zeros(n_pages), np.zeros(n_pages)
     per_page = np.zeros(n_pages)
     modes, last_moments = np.full(len(slot_cell), np.nan), np.full((2, n_pages), np.nan)

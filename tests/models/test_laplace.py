@@ -142,6 +142,16 @@ def test_log_z_equals_laplace_formula_by_scipy(world, m, s, w):
         assert per_page[p] == pytest.approx(want, abs=1e-7), p
 
 
+def test_log_det_of_a_long_stiff_path_does_not_overflow():
+    """Sixty columns under a walk of 0.002: ``det H`` exceeds the largest double (every
+    pivot exceeds ``1/w²`` = 2.5e5); the kernel's ``log det`` and the formula still hold."""
+    cells = cells_world("laplace-long", [[0.02] * 60], per_cell=10)
+    layout = PathLayout.from_cells(cells)
+    assert 60 * math.log(1 / 0.002**2) > math.log(np.finfo(float).max)
+    got = laplace_logp_grad(-4.0, 1.0, 0.002, layout, order=1).per_page[0]
+    assert got == pytest.approx(laplace_by_scipy(layout, cells, 0, -4.0, 1.0, 0.002), abs=1e-6)
+
+
 def second_order_by_dense_sums(layout, p, m, s, w):
     """The second-order term at page ``p``'s mode (the kernel's, checked above) by
     double sums over a dense ``Σ = H⁻¹`` (numpy's inverse), third and fourth derivatives
