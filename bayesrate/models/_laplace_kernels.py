@@ -21,15 +21,6 @@ NEWTON_MAX_PASSES = 200
 
 
 @_njit
-def cell_terms(x, cell, unchanged, group_start, group_exposure, group_count):
-    """``ℓ, ℓ', ℓ'', ℓ'''`` of ``cell`` at log-rate ``x``."""
-    v, d1, d2, d3, _, _ = cell_derivatives(
-        x, cell, unchanged, group_start, group_exposure, group_count, False
-    )
-    return v, d1, d2, d3
-
-
-@_njit
 def cell_derivatives(x, cell, unchanged, group_start, group_exposure, group_count, high):
     """``ℓ`` and its first five derivatives in ``x`` (the last two only if ``high``).
 
@@ -79,7 +70,9 @@ def page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure, group
         if c < 0:
             out[0, j] = out[1, j] = out[2, j] = out[3, j] = 0.0
             continue
-        v, d1, d2, d3 = cell_terms(x[j], c, unchanged, group_start, group_exposure, group_count)
+        v, d1, d2, d3, _, _ = cell_derivatives(
+            x[j], c, unchanged, group_start, group_exposure, group_count, False
+        )
         out[0, j], out[1, j], out[2, j], out[3, j] = v, d1, min(d2, 0.0), d3
         total += v
     return total
@@ -135,9 +128,9 @@ def solve(n, inv, lower, rhs, out):
 
 @_njit
 def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_exposure,
-                 group_count, a, d, inv, lower, sig, u, z, work, out):  # fmt: skip
+                 group_count, a, inv, lower, sig, u, z, work, out):  # fmt: skip
     """The second-order term of ``log Z`` and its gradient in ``(m, s, w)`` (into
-    ``out``), at the mode ``x`` with ``a = ℓ'''``, ``H = LDLᵀ``, ``sig = diag H⁻¹``,
+    ``out``), at the mode ``x`` with ``a = ℓ'''``, ``H = LDLᵀ`` (``inv = 1/d``), ``sig = diag H⁻¹``,
     ``u`` and ``z = H⁻¹u`` of the first-order gradient.
 
     ``ε = ⅛ Σ_j ℓ''''_j Σ_jj² + ⅛ uᵀz + (1/12) Σ_ij a_i a_j Σ_ij³`` (the Gaussian
@@ -188,11 +181,11 @@ def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_expo
             dh[0] -= 2.0 / s3
         dd[0] = dh[0]
         for j in range(n - 1):
-            dl[j] = (doff - lower[j] * dd[j]) / d[j]
+            dl[j] = (doff - lower[j] * dd[j]) * inv[j]
             dd[j + 1] = dh[j + 1] - dl[j] * off - lower[j] * doff
-        ds[n - 1] = -dd[n - 1] / d[n - 1] ** 2
+        ds[n - 1] = -dd[n - 1] * inv[n - 1] ** 2
         for j in range(n - 2, -1, -1):
-            ds[j] = (-dd[j] / d[j] ** 2 + 2.0 * lower[j] * dl[j] * sig[j + 1]
+            ds[j] = (-dd[j] * inv[j] ** 2 + 2.0 * lower[j] * dl[j] * sig[j + 1]
                      + lower[j] ** 2 * ds[j + 1])  # fmt: skip
         d_quartic, d_pairs, d_cubes, d_cum = 0.0, 0.0, 0.0, 0.0
         for j in range(n):
@@ -318,7 +311,7 @@ def page_laplace(p, m, s, w, page_start, slot_cell, unchanged, group_start,
     if order >= 2:
         more = work[25]
         log_z += second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start,
-                              group_exposure, group_count, terms[3], d, inv, lower, sig,
+                              group_exposure, group_count, terms[3], inv, lower, sig,
                               u, z, work[16:25], more)  # fmt: skip
         d_m, d_s, d_w = d_m + more[0], d_s + more[1], d_w + more[2]
     return log_z, d_m, d_s, d_w, passes

@@ -325,11 +325,10 @@ def _register() -> None:
             self.n_free = int(n_free)
 
         def perform(self, node, inputs, output_storage):
-            kernel_logp, kernel_shifted = kernels.logp_grad, kernels.shifted_logp_grad
             if self.n_free > 2:
-                results = kernel_shifted(*inputs)[: self.n_free + 1]
+                results = kernels.shifted_logp_grad(*inputs)[: self.n_free + 1]
             else:
-                results = kernel_logp(*inputs, _NO_SLOPE)[:3]
+                results = kernels.logp_grad(*inputs, _NO_SLOPE)[:3]
             output_storage[0][0] = np.asarray(results[0])
             for i, value in enumerate(results[1:], start=1):
                 output_storage[i][0] = value

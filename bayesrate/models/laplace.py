@@ -175,22 +175,20 @@ def laplace_logp_grad(m, s, w, layout: PathLayout, order: int = 1) -> LaplaceRes
     )
 
 
-def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, float, float]:
-    """``ℓ, ℓ', ℓ'', ℓ'''`` of ``cell`` at log-rate ``x``, as the kernel computes them."""
-    return kernels.cell_terms(
-        float(x), int(cell), layout.unchanged, layout.group_start, layout.group_exposure,
-        layout.group_count,
-    )  # fmt: skip
-
-
 def cell_derivatives(
-    x: float, cell: int, layout: PathLayout
+    x: float, cell: int, layout: PathLayout, high: bool = True
 ) -> tuple[float, float, float, float, float, float]:
-    """``ℓ`` and its first five derivatives of ``cell`` at log-rate ``x``."""
+    """``ℓ`` and its first five derivatives of ``cell`` at log-rate ``x``, as the kernel
+    computes them (the fourth and fifth 0 unless ``high``)."""
     return kernels.cell_derivatives(
         float(x), int(cell), layout.unchanged, layout.group_start, layout.group_exposure,
-        layout.group_count, True,
+        layout.group_count, bool(high),
     )  # fmt: skip
+
+
+def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, float, float]:
+    """``ℓ, ℓ', ℓ'', ℓ'''`` of ``cell`` at log-rate ``x``, as Newton's passes compute them."""
+    return cell_derivatives(x, cell, layout, high=False)[:4]
 
 
 def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1):
