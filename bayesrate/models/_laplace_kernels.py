@@ -18,6 +18,9 @@ SECOND_ORDER_CAP = 0.5
 CHEBYSHEV_BELOW = 0.5
 #: and gives up (log Z = −inf) after this many passes
 NEWTON_MAX_PASSES = 200
+#: Newton starts from the modes at a reference population moved along their tangents,
+#: each slot by at most this much (log-rate units)
+START_SHIFT_LIMIT = 3.0
 
 
 @_njit
@@ -211,9 +214,14 @@ def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_expo
 
 @_njit
 def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
-                      group_exposure, group_count, start, order):  # fmt: skip
+                      group_exposure, group_count, start, tangent, reference,
+                      order):  # fmt: skip
     """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes,
     (mean correction, variance) of each page's last column)``.
+
+    Newton starts at ``start + tangent · (m − m₀, log s − log s₀, log w − log w₀)`` with
+    ``reference = (m₀, log s₀, log w₀)`` (each slot's shift clipped to
+    ``±START_SHIFT_LIMIT``), or where ``start`` is NaN at the slot before (the first: ``m``).
 
     One loop over the pages, its buffers allocated once: a page's step done by a
     function of its own (arrays passed in, views of a work array) cost numba's
@@ -240,9 +248,18 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
         if n == 0:
             continue
         mp, sp, wp = m[p], s[p], w[p]
+        moved_m = mp - reference[0]
+        moved_s, moved_w = np.log(sp) - reference[1], np.log(wp) - reference[2]
         previous = mp
         for j in range(n):
-            x[j] = start[o + j] if np.isfinite(start[o + j]) else previous
+            if np.isfinite(start[o + j]):
+                shift = (tangent[0, o + j] * moved_m + tangent[1, o + j] * moved_s
+                         + tangent[2, o + j] * moved_w)  # fmt: skip
+                if not np.isfinite(shift):
+                    shift = 0.0
+                x[j] = start[o + j] + min(max(shift, -START_SHIFT_LIMIT), START_SHIFT_LIMIT)
+            else:
+                x[j] = previous
             previous = x[j]
         off = -1.0 / (wp * wp)
         f = log_joint(

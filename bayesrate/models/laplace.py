@@ -44,7 +44,7 @@ second order).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,6 +56,7 @@ from bayesrate.models._laplace_kernels import (  # noqa: F401 (documented here)
     NEWTON_MAX_PASSES,
     NEWTON_TOLERANCE,
     SECOND_ORDER_CAP,
+    START_SHIFT_LIMIT,
 )
 
 #: part of PyTensor's numba cache key: a digest of this file and the kernels'
@@ -77,9 +78,13 @@ class PathLayout:
     unchanged, group_start, group_exposure, group_count
         Per cell its unchanged exposure and the range of its changed groups; per group its
         interval length (hours) and count.
-    start
-        ``(slots,)`` Newton's starting log-rate: the cell's ``log((changes + ½)/exposure)``,
-        NaN without a cell (the previous slot's, or the prior mean).
+    start, tangent, reference
+        Newton's start: ``start`` ``(slots,)`` is each page's mode at the population
+        ``reference = (m₀, log s₀, log w₀)``, ``tangent`` ``(3, slots)`` its derivative in
+        those three; the kernel starts each slot at ``start + tangent · Δ`` (NaN in
+        ``start``: the previous slot's, or the prior mean). A start near the mode saves
+        Newton passes; the result does not depend on it beyond Newton's tolerance, and it
+        is a fixed function of the population, so fits stay reproducible.
     """
 
     page_start: np.ndarray
@@ -89,6 +94,8 @@ class PathLayout:
     group_exposure: np.ndarray
     group_count: np.ndarray
     start: np.ndarray
+    tangent: np.ndarray
+    reference: np.ndarray
 
     @classmethod
     def from_cells(cls, cells) -> PathLayout:
@@ -110,17 +117,42 @@ class PathLayout:
         total = groups.unchanged + np.bincount(
             groups.group_page, weights=groups.group_count * exposure, minlength=n_cells
         )
-        start = np.full(len(slot_cell), np.nan)
+        naive = np.full(len(slot_cell), np.nan)
         has = slot_cell >= 0
-        start[has] = np.log((changes[slot_cell[has]] + 0.5) / total[slot_cell[has]])
-        return cls(
+        naive[has] = np.log((changes[slot_cell[has]] + 0.5) / total[slot_cell[has]])
+        layout = cls(
             page_start=page_start,
             slot_cell=slot_cell,
             unchanged=np.ascontiguousarray(groups.unchanged, dtype=np.float64),
             group_start=group_start,
             group_exposure=np.ascontiguousarray(exposure, dtype=np.float64),
             group_count=np.ascontiguousarray(groups.group_count, dtype=np.float64),
+            start=naive,
+            tangent=np.zeros((3, len(slot_cell))),
+            reference=np.zeros(3),
+        )
+        return layout.referenced(float(np.nanmean(naive)) if has.any() else 0.0)
+
+    def referenced(self, m0: float, s0: float = 1.0, w0: float = 1.0) -> PathLayout:
+        """This layout with Newton's start at the modes of the population ``(m0, s0, w0)``
+        (the same for every page) and their tangents by central differences (steps of
+        ``1e-4`` in ``m``, ``log s``, ``log w``), from the current start."""
+        reference = np.array([m0, np.log(s0), np.log(w0)])
+
+        def modes(shift: np.ndarray) -> np.ndarray:
+            m, log_s, log_w = reference + shift
+            return laplace_logp_grad(m, np.exp(log_s), np.exp(log_w), self).modes
+
+        step = 1e-4
+        tangent = np.array([
+            (modes(step * e) - modes(-step * e)) / (2 * step) for e in np.eye(3)
+        ])  # fmt: skip
+        start = modes(np.zeros(3))
+        return replace(
+            self,
             start=start,
+            tangent=np.nan_to_num(tangent, nan=0.0, posinf=0.0, neginf=0.0),
+            reference=reference,
         )
 
     @property
@@ -138,6 +170,8 @@ class PathLayout:
             self.group_exposure,
             self.group_count,
             self.start,
+            self.tangent,
+            self.reference,
         )
 
 

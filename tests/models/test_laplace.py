@@ -9,6 +9,7 @@ simulated drifting world for recovery (slow, in ``test_dynamic.py``, both path i
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -182,6 +183,52 @@ def second_order_by_dense_sums(layout, p, m, s, w):
 
 def capped(eps: float) -> float:
     return eps / math.sqrt(1 + (eps / SECOND_ORDER_CAP) ** 2)
+
+
+def naive_start(layout: PathLayout) -> PathLayout:
+    """``layout`` with Newton starting from each cell's ``log((changes + ½)/exposure)``
+    (computed here from the cells' groups), without a reference population."""
+    changes = np.zeros(len(layout.unchanged))
+    total = layout.unchanged.copy()
+    for c in range(len(changes)):
+        span = slice(layout.group_start[c], layout.group_start[c + 1])
+        changes[c] = layout.group_count[span].sum()
+        total[c] += (layout.group_count[span] * layout.group_exposure[span]).sum()
+    start = np.full(len(layout.slot_cell), np.nan)
+    has = layout.slot_cell >= 0
+    start[has] = np.log((changes[layout.slot_cell[has]] + 0.5) / total[layout.slot_cell[has]])
+    no_tangent = np.zeros_like(layout.tangent)
+    return replace(layout, start=start, tangent=no_tangent, reference=np.zeros(3))
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize(
+    ("m", "s", "w"), [(-5.0, 1.2, 0.7), (-8.0, 0.4, 2.5), (-3.0, 2.0, 0.05), (2.0, 9.0, 40.0)]
+)
+def test_the_start_does_not_change_the_result(world, m, s, w, order):
+    """The referenced start (modes at a reference population moved along their tangents,
+    clipped) against the cells' naive rates: the same ``log Z``, gradient and modes, far
+    from the reference too."""
+    layout = PathLayout.from_cells(world)
+    ours, naive = (laplace_logp_grad(m, s, w, lay, order) for lay in (layout, naive_start(layout)))
+    np.testing.assert_allclose(ours.per_page, naive.per_page, rtol=1e-10)
+    for got, want in zip(ours[1:4], naive[1:4], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(ours.modes, naive.modes, atol=1e-9)
+
+
+def test_the_start_is_the_mode_at_the_reference_and_follows_its_tangent(world):
+    """At the reference population each page is at its mode after its first pass; a step
+    of 0.02 in every coordinate leaves the start ``O(0.02²)`` off, so one Chebyshev step
+    and a second pass suffice (the cells' naive rates take more)."""
+    layout = PathLayout.from_cells(world)
+    m0, log_s0, log_w0 = layout.reference
+    pages = layout.n_pages
+    at = laplace_logp_grad(m0, np.exp(log_s0), np.exp(log_w0), layout)
+    assert at.passes == pages
+    moved = (m0 + 0.02, np.exp(log_s0 + 0.02), np.exp(log_w0 - 0.02))
+    assert laplace_logp_grad(*moved, layout).passes == 2 * pages
+    assert laplace_logp_grad(*moved, naive_start(layout)).passes > 3 * pages
 
 
 @pytest.mark.parametrize(("m", "s", "w"), [(-5.0, 1.2, 0.7), (-8.0, 0.4, 2.5), (-3.0, 2.0, 0.05)])
