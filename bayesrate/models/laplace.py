@@ -11,7 +11,9 @@ page's marginal likelihood is
     log Z ≈ f(x̂) + (n/2)·log 2π − ½·log det H(x̂),    x̂ = argmax f
 
 found per page by Newton's method with a backtracking line search (``f`` is concave, so
-the mode is unique; near the mode each step adds Chebyshev's third-order correction).
+the mode is unique; near the mode each step adds Chebyshev's third-order correction),
+started at the modes of a reference population moved along their tangents
+(:attr:`PathLayout.start`).
 Its exact gradient with respect to ``(m, s, w)`` is
 
     d log Z/dθ = ∂f/∂θ − ½·[tr(H⁻¹ ∂P/∂θ) + zᵀ b_θ],   z = H⁻¹u,  u_j = −ℓ'''_j(x̂_j)·(H⁻¹)_jj
