@@ -6,7 +6,7 @@ Usage::
     .venv/bin/python benchmarks/bench_laplace_paths.py [--dataset ota-contrib]
         [--model-config '{"epoch_days": 365}'] [--grids 48,96,192] [--draws 200]
 
-(the fit's Laplace order is the model config's ``laplace_order``, 2 by default; the other
+(the fit's Laplace order is the model config's ``laplace_order``, 1 by default; the other
 order's spread is printed at the same draws)
 
 Fits the model with Laplace paths (sampler defaults), then on ``--draws`` evenly spaced

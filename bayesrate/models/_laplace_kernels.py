@@ -249,7 +249,8 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
             continue
         mp, sp, wp = m[p], s[p], w[p]
         moved_m = mp - reference[0]
-        moved_s, moved_w = np.log(sp) - reference[1], np.log(wp) - reference[2]
+        log_s, log_w = np.log(sp), np.log(wp)
+        moved_s, moved_w = log_s - reference[1], log_w - reference[2]
         previous = mp
         for j in range(n):
             if np.isfinite(start[o + j]):
@@ -344,7 +345,7 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
                 trace_walk -= 2.0 * sig_up[j]
             trace_walk += links * sig[j]
             z_walk += z[j] * walk_x
-        log_z = f - np.log(sp) - (n - 1) * np.log(wp) - 0.5 * log_det
+        log_z = f - log_s - (n - 1) * log_w - 0.5 * log_det
         s2, s3, w3 = sp * sp, sp * sp * sp, wp * wp * wp
         d_m = gap / s2 - 0.5 * z[0] / s2
         d_s = gap * gap / s3 - 1.0 / sp - 0.5 * (-2.0 * sig[0] / s3 + z[0] * 2.0 * gap / s3)
