@@ -100,8 +100,10 @@ class PathLayout:
     reference: np.ndarray
 
     @classmethod
-    def from_cells(cls, cells) -> PathLayout:
-        """The layout of :class:`~bayesrate.models.dynamic.EpochCells` ``cells``."""
+    def from_cells(cls, cells, referenced: bool = True) -> PathLayout:
+        """The layout of :class:`~bayesrate.models.dynamic.EpochCells` ``cells``; Newton
+        starts at the modes of a reference population (:meth:`referenced`), or with
+        ``referenced=False`` at each cell's ``log((changes + ½)/exposure)``."""
         groups = cells.groups
         if groups.has_added:
             raise ValueError("the Laplace paths take cells without added rates")
@@ -133,6 +135,8 @@ class PathLayout:
             tangent=np.zeros((3, len(slot_cell))),
             reference=np.zeros(3),
         )
+        if not referenced:
+            return layout
         return layout.referenced(float(np.nanmean(naive)) if has.any() else 0.0)
 
     def referenced(self, m0: float, s0: float = 1.0, w0: float = 1.0) -> PathLayout:
