@@ -210,6 +210,9 @@ def test_the_start_does_not_change_the_result(world, m, s, w, order):
     clipped) against the cells' naive rates: the same ``log Z``, gradient and modes, far
     from the reference too."""
     layout = PathLayout.from_cells(world)
+    np.testing.assert_allclose(
+        PathLayout.from_cells(world, referenced=False).start, naive_start(layout).start
+    )
     ours, naive = (laplace_logp_grad(m, s, w, lay, order) for lay in (layout, naive_start(layout)))
     np.testing.assert_allclose(ours.per_page, naive.per_page, rtol=1e-10)
     for got, want in zip(ours[1:4], naive[1:4], strict=True):
