@@ -8,7 +8,7 @@ Usage::
         [--model-config '{"epoch_days": 365}'] [--draws 100] [--repeats 20]
 
 Fits the ``dynamic`` model with Laplace paths (sampler defaults), then at ``--draws``
-random posterior draws evaluates the kernel (log-density and gradient) from both starts:
+evenly spaced posterior draws evaluates the kernel (log-density and gradient) from both starts:
 Newton passes per page, milliseconds per call (interleaved, ``--repeats`` calls per draw
 and start), their ratio, and the largest difference between the two in ``log Z`` and the
 gradient (Newton's tolerance, not the start, should decide them).
@@ -43,30 +43,24 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(data)
-    post = model.idata_["posterior"]
-    stacked = {
-        name: post[name].values.reshape(-1, *post[name].shape[2:])
-        for name in ("mu_domain", "sigma_page", "sigma_walk")
-    }
+    draws = model._spaced_draws(model.idata_["posterior"].to_dataset(), args.draws)
+    n_draws = len(draws["sigma_page"])
     dom = data.domain_codes
     cells = model.cells(data)
     layouts = {
         "naive": PathLayout.from_cells(cells, referenced=False),
         "referenced": PathLayout.from_cells(cells),
     }
-    rng = np.random.default_rng(20261205)
-    picks = rng.choice(len(stacked["sigma_page"]), min(args.draws, len(stacked["sigma_page"])),
-                       replace=False)  # fmt: skip
     passes = {name: 0.0 for name in layouts}
     seconds = {name: 0.0 for name in layouts}
     worst = 0.0
-    for i in picks:
-        population = (stacked["mu_domain"][i, dom], stacked["sigma_page"][i],
-                      stacked["sigma_walk"][i, dom])  # fmt: skip
+    for i in range(n_draws):
+        population = (draws["mu_domain"][i, dom], draws["sigma_page"][i],
+                      draws["sigma_walk"][i, dom])  # fmt: skip
         results = {}
         for name, layout in layouts.items():
             results[name] = laplace_logp_grad(*population, layout)
-            passes[name] += results[name].passes / data.n_pages / len(picks)
+            passes[name] += results[name].passes / data.n_pages / n_draws
             t0 = time.perf_counter()
             for _ in range(args.repeats):
                 laplace_logp_grad(*population, layout)
@@ -74,13 +68,13 @@ def main() -> None:
         a, b = results["naive"], results["referenced"]
         worst = max(worst, abs(a.logp - b.logp),
                     *(float(np.abs(a[k] - b[k]).max()) for k in (1, 2, 3)))  # fmt: skip
-    ms = {name: 1e3 * s / (len(picks) * args.repeats) for name, s in seconds.items()}
+    ms = {name: 1e3 * s / (n_draws * args.repeats) for name, s in seconds.items()}
     for name in layouts:
         print(f"{name} start: {passes[name]:.2f} Newton passes a page, {ms[name]:.3f} ms a call")
     print(
         f"referenced / naive: {ms['referenced'] / ms['naive']:.2f}x the time per call, "
         f"{passes['referenced'] / passes['naive']:.2f}x the passes; largest difference in "
-        f"log Z or a gradient component: {worst:.1e} ({len(picks)} draws)"
+        f"log Z or a gradient component: {worst:.1e} ({n_draws} draws)"
     )
 
 

@@ -268,7 +268,6 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
             page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure,
                        group_count, terms),
         )  # fmt: skip
-        passes += 1
         page_passes = 1
         converged = True
         while True:
@@ -296,7 +295,6 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
                 cells = page_terms(trial, o, n, slot_cell, unchanged, group_start,
                                    group_exposure, group_count, trial_terms)  # fmt: skip
                 f_trial = log_joint(trial, n, mp, sp, wp, cells)
-                passes += 1
                 page_passes += 1
                 if f_trial >= f + 1e-4 * t * decrement or f_trial >= f - 1e-13 * (1 + abs(f)):
                     break  # (the second: equal to rounding, near the mode)
@@ -311,6 +309,7 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
                 for r in range(4):
                     terms[r, j] = trial_terms[r, j]
             f = f_trial
+        passes += page_passes
         if not converged:
             per_page[p] = -np.inf
             continue
