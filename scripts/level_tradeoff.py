@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.seed}-{args.method}",
             print,
             config,
+            walks="sampled",  # the level table scales each draw's integrated rates
         )
         noise[label] = forecast.pit_noise_of(d, args.seed)
         tables[label] = level.level_table(pred, groups, d.detected)

@@ -85,6 +85,14 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
                 "'shocks={\"epoch_days\": 365}' (repeat for several methods)",
             },
         ),
+        (
+            "--walks",
+            {
+                "choices": ("summed", "sampled"),
+                "help": "dynamic models' walks after the last fitted epoch: summed out on "
+                "the grid (default) or one sampled path per posterior draw",
+            },
+        ),
         ("--json", {"action": "store_true", "help": "print the scores as JSON"}),
     ],
     "bursts": [

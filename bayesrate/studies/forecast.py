@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,9 @@ from bayesrate.observations import Observations, concat_ranges
 from bayesrate.quick_fit import QUICK_SAMPLER
 from bayesrate.seeds import rng_from
 from bayesrate.studies import Progress, StudyResult, silent
+
+if TYPE_CHECKING:
+    from bayesrate.studies.walk_forecast import WalkForecast
 
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
@@ -99,6 +102,9 @@ DEFAULT_HORIZON_DAYS = 180.0
 #: draws left R-hat at 1.0105-1.0173 in one run and under 1.01 in another: the worst of
 #: ~14,000 parameters sits on the gate by chance
 STUDY_SAMPLER = {**QUICK_SAMPLER, "draws": 2000}
+#: how a dynamic model's predictive treats the page walks after the last fitted epoch
+#: (:func:`model_prediction`): summed out on the grid (default) or one sampled path per draw
+WALKS = ("summed", "sampled")
 FAST = {"max_pages": 300, "draws": 200, "tune": 300, "chains": 2, "predictive_draws": 200}
 
 
@@ -603,6 +609,20 @@ def count_pmf(
     return out
 
 
+def pmf_buckets(pmfs: Sequence[np.ndarray], cap: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per-page ``P(K = c)`` for ``c ≤ cap`` as :func:`count_pmf`'s buckets (pages by
+    ``cap`` rounded up to a power of two, each pmf padded with zeros to its width)."""
+    width = 2 ** np.ceil(np.log2(np.maximum(cap, 0) + 1)).astype(np.int64)
+    out = []
+    for size in np.unique(width):
+        pages = np.flatnonzero(width == size)
+        pmf = np.zeros((len(pages), size))
+        for row, p in enumerate(pages):
+            pmf[row, : len(pmfs[p])] = pmfs[p][:size]
+        out.append((pages, pmf))
+    return out
+
+
 @dataclass(frozen=True)
 class WorldCoverage:
     """coverage90 of worlds drawn from a method's own predictive (:func:`world_coverage`).
@@ -732,6 +752,29 @@ class _Prediction:
         return _change_probability(self.window_lambda, self.window_shape)
 
 
+class _Binomials:
+    """A :class:`_Prediction` on its test groups, as :func:`score` asks of a prediction:
+    per draw the count of a page is a sum of Binomials."""
+
+    def __init__(self, pred: _Prediction, groups: _Groups, n_pages: int):
+        self.pred, self.groups, self.n_pages = pred, groups, n_pages
+        self.prob = pred.group_probability()
+
+    def draw_worlds(self, n_worlds: int, seed: int | str) -> Worlds:
+        g = self.groups
+        return draw_worlds(self.prob, g.page, g.count, self.n_pages, n_worlds, seed)
+
+    def count_distribution(self, cap: np.ndarray):
+        """:func:`count_pmf`'s buckets up to ``cap``, the expected count and the probability
+        of a change in the window, per page."""
+        g = self.groups
+        expected = np.bincount(
+            g.page, weights=g.count * self.prob.mean(axis=0), minlength=self.n_pages
+        )
+        buckets = count_pmf(self.prob, g.page, g.count, cap)
+        return buckets, expected, self.pred.window_probability().mean(axis=0)
+
+
 def _change_probability(lam: np.ndarray, shape: np.ndarray | None) -> np.ndarray:
     """``1 − e^{−Λ}``, or ``1 − (1 + Λ/κ)^{−κ}`` with a Gamma-mixing shape ``κ``."""
     if shape is None:
@@ -776,11 +819,19 @@ def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
 
 
 def model_prediction(
-    model, d: _Design, groups: _Groups, n_draws: int, seed: int | str
-) -> _Prediction:
-    """Posterior predictive integrated rates of a fitted model, on ``n_draws`` draws."""
+    model, d: _Design, groups: _Groups, n_draws: int, seed: int | str, walks: str = "summed"
+) -> _Prediction | WalkForecast:
+    """Posterior predictive integrated rates of a fitted model, on ``n_draws`` draws.
+
+    A dynamic model's page walks after the last fitted epoch are summed out on its grid
+    (``walks="summed"``, :mod:`bayesrate.studies.walk_forecast`) or sampled, one path per
+    draw (``"sampled"``: integrated rates per draw, as :mod:`bayesrate.studies.level`
+    needs; the same law with Monte Carlo error in the tails).
+    """
     from bayesrate.draws import stack_draws
 
+    if walks not in WALKS:
+        raise ObservationError(f"walks must be one of {WALKS}, got {walks!r}", field="walks")
     post = model.idata_["posterior"]
     log_rate = stack_draws(post["log_rate"], DIM_PAGE)
     keep = np.sort(rng_from(f"{seed}-draws").permutation(len(log_rate))[:n_draws])
@@ -788,6 +839,10 @@ def model_prediction(
     mean_rate = stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
     if "log_kappa" in post:
         return _bursty_prediction(post, d, groups, base, keep, mean_rate)
+    if "sigma_walk" in post and walks == "summed":
+        from bayesrate.studies.walk_forecast import walk_forecast
+
+        return walk_forecast(model, d, groups, keep, mean_rate, seed)
     if "sigma_walk" in post:
         return _dynamic_prediction(model, d, groups, keep, mean_rate, seed)
     if "shock" in post:
@@ -1005,7 +1060,7 @@ def _dynamic_prediction(
 
 def score(
     name: str,
-    pred: _Prediction,
+    pred: _Prediction | WalkForecast,
     groups: _Groups,
     d: _Design,
     pit_noise: np.ndarray,
@@ -1014,29 +1069,23 @@ def score(
     worlds: int = 0,
     seed: int | str = "bayesrate-forecast",
 ) -> MethodForecast:
-    """Scores of one method's prediction (see the module docstring); with ``worlds``, the
-    spread of coverage90 over that many worlds drawn from the prediction
-    (:func:`world_coverage`)."""
+    """Scores of one method's prediction (see the module docstring): Binomials per draw
+    (:class:`_Prediction`) or a dynamic model's walks summed out
+    (:class:`~bayesrate.studies.walk_forecast.WalkForecast`); with ``worlds``, the spread
+    of coverage90 over that many worlds drawn from the prediction (:func:`world_coverage`)."""
     k = d.detected
-    prob = pred.group_probability()
-    drawn = (
-        draw_worlds(prob, groups.page, groups.count, d.n_pages, worlds, f"{seed}-{name}")
-        if worlds
-        else None
-    )
+    source = _Binomials(pred, groups, d.n_pages) if isinstance(pred, _Prediction) else pred
+    drawn = source.draw_worlds(worlds, f"{seed}-{name}") if worlds else None
     cap = k if drawn is None else np.maximum(k, drawn.counts.max(axis=0))
-    buckets = count_pmf(prob, groups.page, groups.count, cap)  # one convolution for both
+    buckets, expected, prob_change = source.count_distribution(cap)  # once for both
     prob_k, cdf_below = pmf_at(buckets, k)
-    expected = np.bincount(
-        groups.page, weights=groups.count * prob.mean(axis=0), minlength=d.n_pages
-    )
     return _scored(
         name,
         d,
         prob_k,
         cdf_below,
         pit_noise,
-        pred.window_probability().mean(axis=0),
+        prob_change,
         pred.rate_per_hour,
         expected,
         seconds,
@@ -1175,6 +1224,7 @@ def run(
     predictive_draws: int = 500,
     worlds: int = WORLDS,
     model_config: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
+    walks: str = "summed",
 ) -> ForecastResult:
     """Run the forecast study on a change history.
 
@@ -1212,6 +1262,10 @@ def run(
         Per model method, overrides of its ``model_config`` (e.g. ``{"shocks":
         {"epoch_days": 365}}``), or ``"METHOD=JSON"`` texts (the CLI's
         ``--model-config``); recorded in each method's diagnostics.
+    walks
+        How the dynamic models' predictive treats each page's walk after the last fitted
+        epoch: ``"summed"`` out on the grid (exact in the walk) or ``"sampled"``, one path
+        per posterior draw (:func:`model_prediction`).
     """
     if not isinstance(history, ChangeHistory):
         from bayesrate.io.history import load_history
@@ -1220,6 +1274,8 @@ def run(
     elif dataset is not None:
         raise ObservationError("give a history or a dataset, not both", field="dataset")
     methods = _checked_methods(methods, horizon_days)
+    if walks not in WALKS:
+        raise ObservationError(f"walks must be one of {WALKS}, got {walks!r}", field="walks")
     configs = _method_configs(model_config, methods)
     crawl_every_hours = float(crawl_every)
     if fast:
@@ -1264,6 +1320,7 @@ def run(
             f"{seed}-{name}",
             progress,
             configs.get(name),
+            walks,
         )
         results[name] = score(name, pred, groups, d, pit_noise, 0.0, diag, worlds, seed)
         seconds[name] = results[name].seconds = time.perf_counter() - t0
@@ -1400,8 +1457,10 @@ def method_prediction(
     seed: str,
     progress: Progress,
     model_config: dict[str, Any] | None = None,
-) -> tuple[_Prediction, _Groups, dict | None]:
-    """One method's predictive for the test intervals, its groups and its fit diagnostics."""
+    walks: str = "summed",
+) -> tuple[_Prediction | WalkForecast, _Groups, dict | None]:
+    """One method's predictive for the test intervals, its groups and its fit diagnostics
+    (``walks``: see :func:`model_prediction`)."""
     if name in POINT_METHODS:
         return point_prediction(name, d, by_length), by_length, None
     from bayesrate.quick_fit import describe_fit, fit_model
@@ -1426,7 +1485,7 @@ def method_prediction(
         groups = epoch_groups(d, model)
     else:
         groups = by_length
-    return model_prediction(model, d, groups, predictive_draws, seed), groups, diag
+    return model_prediction(model, d, groups, predictive_draws, seed, walks), groups, diag
 
 
 def _report(progress: Progress, m: MethodForecast) -> None:

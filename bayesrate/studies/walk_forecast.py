@@ -1,0 +1,345 @@
+"""The dynamic models' forecast with each page's future walk summed out on the grid.
+
+Given one posterior draw of the population (and of the shocks or edits), a page's log-rate
+in the last fitted epoch has its filtered distribution on the model's grid
+(:meth:`~bayesrate.models.dynamic.DynamicModel.filtered`), and each later epoch takes one
+step of the walk (the draw's transition matrix of the page's domain). A test interval
+has the rate of its closing visit's epoch; the window ("changes at all") the rates of the
+epochs it overlaps. The count of detections ``K`` of a page sums Binomials whose
+probabilities depend on the state of their epoch, so per draw its distribution is a
+forward pass over (grid state, count so far):
+
+    α_0(s, ·) = π(s) δ₀,   α_a = (Tᵀ α_{a−1}) ⊛ Binomials of epoch a,   P(K = c) = Σ_s α_A(s, c)
+
+(``⊛``: each state's count distribution convolved with its own Binomials), truncated at a
+cap per page. The predictive mixes that over the kept draws. It is the law the sampled
+paths of :func:`bayesrate.studies.forecast.model_prediction` (``walks="sampled"``) draw
+from, without their Monte Carlo error: with one path per draw, the probability of a count
+far in the tail (a page whose rate jumped) is set by the few most extreme of the sampled
+steps, and varies by hundreds of nats between seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bayesrate.models._hmm_kernels import _njit
+
+#: kept draws whose filtered distributions are computed at once
+DRAW_CHUNK = 64
+
+
+@_njit
+def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, log_q, lam,
+                   coef_start, log_coef, window_start, window_ahead, window_log_survival,
+                   page_steps, pmf_start, pmf_out, no_change_out, expected_out):  # fmt: skip
+    """Add one draw's count distribution of every page (up to its cap) to ``pmf_out``,
+    its probability of no change in the window to ``no_change_out`` and its expected count
+    to ``expected_out``.
+
+    Parameters
+    ----------
+    pi0
+        ``(pages, K)`` state distribution in the last fitted epoch.
+    trans
+        ``(domains, K, K)`` one epoch's walk step.
+    group_start, group_ahead, group_n
+        Test groups sorted by (page, epochs ahead): page ``p``'s are
+        ``group_start[p]:group_start[p + 1]``; epochs after the last fitted one; intervals.
+    log_q, lam
+        ``(groups, K)`` per group and state ``log(1 − e^{−Λ})`` and ``Λ`` of one interval.
+    coef_start, log_coef
+        Group ``g``'s ``log C(n, j)`` for ``j`` up to its cap at
+        ``log_coef[coef_start[g]:coef_start[g + 1]]``.
+    window_start, window_ahead, window_log_survival
+        The window's pieces per page (sorted by epochs ahead) and ``(pieces, K)`` their
+        ``−Λ``.
+    page_steps
+        Per page, the last epoch ahead with a group or a window piece.
+    pmf_start
+        Page ``p``'s counts ``0 … cap`` sit at ``pmf_out[pmf_start[p]:pmf_start[p + 1]]``.
+    """
+    n_pages, k = pi0.shape
+    width = 1
+    for p in range(n_pages):
+        width = max(width, pmf_start[p + 1] - pmf_start[p])
+    alpha, moved = np.empty((k, width)), np.empty((k, width))
+    marginal, survive = np.empty(k), np.empty(k)
+    new_marginal, new_survive = np.empty(k), np.empty(k)
+    binom = np.empty(width)
+    for p in range(n_pages):
+        size = pmf_start[p + 1] - pmf_start[p]
+        dom = page_domain[p]
+        for s in range(k):
+            for c in range(size):
+                alpha[s, c] = 0.0
+            alpha[s, 0] = pi0[p, s]
+            marginal[s] = survive[s] = pi0[p, s]
+        g, piece = group_start[p], window_start[p]
+        expected = 0.0
+        for a in range(page_steps[p] + 1):
+            if a > 0:
+                for t in range(k):
+                    new_marginal[t] = new_survive[t] = 0.0
+                    for c in range(size):
+                        moved[t, c] = 0.0
+                for s in range(k):
+                    if marginal[s] == 0.0:
+                        continue
+                    for t in range(k):
+                        step = trans[dom, s, t]
+                        if step == 0.0:
+                            continue
+                        new_marginal[t] += step * marginal[s]
+                        new_survive[t] += step * survive[s]
+                        for c in range(size):
+                            moved[t, c] += step * alpha[s, c]
+                for t in range(k):
+                    marginal[t], survive[t] = new_marginal[t], new_survive[t]
+                    for c in range(size):
+                        alpha[t, c] = moved[t, c]
+            while g < group_start[p + 1] and group_ahead[g] == a:
+                n = group_n[g]
+                top = min(n, size - 1)
+                coef = coef_start[g]
+                for s in range(k):
+                    expected += n * marginal[s] * np.exp(log_q[g, s])
+                    if marginal[s] == 0.0:
+                        continue
+                    hit, miss = log_q[g, s], -lam[g, s]  # log P(change), log P(none)
+                    for j in range(top + 1):
+                        binom[j] = np.exp(log_coef[coef + j] + j * hit + (n - j) * miss)
+                    for c in range(size - 1, -1, -1):
+                        total = 0.0
+                        for j in range(min(c, top) + 1):
+                            total += alpha[s, c - j] * binom[j]
+                        alpha[s, c] = total
+                g += 1
+            while piece < window_start[p + 1] and window_ahead[piece] == a:
+                for s in range(k):
+                    survive[s] *= np.exp(window_log_survival[piece, s])
+                piece += 1
+        no_change = 0.0
+        for s in range(k):
+            no_change += survive[s]
+            for c in range(size):
+                pmf_out[pmf_start[p] + c] += alpha[s, c]
+        no_change_out[p] += no_change
+        expected_out[p] += expected
+
+
+@dataclass(frozen=True, eq=False)
+class WalkForecast:
+    """A dynamic model's predictive of the test counts with the page walks summed out.
+
+    It answers what :func:`bayesrate.studies.forecast.score` asks of a prediction
+    (:meth:`draw_worlds`, :meth:`count_distribution`) exactly in each page's walk, mixed
+    over ``len(keep)`` posterior draws.
+
+    Attributes
+    ----------
+    model
+        The fitted dynamic model.
+    draws
+        Its population (:attr:`~bayesrate.models.dynamic.DynamicModel.filter_vars`) at
+        the kept draws.
+    page_domain
+        Domain code of each scored page.
+    group_page, group_ahead, group_tau, group_n
+        Test groups sorted by (page, epochs after the last fitted one): interval length
+        (hours) and number of intervals.
+    window_page, window_ahead, window_hours
+        The window's pieces, per page and epoch.
+    log_shift, log_added
+        ``(draws, domains, steps + 1)``: the log-rate offset (a shock) and the log of an
+        added rate (edits; ``−inf``: none) of each epoch from the last fitted one.
+    rate_per_hour
+        Per page, the posterior mean rate in the last fitted epoch.
+    """
+
+    model: Any
+    draws: dict[str, np.ndarray]
+    page_domain: np.ndarray
+    group_page: np.ndarray
+    group_ahead: np.ndarray
+    group_tau: np.ndarray
+    group_n: np.ndarray
+    window_page: np.ndarray
+    window_ahead: np.ndarray
+    window_hours: np.ndarray
+    log_shift: np.ndarray
+    log_added: np.ndarray
+    rate_per_hour: np.ndarray
+
+    @property
+    def n_draws(self) -> int:
+        return len(self.draws["sigma_page"])
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.page_domain)
+
+    @property
+    def grid(self) -> np.ndarray:
+        return self.model.grid(self.model.data_)
+
+    def _draws(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: value[rows] for name, value in self.draws.items()}
+
+    def _rates(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw ``i``'s ``(groups, K)`` ``log(1 − e^{−Λ})`` and ``Λ`` of one interval and
+        ``(pieces, K)`` ``−Λ`` of the window's pieces."""
+        from bayesrate.likelihood import log1mexp_of_log
+
+        grid = self.grid
+
+        def log_rate(page, ahead):
+            dom = self.page_domain[page]
+            level = grid[None, :] + self.log_shift[i, dom, ahead][:, None]
+            return np.logaddexp(level, self.log_added[i, dom, ahead][:, None])
+
+        with np.errstate(divide="ignore"):  # an interval of length 0 never shows a change
+            log_tau = np.log(self.group_tau)
+        log_lam = log_rate(self.group_page, self.group_ahead) + log_tau[:, None]
+        window = log_rate(self.window_page, self.window_ahead)
+        return (
+            log1mexp_of_log(log_lam),
+            np.exp(log_lam),
+            -np.exp(window) * self.window_hours[:, None],
+        )
+
+    def _transitions(self, i: int) -> np.ndarray:
+        return self.model._transitions(
+            self.draws, i, self.draws["mu_domain"][i], self.draws["sigma_walk"][i]
+        )
+
+    def _filtered(self, rows: np.ndarray) -> np.ndarray:
+        return self.model.filtered(self._draws(rows), self.model.data_)
+
+    def draw_worlds(self, n_worlds: int, seed: int | str):
+        """Worlds from the predictive (:func:`bayesrate.studies.forecast.draw_worlds`):
+        each takes one kept draw; each page a path of states from that draw's filtered
+        distribution and walk, and its test counts from the path's Binomials."""
+        from bayesrate.models.dynamic import draw_states
+        from bayesrate.seeds import rng_from
+        from bayesrate.studies.forecast import Worlds
+
+        rng = rng_from(f"{seed}-worlds")
+        draw = rng.integers(self.n_draws, size=n_worlds)
+        noise = rng.random((n_worlds, self.n_pages))
+        counts = np.zeros((n_worlds, self.n_pages), dtype=np.int64)
+        steps = int(self.group_ahead.max(initial=0))
+        for lo in range(0, n_worlds, DRAW_CHUNK):
+            rows = draw[lo : lo + DRAW_CHUNK]
+            filtered = self._filtered(rows)
+            for w, i in enumerate(rows):
+                trans = self._transitions(i)
+                log_q = self._rates(i)[0]
+                state = draw_states(filtered[w], rng)
+                path = [state]
+                for _ in range(steps):
+                    state = draw_states(trans[self.page_domain, state], rng)
+                    path.append(state)
+                states = np.stack(path, axis=1)[self.group_page, self.group_ahead]
+                hits = rng.binomial(self.group_n, np.exp(log_q[np.arange(len(states)), states]))
+                counts[lo + w] = np.bincount(self.group_page, weights=hits, minlength=self.n_pages)
+        return Worlds(counts=counts, noise=noise)
+
+    def count_distribution(self, cap: np.ndarray):
+        """Per page the predictive ``P(K = c)`` for ``c ≤ cap`` (as
+        :func:`bayesrate.studies.forecast.count_pmf`'s buckets), the expected count and the
+        probability of a change in the window, mixed over the kept draws."""
+        from concurrent.futures import ThreadPoolExecutor
+        from os import cpu_count
+
+        from scipy.special import gammaln
+
+        from bayesrate.studies.forecast import pmf_buckets
+
+        cap = np.asarray(cap, dtype=np.int64)
+        n_pages = self.n_pages
+        group_start = np.searchsorted(self.group_page, np.arange(n_pages + 1))
+        window_start = np.searchsorted(self.window_page, np.arange(n_pages + 1))
+        steps = np.zeros(n_pages, dtype=np.int64)
+        np.maximum.at(steps, self.group_page, self.group_ahead)
+        np.maximum.at(steps, self.window_page, self.window_ahead)
+        pmf_start = np.concatenate([[0], np.cumsum(cap + 1)])
+        top = np.minimum(self.group_n, cap[self.group_page])
+        coef_start = np.concatenate([[0], np.cumsum(top + 1)])
+        j = np.arange(coef_start[-1]) - np.repeat(coef_start[:-1], top + 1)
+        n = np.repeat(self.group_n, top + 1)
+        log_coef = gammaln(n + 1) - gammaln(j + 1) - gammaln(n - j + 1)
+        workers = cpu_count() or 1
+        sums = [
+            (np.zeros(pmf_start[-1]), np.zeros(n_pages), np.zeros(n_pages)) for _ in range(workers)
+        ]
+
+        def one(slot: int, i: int, pi0: np.ndarray) -> None:
+            log_q, lam, survival = self._rates(i)
+            walk_count_pmf(
+                pi0, self._transitions(i), self.page_domain, group_start, self.group_ahead,
+                self.group_n, log_q, lam, coef_start, log_coef, window_start,
+                self.window_ahead, survival, steps, pmf_start, *sums[slot],
+            )  # fmt: skip
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for lo in range(0, self.n_draws, DRAW_CHUNK):
+                rows = np.arange(lo, min(lo + DRAW_CHUNK, self.n_draws))
+                filtered = self._filtered(rows)
+
+                def share(slot: int, rows=rows, filtered=filtered, lo=lo) -> None:
+                    for i in rows[slot::workers]:
+                        one(slot, i, filtered[i - lo])
+
+                list(pool.map(share, range(workers)))
+        pmf, no_change, expected = (sum(parts) / self.n_draws for parts in zip(*sums, strict=True))
+        pages = [pmf[pmf_start[p] : pmf_start[p + 1]] for p in range(n_pages)]
+        return pmf_buckets(pages, cap), expected, 1.0 - no_change
+
+
+def walk_forecast(model, d, groups, keep: np.ndarray, mean_rate: np.ndarray, seed: int | str):
+    """The :class:`WalkForecast` of a fitted dynamic model for the study design ``d`` and
+    its test groups by closing epoch (:func:`~bayesrate.studies.forecast.closing_epoch_groups`),
+    on the posterior draws ``keep`` (flat positions); fresh shocks and edits of the epochs
+    after the last fitted one are drawn as for the sampled paths."""
+    from bayesrate.models.epochs import epoch_overlap
+    from bayesrate.models.mass_edits import EDIT_RATE
+    from bayesrate.studies.forecast import _fitted_and_future_edits, _fitted_and_future_shocks
+
+    post = model.idata_["posterior"]
+    cells = model.cells(model.data_)
+    flat = model._stacked(post)
+    draws = {name: value[keep] for name, value in flat.items()}
+    owner, epoch, hours = epoch_overlap(
+        np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
+    )
+    last = cells.n_epochs - 1
+    window_ahead = np.maximum(epoch - cells.first_epoch - last, 0)
+    group_ahead = np.maximum(np.asarray(groups.epochs) - last, 0)
+    n_ahead = int(max(group_ahead.max(initial=0), window_ahead.max(initial=0)))
+    n_domains = int(d.train.domain_codes.max()) + 1
+    log_shift = np.zeros((len(keep), n_domains, n_ahead + 1))
+    log_added = np.full_like(log_shift, -np.inf)
+    if "shock" in post:  # the last fitted epoch's shock, then fresh ones
+        log_shift = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
+    if EDIT_RATE in post:  # the added rate of edits, likewise
+        log_added = _fitted_and_future_edits(model, keep, n_ahead, seed)[:, :, last:]
+    order = np.lexsort((group_ahead, groups.page))
+    return WalkForecast(
+        model=model,
+        draws=draws,
+        page_domain=d.train.domain_codes,
+        group_page=groups.page[order],
+        group_ahead=group_ahead[order],
+        group_tau=np.asarray(groups.key, dtype=np.float64)[order],
+        group_n=groups.count[order].astype(np.int64),
+        window_page=owner,
+        window_ahead=window_ahead,
+        window_hours=hours,
+        log_shift=log_shift,
+        log_added=log_added,
+        rate_per_hour=mean_rate,
+    )
