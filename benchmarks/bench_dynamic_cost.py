@@ -5,14 +5,14 @@ Usage::
 
     .venv/bin/python benchmarks/bench_dynamic_cost.py [--dataset ota-contrib]
         [--model-config '{"epoch_days": 365, "path_integral": "laplace"}']
-        [--draws N --tune N --chains N]
+        [--draws N --tune N --chains N --target-accept P]
         [--gradient-only]
 
 Both fits start from the loaded :class:`~bayesrate.observations.Observations` and end with
 the fitted model (build, compile, NUTS by nutpie, diagnostics), each at its sampler
-defaults unless ``--draws/--tune/--chains`` override the dynamic model's. Prints each
-fit's wall time, compile and sampling seconds, gradient evaluations per draw, R-hat,
-bulk ESS and divergences, the log-density gradient of each (``NUMBA`` mode, at the
+defaults unless ``--draws/--tune/--chains/--target-accept`` override the dynamic model's.
+Prints each fit's wall time, compile and sampling seconds, gradient evaluations per draw,
+R-hat, bulk ESS and divergences, the log-density gradient of each (``NUMBA`` mode, at the
 initial point) and the ratios; with Laplace paths also the fit's check against the grid
 (:meth:`~bayesrate.models.dynamic.DynamicModel.laplace_check`).
 """
@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--gradient-only", action="store_true", help="skip the two fits")
     for name in ("draws", "tune", "chains"):
         parser.add_argument(f"--{name}", type=int, default=None)
+    parser.add_argument("--target-accept", type=float, default=None)
     args = parser.parse_args()
 
     from bayesrate import datasets
@@ -73,7 +74,11 @@ def main() -> None:
 
     data = datasets.load(args.dataset)
     config = json.loads(args.model_config)
-    overrides = {k: v for k in ("draws", "tune", "chains") if (v := getattr(args, k)) is not None}
+    overrides = {
+        k: v
+        for k in ("draws", "tune", "chains", "target_accept")
+        if (v := getattr(args, k)) is not None
+    }
     print(
         f"# bench_dynamic_cost: {args.dataset}, {data.n_pages:,} pages, {data.n_visits:,} "
         f"visits; {args.model} {config} {overrides or 'sampler defaults'}"
