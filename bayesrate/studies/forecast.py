@@ -544,14 +544,23 @@ def pmf_at(
     buckets: list[tuple[np.ndarray, np.ndarray]], k: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``P(K = k)`` and ``P(K < k)`` from :func:`count_pmf`'s buckets; ``k`` is ``(pages,)``
-    or ``(worlds, pages)``, each page's counts within its bucket's width."""
+    or ``(worlds, pages)``.
+
+    A count beyond its page's bucket gets probability 0 and, below it, the bucket's whole
+    mass: a lower bound of ``P(K < k)``, exact for the PIT band wherever that mass is above
+    the band (:meth:`~bayesrate.studies.walk_forecast.WalkForecast.count_distribution`
+    stops there for its worlds' largest counts).
+    """
     prob_k = np.zeros(k.shape)
     cdf_below = np.zeros(k.shape)
     for pages, pmf in buckets:
         rows = np.arange(len(pages))
         kk = k[..., pages]
-        prob_k[..., pages] = pmf[rows, kk]
-        cdf_below[..., pages] = (pmf.cumsum(axis=1) - pmf)[rows, kk]
+        inside = kk < pmf.shape[1]
+        at = np.minimum(kk, pmf.shape[1] - 1)
+        cdf = pmf.cumsum(axis=1)
+        prob_k[..., pages] = np.where(inside, pmf[rows, at], 0.0)
+        cdf_below[..., pages] = np.where(inside, (cdf - pmf)[rows, at], cdf[:, -1])
     return prob_k, cdf_below
 
 
@@ -764,13 +773,14 @@ class _Binomials:
         g = self.groups
         return draw_worlds(self.prob, g.page, g.count, self.n_pages, n_worlds, seed)
 
-    def count_distribution(self, cap: np.ndarray):
-        """:func:`count_pmf`'s buckets up to ``cap``, the expected count and the probability
-        of a change in the window, per page."""
+    def count_distribution(self, k: np.ndarray, world_counts: np.ndarray | None = None):
+        """:func:`count_pmf`'s buckets up to ``k`` and every world's count, the expected
+        count and the probability of a change in the window, per page."""
         g = self.groups
         expected = np.bincount(
             g.page, weights=g.count * self.prob.mean(axis=0), minlength=self.n_pages
         )
+        cap = k if world_counts is None else np.maximum(k, world_counts.max(axis=0))
         buckets = count_pmf(self.prob, g.page, g.count, cap)
         return buckets, expected, self.pred.window_probability().mean(axis=0)
 
@@ -1076,8 +1086,9 @@ def score(
     k = d.detected
     source = _Binomials(pred, groups, d.n_pages) if isinstance(pred, _Prediction) else pred
     drawn = source.draw_worlds(worlds, f"{seed}-{name}") if worlds else None
-    cap = k if drawn is None else np.maximum(k, drawn.counts.max(axis=0))
-    buckets, expected, prob_change = source.count_distribution(cap)  # once for both
+    buckets, expected, prob_change = source.count_distribution(  # once for both
+        k, None if drawn is None else drawn.counts
+    )
     prob_k, cdf_below = pmf_at(buckets, k)
     return _scored(
         name,

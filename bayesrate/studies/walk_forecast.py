@@ -24,15 +24,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
-
-from bayesrate.models._hmm_kernels import _njit
 
 #: kept draws whose filtered distributions are computed at once
 DRAW_CHUNK = 64
+#: the worlds' counts up to this quantile per page get their exact predictive probability
+#: (:meth:`WalkForecast.count_distribution`)
+WORLD_QUANTILE = 0.99
+#: rounding allowance on a page's mass below its cap
+MASS_MARGIN = 1e-9
 
 
-@_njit
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})  # vector sums
 def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, log_q, lam,
                    coef_start, log_coef, window_start, window_ahead, window_log_survival,
                    page_steps, pmf_start, pmf_out, no_change_out, expected_out):  # fmt: skip
@@ -74,17 +78,16 @@ def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, l
         size = pmf_start[p + 1] - pmf_start[p]
         dom = page_domain[p]
         for s in range(k):
-            for c in range(size):
-                alpha[s, c] = 0.0
             alpha[s, 0] = pi0[p, s]
             marginal[s] = survive[s] = pi0[p, s]
+        reach = 0  # counts above this have probability 0 in every state so far
         g, piece = group_start[p], window_start[p]
         expected = 0.0
         for a in range(page_steps[p] + 1):
             if a > 0:
                 for t in range(k):
                     new_marginal[t] = new_survive[t] = 0.0
-                    for c in range(size):
+                    for c in range(reach + 1):
                         moved[t, c] = 0.0
                 for s in range(k):
                     if marginal[s] == 0.0:
@@ -95,28 +98,32 @@ def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, l
                             continue
                         new_marginal[t] += step * marginal[s]
                         new_survive[t] += step * survive[s]
-                        for c in range(size):
+                        for c in range(reach + 1):
                             moved[t, c] += step * alpha[s, c]
                 for t in range(k):
                     marginal[t], survive[t] = new_marginal[t], new_survive[t]
-                    for c in range(size):
+                    for c in range(reach + 1):
                         alpha[t, c] = moved[t, c]
             while g < group_start[p + 1] and group_ahead[g] == a:
                 n = group_n[g]
                 top = min(n, size - 1)
                 coef = coef_start[g]
+                new_reach = min(reach + top, size - 1)
                 for s in range(k):
                     expected += n * marginal[s] * np.exp(log_q[g, s])
                     if marginal[s] == 0.0:
+                        for c in range(reach + 1, new_reach + 1):
+                            alpha[s, c] = 0.0
                         continue
                     hit, miss = log_q[g, s], -lam[g, s]  # log P(change), log P(none)
                     for j in range(top + 1):
                         binom[j] = np.exp(log_coef[coef + j] + j * hit + (n - j) * miss)
-                    for c in range(size - 1, -1, -1):
+                    for c in range(new_reach, -1, -1):  # in place: c − j ≤ c is read first
                         total = 0.0
-                        for j in range(min(c, top) + 1):
+                        for j in range(max(0, c - reach), min(c, top) + 1):
                             total += alpha[s, c - j] * binom[j]
                         alpha[s, c] = total
+                reach = new_reach
                 g += 1
             while piece < window_start[p + 1] and window_ahead[piece] == a:
                 for s in range(k):
@@ -125,7 +132,7 @@ def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, l
         no_change = 0.0
         for s in range(k):
             no_change += survive[s]
-            for c in range(size):
+            for c in range(reach + 1):
                 pmf_out[pmf_start[p] + c] += alpha[s, c]
         no_change_out[p] += no_change
         expected_out[p] += expected
@@ -248,16 +255,44 @@ class WalkForecast:
                 counts[lo + w] = np.bincount(self.group_page, weights=hits, minlength=self.n_pages)
         return Worlds(counts=counts, noise=noise)
 
-    def count_distribution(self, cap: np.ndarray):
-        """Per page the predictive ``P(K = c)`` for ``c ≤ cap`` (as
+    def count_distribution(self, k: np.ndarray, world_counts: np.ndarray | None = None):
+        """Per page the predictive ``P(K = c)`` (as
         :func:`bayesrate.studies.forecast.count_pmf`'s buckets), the expected count and the
-        probability of a change in the window, mixed over the kept draws."""
+        probability of a change in the window, mixed over the kept draws.
+
+        The pmf goes up to ``k`` and to the :data:`WORLD_QUANTILE` quantile of the worlds'
+        counts (``world_counts``, ``(worlds, pages)``), not to their largest: a world's
+        count beyond has ``P(K < c)`` above the PIT band's upper end wherever the mass up
+        there is (:func:`~bayesrate.studies.forecast.pmf_at`), so the worlds' coverage is
+        exact; a page where it is not is computed again up to its largest world count.
+        The largest counts of a page whose rate may walk high would cost most of the work.
+        """
+        from bayesrate.studies.forecast import PIT_BAND, pmf_buckets
+
+        cap = np.asarray(k, dtype=np.int64)
+        if world_counts is None:
+            pmfs, expected, change = self._mixture(cap)
+            return pmf_buckets(pmfs, cap), expected, change
+        high = np.quantile(world_counts, WORLD_QUANTILE, axis=0, method="higher")
+        cap = np.maximum(cap, high.astype(np.int64))
+        pmfs, expected, change = self._mixture(cap)
+        top = world_counts.max(axis=0)
+        mass = np.array([pmf.sum() for pmf in pmfs])
+        short = (top > cap) & (mass <= PIT_BAND[1] + MASS_MARGIN)
+        if short.any():
+            again = self._mixture(np.where(short, top, 0))[0]
+            for p in np.flatnonzero(short):
+                pmfs[p] = again[p]
+            cap = np.where(short, top, cap)
+        return pmf_buckets(pmfs, cap), expected, change
+
+    def _mixture(self, cap: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """Per page ``P(K = c)`` for ``c ≤ cap``, the expected count and the probability of
+        a change in the window, mixed over the kept draws."""
         from concurrent.futures import ThreadPoolExecutor
         from os import cpu_count
 
         from scipy.special import gammaln
-
-        from bayesrate.studies.forecast import pmf_buckets
 
         cap = np.asarray(cap, dtype=np.int64)
         n_pages = self.n_pages
@@ -297,7 +332,7 @@ class WalkForecast:
                 list(pool.map(share, range(workers)))
         pmf, no_change, expected = (sum(parts) / self.n_draws for parts in zip(*sums, strict=True))
         pages = [pmf[pmf_start[p] : pmf_start[p + 1]] for p in range(n_pages)]
-        return pmf_buckets(pages, cap), expected, 1.0 - no_change
+        return pages, expected, 1.0 - no_change
 
 
 def walk_forecast(model, d, groups, keep: np.ndarray, mean_rate: np.ndarray, seed: int | str):

@@ -20,6 +20,7 @@ from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, end_epochs
 from bayesrate.models.dynamic_edits import DynamicEditModel
 from bayesrate.models.mass_edits import EDIT_MEAN, SIGMA_EDIT_GLOBAL
 from bayesrate.studies import forecast
+from bayesrate.studies import walk_forecast as walk_forecast_module
 from bayesrate.studies.walk_forecast import walk_forecast
 from tests.models.test_dynamic import (
     EDIT,
@@ -137,7 +138,7 @@ def test_summed_walks_equal_every_path_enumerated(model_class):
     np.testing.assert_allclose(below, want_below, rtol=1e-9)
 
 
-def test_worlds_are_draws_of_the_summed_predictive():
+def test_worlds_are_draws_of_the_summed_predictive(monkeypatch):
     """Worlds sample paths and Binomials; their counts follow the summed-out pmf."""
     data = tiny_world()
     model = _model(DynamicShockModel, data)
@@ -150,6 +151,20 @@ def test_worlds_are_draws_of_the_summed_predictive():
     cap = worlds.counts.max(axis=0)
     buckets, expected, _ = wf.count_distribution(cap)
     pmf = {p: got[row] for pages, got in buckets for row, p in enumerate(pages)}
+    # up to the worlds' 99% quantile only: the same PIT band for every world, and the
+    # probabilities of the counts below the cap; at the median the mass below is short of
+    # the band's end, so every page is computed again up to its largest world count
+    full_k, full_below = forecast.pmf_at(buckets, worlds.counts)
+    band = forecast.in_pit_band
+    for quantile, beyond in ((0.99, True), (0.5, False)):
+        monkeypatch.setattr(walk_forecast_module, "WORLD_QUANTILE", quantile)
+        short, _, _ = wf.count_distribution(np.zeros(3, dtype=np.int64), worlds.counts)
+        short_k, short_below = forecast.pmf_at(short, worlds.counts)
+        np.testing.assert_array_equal(band(short_below + worlds.noise * short_k),
+                                      band(full_below + worlds.noise * full_k))  # fmt: skip
+        inside = short_k > 0  # a drawn count has probability > 0 below the cap
+        np.testing.assert_allclose(short_k[inside], full_k[inside], rtol=1e-12)
+        assert (~inside).any() == beyond and inside.mean() > 0.98
     for p in range(3):
         np.testing.assert_allclose(pmf[p].sum(), 1.0, atol=1e-12)
         freq = np.bincount(worlds.counts[:, p], minlength=len(pmf[p]))[: len(pmf[p])] / n
