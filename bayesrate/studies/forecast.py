@@ -836,7 +836,9 @@ def model_prediction(
     A dynamic model's page walks after the last fitted epoch are summed out on its grid
     (``walks="summed"``, :mod:`bayesrate.studies.walk_forecast`) or sampled, one path per
     draw (``"sampled"``: integrated rates per draw, as :mod:`bayesrate.studies.level`
-    needs; the same law with Monte Carlo error in the tails).
+    needs; for a grid fit the same law with Monte Carlo error in the tails, for a Laplace
+    fit its states start from the Normal approximation of its ``log_rate`` draws instead
+    of the grid's filtered distribution).
     """
     from bayesrate.draws import stack_draws
 

@@ -12,11 +12,13 @@ forward pass over (grid state, count so far):
     α_0(s, ·) = π(s) δ₀,   α_a = (Tᵀ α_{a−1}) ⊛ Binomials of epoch a,   P(K = c) = Σ_s α_A(s, c)
 
 (``⊛``: each state's count distribution convolved with its own Binomials), truncated at a
-cap per page. The predictive mixes that over the kept draws. It is the law the sampled
-paths of :func:`bayesrate.studies.forecast.model_prediction` (``walks="sampled"``) draw
-from, without their Monte Carlo error: with one path per draw, the probability of a count
-far in the tail (a page whose rate jumped) is set by the few most extreme of the sampled
-steps, and varies by hundreds of nats between seeds.
+cap per page. The predictive mixes that over the kept draws. For a grid fit it is the law
+the sampled paths of :func:`bayesrate.studies.forecast.model_prediction`
+(``walks="sampled"``) draw from, without their Monte Carlo error (a Laplace fit's sampled
+paths start from its Normal ``log_rate`` draws; here every fit starts from the grid).
+With one path per draw, the probability of a count far in the tail (a page whose rate
+jumped) is set by the few most extreme of the sampled steps, and varies by hundreds of
+nats between seeds.
 """
 
 from __future__ import annotations
