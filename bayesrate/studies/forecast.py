@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -842,8 +842,7 @@ def model_prediction(
     """
     from bayesrate.draws import stack_draws
 
-    if walks not in WALKS:
-        raise ObservationError(f"walks must be one of {WALKS}, got {walks!r}", field="walks")
+    _checked_walks(walks)
     post = model.idata_["posterior"]
     log_rate = stack_draws(post["log_rate"], DIM_PAGE)
     keep = np.sort(rng_from(f"{seed}-draws").permutation(len(log_rate))[:n_draws])
@@ -1020,6 +1019,58 @@ def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.nd
     return np.concatenate([fitted, future], axis=2)
 
 
+class FutureEpochs(NamedTuple):
+    """The epochs after a dynamic model's last fitted one, as its predictives use them.
+
+    Attributes
+    ----------
+    group_ahead
+        Per test group, its closing epoch's steps after the last fitted one (0: at or
+        before it).
+    window_page, window_ahead, window_hours
+        The pieces of each page's window: page, steps ahead, hours.
+    n_ahead
+        The most steps any group or piece needs.
+    log_shift, log_added
+        ``(draws, domains, n_ahead + 1)``: the log-rate offset (a shock; 0 without) and the
+        log of an added rate (edits; ``−inf`` without) of each epoch from the last fitted
+        one: the fitted values, then fresh draws (:func:`_fitted_and_future_shocks`,
+        :func:`_fitted_and_future_edits`).
+    """
+
+    group_ahead: np.ndarray
+    window_page: np.ndarray
+    window_ahead: np.ndarray
+    window_hours: np.ndarray
+    n_ahead: int
+    log_shift: np.ndarray
+    log_added: np.ndarray
+
+
+def future_epochs(model, d: _Design, groups: _Groups, keep, seed: int | str) -> FutureEpochs:
+    """:class:`FutureEpochs` of a fitted dynamic model for the design ``d``, its test groups
+    by closing epoch (:func:`closing_epoch_groups`) and the kept draws ``keep``."""
+    from bayesrate.models.epochs import epoch_overlap
+    from bayesrate.models.mass_edits import EDIT_RATE
+
+    post = model.idata_["posterior"]
+    cells = model.cells(model.data_)
+    last = cells.n_epochs - 1
+    page, epoch, hours = epoch_overlap(
+        np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
+    )
+    window_ahead = np.maximum(epoch - cells.first_epoch - last, 0)
+    group_ahead = np.maximum(np.asarray(groups.epochs) - last, 0)
+    n_ahead = int(max(group_ahead.max(initial=0), window_ahead.max(initial=0)))
+    log_shift = np.zeros((len(keep), len(d.train.domains), n_ahead + 1))
+    log_added = np.full_like(log_shift, -np.inf)
+    if "shock" in post:  # dynamic_shocks: the last fitted epoch's shock, then fresh ones
+        log_shift = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
+    if EDIT_RATE in post:  # dynamic_edits: the added rate, the last fitted then fresh ones
+        log_added = _fitted_and_future_edits(model, keep, n_ahead, seed)[:, :, last:]
+    return FutureEpochs(group_ahead, page, window_ahead, hours, n_ahead, log_shift, log_added)
+
+
 def _dynamic_prediction(
     model, d: _Design, groups: _Groups, keep, mean_rate, seed: int | str
 ) -> _Prediction:
@@ -1029,42 +1080,33 @@ def _dynamic_prediction(
     closing epoch's rate, the window the rates of the epochs it overlaps."""
     from bayesrate.constants import DIM_DOMAIN
     from bayesrate.draws import stack_draws
-    from bayesrate.models.epochs import epoch_overlap
-    from bayesrate.models.mass_edits import EDIT_RATE
 
     post = model.idata_["posterior"]
-    cells = model.cells(model.data_)
     grid = model.grid(model.data_)
     log_rate = stack_draws(post["log_rate"], DIM_PAGE)[keep]
     state = np.rint((log_rate - grid[0]) / (grid[1] - grid[0])).astype(np.int64)
     state = np.clip(state, 0, len(grid) - 1)  # a Laplace fit's draws are not grid values
-    sigma = stack_draws(post["sigma_walk"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
-    centre = stack_draws(post["mu_domain"], DIM_DOMAIN)[keep][:, d.train.domain_codes]
+    dom = d.train.domain_codes
+    sigma = stack_draws(post["sigma_walk"], DIM_DOMAIN)[keep][:, dom]
+    centre = stack_draws(post["mu_domain"], DIM_DOMAIN)[keep][:, dom]
     phi = stack_draws(post["walk_phi"])[keep][:, None] if "walk_phi" in post else None
-    owner, epoch, hours = epoch_overlap(
-        np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
-    )
-    window_col = epoch - cells.first_epoch
-    last = cells.n_epochs - 1
-    n_ahead = max(int(groups.epochs.max()), int(window_col.max()), last) - last
+    future = future_epochs(model, d, groups, keep, seed)
     rng = rng_from(f"{seed}-future-walk")
     levels = [grid[state]]
-    for _ in range(n_ahead):
+    for _ in range(future.n_ahead):
         state = model.walk_forward(state, sigma, rng, centre, phi)
         levels.append(grid[state])
-    levels = np.stack(levels, axis=2)  # (draws, pages, epochs from the last fitted)
-    if "shock" in post:  # dynamic_shocks: the last fitted epoch's shock, then fresh ones
-        shock = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
-        levels = levels + shock[:, d.train.domain_codes, :]
-    if EDIT_RATE in post:  # dynamic_edits: the added rate, the last fitted then fresh ones
-        edit = _fitted_and_future_edits(model, keep, n_ahead, seed)[:, :, last:]
-        levels = np.logaddexp(levels, edit[:, d.train.domain_codes, :])
-    ahead = np.maximum(groups.epochs - last, 0)
-    window_ahead = np.maximum(window_col - last, 0)
+    levels = np.stack(levels, axis=2) + future.log_shift[:, dom, :]  # (draws, pages, ahead)
+    levels = np.logaddexp(levels, future.log_added[:, dom, :])
+    owner, window_ahead = future.window_page, future.window_ahead
     window_lambda = np.zeros((len(keep), d.n_pages))
-    np.add.at(window_lambda.T, owner, (hours[None, :] * np.exp(levels[:, owner, window_ahead])).T)
+    np.add.at(
+        window_lambda.T,
+        owner,
+        (future.window_hours[None, :] * np.exp(levels[:, owner, window_ahead])).T,
+    )
     return _Prediction(
-        group_lambda=np.exp(levels[:, groups.page, ahead]) * groups.key[None, :],
+        group_lambda=np.exp(levels[:, groups.page, future.group_ahead]) * groups.key[None, :],
         window_lambda=window_lambda,
         rate_per_hour=mean_rate,
     )
@@ -1287,8 +1329,7 @@ def run(
     elif dataset is not None:
         raise ObservationError("give a history or a dataset, not both", field="dataset")
     methods = _checked_methods(methods, horizon_days)
-    if walks not in WALKS:
-        raise ObservationError(f"walks must be one of {WALKS}, got {walks!r}", field="walks")
+    _checked_walks(walks)
     configs = _method_configs(model_config, methods)
     crawl_every_hours = float(crawl_every)
     if fast:
@@ -1434,6 +1475,12 @@ def _method_configs(
                 f"model config of {name!r}: {exc}", field="model_config"
             ) from None
     return out
+
+
+def _checked_walks(walks: str) -> None:
+    """``ObservationError`` unless ``walks`` is one of :data:`WALKS`."""
+    if walks not in WALKS:
+        raise ObservationError(f"walks must be one of {WALKS}, got {walks!r}", field="walks")
 
 
 def _checked_methods(methods: Sequence[str] | str, horizon_days: float) -> list[str]:

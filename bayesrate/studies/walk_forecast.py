@@ -342,41 +342,23 @@ def walk_forecast(model, d, groups, keep: np.ndarray, mean_rate: np.ndarray, see
     its test groups by closing epoch (:func:`~bayesrate.studies.forecast.closing_epoch_groups`),
     on the posterior draws ``keep`` (flat positions); fresh shocks and edits of the epochs
     after the last fitted one are drawn as for the sampled paths."""
-    from bayesrate.models.epochs import epoch_overlap
-    from bayesrate.models.mass_edits import EDIT_RATE
-    from bayesrate.studies.forecast import _fitted_and_future_edits, _fitted_and_future_shocks
+    from bayesrate.studies.forecast import future_epochs
 
-    post = model.idata_["posterior"]
-    cells = model.cells(model.data_)
-    flat = model._stacked(post)
-    draws = {name: value[keep] for name, value in flat.items()}
-    owner, epoch, hours = epoch_overlap(
-        np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
-    )
-    last = cells.n_epochs - 1
-    window_ahead = np.maximum(epoch - cells.first_epoch - last, 0)
-    group_ahead = np.maximum(np.asarray(groups.epochs) - last, 0)
-    n_ahead = int(max(group_ahead.max(initial=0), window_ahead.max(initial=0)))
-    n_domains = int(d.train.domain_codes.max()) + 1
-    log_shift = np.zeros((len(keep), n_domains, n_ahead + 1))
-    log_added = np.full_like(log_shift, -np.inf)
-    if "shock" in post:  # the last fitted epoch's shock, then fresh ones
-        log_shift = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
-    if EDIT_RATE in post:  # the added rate of edits, likewise
-        log_added = _fitted_and_future_edits(model, keep, n_ahead, seed)[:, :, last:]
-    order = np.lexsort((group_ahead, groups.page))
+    flat = model._stacked(model.idata_["posterior"])
+    future = future_epochs(model, d, groups, keep, seed)
+    order = np.lexsort((future.group_ahead, groups.page))  # the kernel's order
     return WalkForecast(
         model=model,
-        draws=draws,
+        draws={name: value[keep] for name, value in flat.items()},
         page_domain=d.train.domain_codes,
         group_page=groups.page[order],
-        group_ahead=group_ahead[order],
+        group_ahead=future.group_ahead[order],
         group_tau=np.asarray(groups.key, dtype=np.float64)[order],
         group_n=groups.count[order].astype(np.int64),
-        window_page=owner,
-        window_ahead=window_ahead,
-        window_hours=hours,
-        log_shift=log_shift,
-        log_added=log_added,
+        window_page=future.window_page,
+        window_ahead=future.window_ahead,
+        window_hours=future.window_hours,
+        log_shift=future.log_shift,
+        log_added=future.log_added,
         rate_per_hour=mean_rate,
     )

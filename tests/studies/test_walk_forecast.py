@@ -180,3 +180,39 @@ def test_unknown_walks_are_refused_before_any_work():
 
     with pytest.raises(ObservationError, match="walks must be one of"):
         forecast.run(history=object.__new__(ChangeHistory), methods="mle", walks="drawn")
+
+
+def test_sampled_paths_draw_from_the_summed_law():
+    """``walks="sampled"`` (one path per draw from the draw's filtered state) has, on the
+    same draws and fresh shocks, the summed predictive's expected counts and window change
+    probabilities, to its Monte Carlo error."""
+    import xarray as xr
+
+    from bayesrate.constants import DIM_PAGE
+    from bayesrate.models.dynamic import draw_states
+    from bayesrate.seeds import rng_from
+
+    n = 3000
+    data = tiny_world()
+    model = _fixed_posterior(
+        DynamicShockModel(model_config={"grid_size": GRID, "domain_shock_min_pages": 1}),
+        data, n, SHOCK, FUTURE,
+    )  # fmt: skip
+    post = model.idata_["posterior"].to_dataset()
+    states = draw_states(model.filtered(model._stacked(post), data), rng_from("walk-sampled"))
+    log_rate = model.grid(data)[states][None]
+    post["log_rate"] = xr.DataArray(log_rate, dims=("chain", "draw", DIM_PAGE))
+    model.idata_ = xr.DataTree.from_dict({"posterior": post})
+    d = _test_design(data)
+    groups = forecast.closing_epoch_groups(d, model)
+    keep = np.arange(n)
+    sampled = forecast._dynamic_prediction(model, d, groups, keep, np.zeros(3), "walk-law")
+    summed = walk_forecast(model, d, groups, keep, np.zeros(3), "walk-law")
+    _, expected, change = summed.count_distribution(np.zeros(3, dtype=np.int64))
+    per_draw = np.zeros((n, 3))
+    np.add.at(per_draw.T, groups.page, (groups.count * sampled.group_probability()).T)
+    window = sampled.window_probability()
+    for got, want in ((per_draw, expected), (window, change)):
+        se = got.std(axis=0) / math.sqrt(n)
+        assert np.all(np.abs(got.mean(axis=0) - want) < 4.5 * se), (got.mean(axis=0), want)
+        assert np.all(se > 0)
