@@ -17,7 +17,14 @@ from scipy.stats import norm
 
 from bayesrate import simulate as sim
 from bayesrate.models import get_model
-from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, end_epochs, epoch_cells
+from bayesrate.models.dynamic import (
+    WALK_INFORMATION_GRID,
+    DynamicModel,
+    DynamicShockModel,
+    end_epochs,
+    epoch_cells,
+    walk_information,
+)
 from bayesrate.models.dynamic_edits import DynamicEditModel
 from tests.helpers import seed_of
 
@@ -29,15 +36,18 @@ L = 90 * 24.0
 END = 500_000.0
 
 
-def drift_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, walk, start_sd=1.0):
+def drift_world(
+    seed: str, n_pages: int, n_domains: int, n_epochs: int, walk, start_sd=1.0, per_day=0.2
+):
     """Daily visits over ``n_epochs`` epochs ending at END. A page's log-rate starts at
-    ``Normal(mu_d, start_sd)`` and walks by ``Normal(0, walk[domain])`` per epoch; an interval
-    has the rate of the epoch its closing visit falls in (the rate switches at the last visit
-    before each epoch boundary)."""
+    ``Normal(mu_d, start_sd)`` (``mu_d`` around ``per_day`` changes a day) and walks by
+    ``Normal(0, walk[domain])`` per epoch; an interval has the rate of the epoch its
+    closing visit falls in (the rate switches at the last visit before each epoch
+    boundary)."""
     rng = sim.rng_from(seed)
     bounds = END - L * np.arange(n_epochs, -1, -1)
     dom = np.arange(n_pages) % n_domains
-    mu_d = rng.normal(math.log(0.2 / 24), 0.5, n_domains)
+    mu_d = rng.normal(math.log(per_day / 24), 0.5, n_domains)
     path = np.empty((n_pages, n_epochs))
     path[:, 0] = rng.normal(mu_d[dom], start_sd)
     for e in range(1, n_epochs):
@@ -52,6 +62,83 @@ def drift_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, walk, st
         visits.append(v)
     data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
     return data.observations, path, dom
+
+
+def test_walk_information_against_an_optimiser_and_quadrature():
+    """The plug-in walk size against scipy's optimiser on the successive cells' changes
+    (computed here interval by interval), and each domain's information about the log
+    walk size against the squared score integrated over each change's Normal."""
+    from scipy.integrate import quad
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(seed_of("dyn-walk-information"))
+    n_pages, n_columns, per_cell = 18, 6, 150
+    log_rate = np.cumsum(rng.normal(0, 0.6, (n_pages, n_columns)), axis=1) - 6.0
+    page = np.repeat(np.arange(n_pages), n_columns * per_cell)
+    column = np.tile(np.repeat(np.arange(n_columns), per_cell), n_pages)
+    keep = rng.random(len(page)) < 0.8  # some cells thin, some columns empty
+    keep &= ~((page % 5 == 0) & (column == 2))
+    page, column = page[keep], column[keep]
+    tau = rng.choice([24.0, 72.0, 200.0], len(page))
+    end = 10 * L + column * L + rng.uniform(tau, L)
+    start = end - tau
+    changed = rng.random(len(page)) < -np.expm1(-np.exp(log_rate[page, column]) * tau)
+    anchor = 10 * L + n_columns * L
+    cells = epoch_cells(start, end, page, changed, n_pages, anchor, L)
+    domain = np.arange(n_pages) % 3
+    sigma, information = walk_information(cells, domain, 3)
+
+    steps = []  # (domain, epochs apart, change of estimate, summed noise)
+    for p in range(n_pages):
+        own = sorted(set(column[page == p].tolist()))
+        est = {}
+        for k in own:
+            mine = (page == p) & (column == k)
+            c = float(changed[mine].sum())
+            est[k] = (math.log((c + 0.5) / tau[mine].sum()), 1 / (c + 0.5))
+        for a, b in itertools.pairwise(own):
+            steps.append((domain[p], b - a, est[b][0] - est[a][0], est[a][1] + est[b][1]))
+    dom, gap, step, noise = (np.array(v) for v in zip(*steps, strict=True))
+    assert (gap == 2).any()  # a gap over the empty column
+
+    def minus_loglik(log_sigma):
+        variance = gap * math.exp(2 * log_sigma) + noise
+        return 0.5 * np.sum(np.log(variance) + step**2 / variance)
+
+    best = minimize_scalar(minus_loglik, bounds=(math.log(1e-3), math.log(10)), method="bounded")
+    grid_step = math.log(1e4) / (WALK_INFORMATION_GRID - 1)
+    assert abs(math.log(sigma) - best.x) <= grid_step
+    assert 0.2 < sigma < 2.0  # inside the grid, where the walk shows through the noise
+
+    for d in range(3):
+        want = 0.0
+        for g, v in zip(gap[dom == d], noise[dom == d], strict=True):
+            var = g * sigma**2 + v
+            sd = math.sqrt(var)
+
+            def squared_score(x, var=var, g=g, sd=sd):
+                return ((x * x / var - 1) * g * sigma**2 / var) ** 2 * norm.pdf(x, scale=sd)
+
+            want += quad(squared_score, -12 * sd, 12 * sd, epsabs=0, epsrel=1e-11)[0]
+        assert information[d] == pytest.approx(want, rel=1e-7)
+
+
+@pytest.mark.parametrize(("walk", "rate_per_day", "centred"), [(0.6, 0.5, 4), (0.02, 0.05, 0)])
+def test_walk_sizes_centred_only_where_the_cells_pin_them(walk, rate_per_day, centred):
+    """Walk sizes are centred for the domains whose cells tell the walk from their noise
+    (busy pages, a wide walk) and not where a change or two per epoch hides it."""
+    obs, _, _ = drift_world(
+        f"dyn-centring-{walk}", 80, 4, 6, np.full(4, walk), per_day=rate_per_day
+    )
+    model = DynamicModel()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pm_model = model.build_model(obs)
+    names = {rv.name: rv for rv in pm_model.free_RVs}
+    notes = model._build_notes["walk_parameterisation"]
+    assert notes["domains_centred"] == centred, notes
+    assert ("log_sigma_walk_centred" in names) == (centred > 0)
+    assert ("z_walk" in names) == (centred < 4)
 
 
 def test_cells_hold_each_interval_in_its_closing_epoch():
