@@ -50,6 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", default="bayesrate-calibrate", help="int or string")
     parser.add_argument("--timezone", default="UTC", help="clock of the modulated model")
     parser.add_argument(
+        "--model-config",
+        action="append",
+        metavar="MODEL=JSON",
+        help="model_config overrides of one of --models, e.g. "
+        '\'dynamic={"epoch_days": 365, "path_integral": "laplace"}\' (repeat for '
+        "several models)",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="export even if gates fail (the artifact says so), and overwrite artifacts of the "
@@ -62,10 +70,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bayesrate.calibrate import calibrate, check_artifact_owner
+    from bayesrate.models import parse_model_configs
 
     start = time.perf_counter()
     # validate everything before any work
     name = artifact_name(args)
+    configs = parse_model_configs(args.model_config, args.models)
+    if "modulated" in args.models:
+        configs["modulated"] = {"timezone": args.timezone, **configs.get("modulated", {})}
     check_output_dir(args.models_dir, what="--models-dir")
     check_output_dir(args.out or Path("reports") / name)
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
@@ -83,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         models_root=args.models_dir,
         method=args.method,
         sampler=sampler,
-        model_configs={"modulated": {"timezone": args.timezone}},
+        model_configs=configs,
         force=args.force,
         seed=args.seed,
         command="bayesrate " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "bayesrate calibrate",

@@ -15,6 +15,9 @@ a rate every page of a domain gets on top of its own, per epoch) and ``dynamic_e
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from bayesrate.models.base import RateModel
 from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
@@ -49,6 +52,60 @@ def get_model(name: str) -> type[RateModel]:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
 
 
+def parse_model_configs(
+    given: Mapping[str, Mapping[str, Any]] | Sequence[str] | str | None,
+    names: Sequence[str],
+    what: str = "model of this run",
+) -> dict[str, dict[str, Any]]:
+    """``{model: model_config overrides}`` from a mapping or ``"MODEL=JSON"`` texts (the
+    CLI's ``--model-config``), each model one of ``names``, each config a JSON object the
+    model accepts; anything else is an :class:`~bayesrate.errors.ObservationError` naming
+    the model, raised before any fit."""
+    import json
+
+    from bayesrate.errors import ObservationError
+
+    if given is None:
+        return {}
+    if isinstance(given, str):
+        given = [given]
+    if isinstance(given, Mapping):
+        items = [(str(k), v) for k, v in given.items()]
+    else:
+        items = []
+        for text in given:
+            name, sep, body = str(text).partition("=")
+            if not sep:
+                raise ObservationError(
+                    f"model config {text!r}: expected MODEL=JSON", field="model_config"
+                )
+            try:
+                items.append((name.strip(), json.loads(body)))
+            except json.JSONDecodeError as exc:
+                raise ObservationError(
+                    f"model config of {name!r}: not JSON ({exc})", field="model_config"
+                ) from None
+    out: dict[str, dict[str, Any]] = {}
+    for name, config in items:
+        if name not in MODELS or name not in names:
+            raise ObservationError(
+                f"model config for {name!r}: not a {what} ({', '.join(names) or 'none'})",
+                field="model_config",
+            )
+        if not isinstance(config, Mapping):
+            raise ObservationError(
+                f"model config of {name!r} must be a JSON object", field="model_config"
+            )
+        out[name] = {**out.get(name, {}), **config}
+        try:
+            get_model(name)(model_config=out[name])
+        except (TypeError, ValueError) as exc:
+            raise ObservationError(
+                f"model config of {name!r}: {exc}", field="model_config"
+            ) from None
+    return out
+
+
 __all__ = [
     "MODELS",
     "BurstyModel",
@@ -66,4 +123,5 @@ __all__ = [
     "RateModel",
     "ShockModel",
     "get_model",
+    "parse_model_configs",
 ]

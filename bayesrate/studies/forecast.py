@@ -1429,52 +1429,13 @@ def run(
 def _method_configs(
     given: Mapping[str, Mapping[str, Any]] | Sequence[str] | None, methods: list[str]
 ) -> dict[str, dict[str, Any]]:
-    """``{method: model_config overrides}`` from a mapping or ``"METHOD=JSON"`` texts; each
-    method a model method of this run, each config a JSON object (validated by the model)."""
-    import json
+    """``{method: model_config overrides}`` for the model methods of this run
+    (:func:`bayesrate.models.parse_model_configs`)."""
+    from bayesrate.models import parse_model_configs
 
-    from bayesrate.models import get_model
-
-    if given is None:
-        return {}
-    if isinstance(given, str):
-        given = [given]
-    if isinstance(given, Mapping):
-        items = [(str(k), v) for k, v in given.items()]
-    else:
-        items = []
-        for text in given:
-            name, sep, body = str(text).partition("=")
-            if not sep:
-                raise ObservationError(
-                    f"model config {text!r}: expected METHOD=JSON", field="model_config"
-                )
-            try:
-                items.append((name.strip(), json.loads(body)))
-            except json.JSONDecodeError as exc:
-                raise ObservationError(
-                    f"model config of {name!r}: not JSON ({exc})", field="model_config"
-                ) from None
-    out: dict[str, dict[str, Any]] = {}
-    for name, config in items:
-        if name not in MODEL_METHODS or name not in methods:
-            run_models = ", ".join(m for m in methods if m in MODEL_METHODS) or "none"
-            raise ObservationError(
-                f"model config for {name!r}: not a model method of this run ({run_models})",
-                field="model_config",
-            )
-        if not isinstance(config, Mapping):
-            raise ObservationError(
-                f"model config of {name!r} must be a JSON object", field="model_config"
-            )
-        out[name] = {**out.get(name, {}), **config}
-        try:  # before any fit: a bad key fails now, not after the other methods' fits
-            get_model(name)(model_config=out[name])
-        except (TypeError, ValueError) as exc:
-            raise ObservationError(
-                f"model config of {name!r}: {exc}", field="model_config"
-            ) from None
-    return out
+    return parse_model_configs(
+        given, [m for m in methods if m in MODEL_METHODS], what="model method of this run"
+    )
 
 
 def _checked_walks(walks: str) -> None:

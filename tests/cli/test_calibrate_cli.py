@@ -156,6 +156,32 @@ def test_zero_sampler_options_are_not_replaced_by_defaults(tmp_path, calibrate_c
     assert len(calibrate_calls) == 1
 
 
+def test_model_config_reaches_the_models_and_bad_ones_stop_first(tmp_path, calibrate_calls, capsys):
+    """``--model-config MODEL=JSON`` per model of ``--models``, merged with the modulated
+    model's ``--timezone``; a config for another model, bad JSON or a key the model does
+    not take stop with status 1 before any fit, naming the model."""
+    path = _crawl(tmp_path / "crawl.csv")
+    argv = ["calibrate", "--input", str(path), "--models-dir", str(tmp_path / "m"),
+            "--out", str(tmp_path / "r"), "--models", "hierarchical", "dynamic", "modulated",
+            "--timezone", "Europe/Paris"]  # fmt: skip
+    laplace = 'dynamic={"epoch_days": 365, "path_integral": "laplace"}'
+    assert _calibrate([*argv, "--model-config", laplace]) == 0
+    assert calibrate_calls[-1]["model_configs"] == {
+        "dynamic": {"epoch_days": 365, "path_integral": "laplace"},
+        "modulated": {"timezone": "Europe/Paris"},
+    }
+    bad = {
+        'bursty={"epoch_days": 30}': "not a model of this run",
+        "dynamic={epoch_days: 3}": "not JSON",
+        'dynamic={"epoch_dayz": 3}': "epoch_dayz",
+        "dynamic": "MODEL=JSON",
+    }
+    for text, message in bad.items():
+        assert _calibrate([*argv, "--model-config", text]) == 1
+        assert message in capsys.readouterr().err
+    assert len(calibrate_calls) == 1
+
+
 def test_library_calibrate_refuses_other_data_too(tmp_path):
     from bayesrate.calibrate import calibrate
     from bayesrate.errors import ArtifactError
