@@ -513,7 +513,7 @@ class DynamicModel(HierarchicalModel):
         self._build_notes["walk_parameterisation"] = {
             "criterion": f"at least {cfg['walk_centre_pages']:g} pages and information "
             f"about log sigma_walk x walk_domain_sd_scale^2 > {cfg['centre_threshold']:g}",
-            "plugin_walk_sd": sigma_hat,
+            "plugin_walk_sd": sigma_hat if math.isfinite(sigma_hat) else None,
             "largest_score": float(score.max()),
             "domains_centred": int(centred.sum()),
             "domains_noncentred": int((~centred).sum()),
