@@ -57,7 +57,7 @@ def parse_model_configs(
     names: Sequence[str],
     what: str = "model of this run",
 ) -> dict[str, dict[str, Any]]:
-    """``{model: model_config overrides}`` from a mapping or ``"MODEL=JSON"`` texts (the
+    """``{model: model_config overrides}`` from a mapping or ``"NAME=JSON"`` texts (the
     CLI's ``--model-config``), each model one of ``names``, each config a JSON object the
     model accepts; anything else is an :class:`~bayesrate.errors.ObservationError` naming
     the model, raised before any fit."""
@@ -77,7 +77,7 @@ def parse_model_configs(
             name, sep, body = str(text).partition("=")
             if not sep:
                 raise ObservationError(
-                    f"model config {text!r}: expected MODEL=JSON", field="model_config"
+                    f"model config {text!r}: expected NAME=JSON", field="model_config"
                 )
             try:
                 items.append((name.strip(), json.loads(body)))

@@ -174,7 +174,7 @@ def test_model_config_reaches_the_models_and_bad_ones_stop_first(tmp_path, calib
         'bursty={"epoch_days": 30}': "not a model of this run",
         "dynamic={epoch_days: 3}": "not JSON",
         'dynamic={"epoch_dayz": 3}': "epoch_dayz",
-        "dynamic": "MODEL=JSON",
+        "dynamic": "NAME=JSON",
     }
     for text, message in bad.items():
         assert _calibrate([*argv, "--model-config", text]) == 1

@@ -270,7 +270,7 @@ def test_model_config_overrides_are_checked_before_any_fit():
     bad = {
         "mle={}": "not a model method",
         'drift={"epoch_days": 30}': "not a model method",
-        "shocks": "MODEL=JSON",
+        "shocks": "NAME=JSON",
         "shocks={epoch_days: 3}": "not JSON",
         "shocks=[1]": "JSON object",
         'shocks={"epoch_dayz": 3}': "epoch_dayz",
