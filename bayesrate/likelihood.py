@@ -179,6 +179,19 @@ class CensoredGroups:
         """Detected changes per page."""
         return np.bincount(self.group_page, weights=self.group_count, minlength=self.n_pages)
 
+    @property
+    def exposure(self) -> np.ndarray:
+        """Hours of every interval per page: unchanged plus changed (``U + Σ_g c_g·E_g``)."""
+        return self.unchanged + np.bincount(
+            self.group_page, weights=self.group_count * self.group_exposure, minlength=self.n_pages
+        )
+
+    @property
+    def naive_log_rate(self) -> np.ndarray:
+        """``log((changes + ½)/exposure)`` per page: changes over hours, half a change
+        added so that a page without one has a finite estimate."""
+        return np.log((self.n_changes + 0.5) / self.exposure)
+
     def select(self, pages: np.ndarray) -> CensoredGroups:
         """The groups of the pages at ``pages`` (positions, in that order), renumbered."""
         from bayesrate.observations import concat_ranges

@@ -180,15 +180,8 @@ def walk_information(
     Fisher information about ``log σ`` (no more than 2: the cells pin the walk only
     where their noise is small against it).
     """
-    groups = cells.groups
-    n_cells = len(groups.unchanged)
-    exposure = np.exp(groups.group_log_exposure)
-    changes = np.bincount(groups.group_page, weights=groups.group_count, minlength=n_cells)
-    total = groups.unchanged + np.bincount(
-        groups.group_page, weights=groups.group_count * exposure, minlength=n_cells
-    )
-    estimate = np.log((changes + 0.5) / total)
-    noise = 1.0 / (changes + 0.5)
+    estimate = cells.groups.naive_log_rate
+    noise = 1.0 / (cells.groups.n_changes + 0.5)
     same = cells.cell_page[1:] == cells.cell_page[:-1]  # cells sorted by (page, epoch)
     gap = np.diff(cells.cell_epoch)[same]
     step = np.diff(estimate)[same]

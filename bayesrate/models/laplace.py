@@ -114,22 +114,15 @@ class PathLayout:
         slot_cell[page_start[cells.cell_page] + cells.cell_epoch - first[cells.cell_page]] = (
             np.arange(len(cells.cell_page))
         )
-        n_cells = len(groups.unchanged)
-        group_start = np.searchsorted(groups.group_page, np.arange(n_cells + 1)).astype(np.int64)
-        exposure = np.exp(groups.group_log_exposure)
-        changes = np.bincount(groups.group_page, weights=groups.group_count, minlength=n_cells)
-        total = groups.unchanged + np.bincount(
-            groups.group_page, weights=groups.group_count * exposure, minlength=n_cells
-        )
         naive = np.full(len(slot_cell), np.nan)
         has = slot_cell >= 0
-        naive[has] = np.log((changes[slot_cell[has]] + 0.5) / total[slot_cell[has]])
+        naive[has] = groups.naive_log_rate[slot_cell[has]]
         layout = cls(
             page_start=page_start,
             slot_cell=slot_cell,
             unchanged=np.ascontiguousarray(groups.unchanged, dtype=np.float64),
-            group_start=group_start,
-            group_exposure=np.ascontiguousarray(exposure, dtype=np.float64),
+            group_start=groups.offsets,
+            group_exposure=np.ascontiguousarray(groups.group_exposure, dtype=np.float64),
             group_count=np.ascontiguousarray(groups.group_count, dtype=np.float64),
             start=naive,
             tangent=np.zeros((3, len(slot_cell))),

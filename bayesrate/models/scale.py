@@ -368,10 +368,7 @@ def _concave_region(
     b = np.full(len(centre), hi)
     # start at the naive rate (changes over exposure): near the likelihood's mode, where
     # Newton converges fast; from the prior's centre it crawls along e^θ for many steps
-    changes = np.bincount(groups.group_page, weights=groups.group_count, minlength=len(centre))
-    changed_exposure = np.bincount(groups.group_page, minlength=len(centre),
-                                   weights=groups.group_count * groups.group_exposure)  # fmt: skip
-    naive = np.log((changes + 0.5) / (groups.unchanged + changed_exposure + 1e-9))
+    naive = np.log((groups.n_changes + 0.5) / (groups.exposure + 1e-9))
     mode = np.clip(naive, lo, hi)
     curv = inv_w2
     for _ in range(NEWTON_STEPS):

@@ -134,7 +134,7 @@ def test_walk_sizes_centred_only_where_the_cells_pin_them(walk, rate_per_day, ce
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pm_model = model.build_model(obs)
-    names = {rv.name: rv for rv in pm_model.free_RVs}
+    names = {rv.name for rv in pm_model.free_RVs}
     notes = model._build_notes["walk_parameterisation"]
     assert notes["domains_centred"] == centred, notes
     assert ("log_sigma_walk_centred" in names) == (centred > 0)
