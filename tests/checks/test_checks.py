@@ -6,6 +6,7 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import integrate, stats
 
@@ -279,3 +280,39 @@ def test_replicated_detections_fall_on_uniform_subsets_of_their_group():
         seen[tuple(np.flatnonzero(flags & (group == 0)))] += 1
     observed = np.array(list(seen.values()))
     assert stats.chisquare(observed).pvalue > 1e-3
+
+
+def gap_cv_by_brute_force(obs, min_detections):
+    """Mean over pages with at least ``min_detections`` detections of the CV (population
+    SD over mean) of the gaps between the visits that detected a change."""
+    page = np.repeat(np.arange(obs.n_pages), np.diff(obs.offsets))
+    frame = pd.DataFrame({"page": page, "time": obs.time, "changed": obs.changed.astype(bool)})
+    cvs = []
+    for _, visits in frame[frame["changed"]].groupby("page"):
+        if len(visits) >= min_detections:
+            gaps = np.diff(visits["time"].to_numpy())
+            cvs.append(gaps.std() / gaps.mean())
+    return float(np.mean(cvs)), len(cvs)
+
+
+def test_gap_check_reads_every_eligible_page_below_the_cap(censored_fit, poisson_world):
+    """Below the cap the observed gap CV is the data's own (every page with enough
+    detections, whatever the seed); above it a subsample of the cap's size, drawn per seed."""
+    from bayesrate.checks.ppc import (
+        MIN_DETECTIONS_FOR_GAPS,
+        posterior_predictive_checks,
+        replicate,
+    )
+
+    expected, n_eligible = gap_cv_by_brute_force(poisson_world, MIN_DETECTIONS_FOR_GAPS)
+    assert 20 < n_eligible < poisson_world.n_pages
+    reps = replicate(censored_fit, poisson_world, "posterior", 20, seed="gaps")
+
+    def observed(seed, **kwargs):
+        result = posterior_predictive_checks(poisson_world, reps, seed=seed, **kwargs)
+        return next(s.observed for s in result.statistics if s.name == "gap_cv")
+
+    assert observed("one") == pytest.approx(expected, rel=1e-12)
+    assert observed("two") == pytest.approx(expected, rel=1e-12)
+    capped = {observed(seed, n_gap_pages=10) for seed in ("one", "two", "three")}
+    assert len(capped) == 3 and expected not in capped
