@@ -34,16 +34,6 @@ import numpy as np
 STATISTICS = ["mean_changes", "sd_changes", "sd_log_changes", "frac_never_changed", "gap_cv"]
 
 
-def _columns(observations, page, column):
-    col = column - column.min()
-    n_cols = int(col.max()) + 1
-    first = np.full(observations.n_pages, n_cols, dtype=np.int64)
-    np.minimum.at(first, page, col)
-    last = np.full(observations.n_pages, -1, dtype=np.int64)
-    np.maximum.at(last, page, col)
-    return col, n_cols, first, last
-
-
 def _domain_codes(model, observations):
     import pandas as pd
 
@@ -59,7 +49,7 @@ def _domain_codes(model, observations):
 
 def walk_classes(share: float, big: float, small: float):
     """New pages' log-rates, a ``share`` walking at ``big ×`` the domain's size."""
-    from bayesrate.models.dynamic import bin_edges, draw_states, normal_bins
+    from bayesrate.models.dynamic import bin_edges, column_span, draw_states, normal_bins
 
     def log_rates(self, draws, i, observations, page, column, rng):
         code, n_domains = _domain_codes(self, observations)
@@ -67,7 +57,7 @@ def walk_classes(share: float, big: float, small: float):
         mu = np.tile(draws["mu_domain"][i], 2)
         walk = np.concatenate([small * draws["sigma_walk"][i], big * draws["sigma_walk"][i]])
         grid = self.grid(self.data_)
-        col, n_cols, first, last = _columns(observations, page, column)
+        col, n_cols, first, last = column_span(observations.n_pages, page, column)
         sigma_page = np.full(observations.n_pages, draws["sigma_page"][i])
         start = draw_states(normal_bins(mu[code], sigma_page, bin_edges(grid)), rng)
         steps = self._transitions(draws, i, mu, walk + 1e-9)
@@ -83,10 +73,11 @@ def walk_classes(share: float, big: float, small: float):
 
 def stationary(s_page: float, s: float, phi: float, shift: float):
     """New pages' log-rates fluctuating around their own level (module docstring)."""
+    from bayesrate.models.dynamic import column_span
 
     def log_rates(self, draws, i, observations, page, column, rng):
         code, _ = _domain_codes(self, observations)
-        col, n_cols, _, _ = _columns(observations, page, column)
+        col, n_cols, _, _ = column_span(observations.n_pages, page, column)
         n = observations.n_pages
         theta = draws["mu_domain"][i][code] + s_page * rng.standard_normal(n)
         delta = np.empty((n, n_cols))

@@ -197,6 +197,20 @@ def walk_information(
     return sigma, np.bincount(domain, weights=2.0 * share**2, minlength=n_domains)
 
 
+def column_span(
+    n_pages: int, page: np.ndarray, column: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """Groups' columns counted from the earliest (``col``), their number, and each page's
+    first and last such column (``n_cols`` and −1 for a page without groups)."""
+    col = column - column.min()
+    n_cols = int(col.max()) + 1
+    first = np.full(n_pages, n_cols, dtype=np.int64)
+    np.minimum.at(first, page, col)
+    last = np.full(n_pages, -1, dtype=np.int64)
+    np.maximum.at(last, page, col)
+    return col, n_cols, first, last
+
+
 def log_rate_grid(data: Observations, size: int) -> np.ndarray:
     """``size`` log-rates per hour from ``0.05`` changes over the longest exposure to ``10``
     changes per median interval (a higher rate changes at nearly every visit)."""
@@ -914,12 +928,7 @@ class DynamicModel(HierarchicalModel):
                 log_walk += draws["walk_domain_sd"][i] * rng.standard_normal(len(new))
             mu, walk = np.concatenate([mu, new_mu]), np.concatenate([walk, np.exp(log_walk)])
         grid = self.grid(self.data_)
-        col = column - column.min()
-        n_cols = int(col.max()) + 1
-        first = np.full(observations.n_pages, n_cols, dtype=np.int64)
-        np.minimum.at(first, page, col)
-        last = np.full(observations.n_pages, -1, dtype=np.int64)
-        np.maximum.at(last, page, col)
+        col, n_cols, first, last = column_span(observations.n_pages, page, column)
         sigma_page = np.full(len(code), draws["sigma_page"][i])
         start = draw_states(normal_bins(mu[code], sigma_page, bin_edges(grid)), rng)
         steps = self._transitions(draws, i, mu, walk)
