@@ -820,3 +820,51 @@ def test_predictive_refuses_what_it_cannot_draw(tiny):
     with pytest.raises(ValueError, match="within the fitted epochs"):
         shocked.predict(later)
     assert model.predict(later, n_draws=2)["posterior_predictive"]["detections"].size
+
+
+def test_mixed_walk_probe_paths_against_matrix_powers_and_quadrature(tiny):
+    """``scripts/mixed_walk_probe.py``'s what-if paths of new pages: walk sizes in two
+    classes are a mixture of the two walks' matrix powers; excursions around a page's own
+    level are, at each column, Normal(mu_domain + shift − s²/2, √(s_page² + s²))."""
+    import runpy
+    import types
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).parents[2] / "scripts" / "mixed_walk_probe.py"))
+    n = 6000
+    model = _fixed_posterior(DynamicModel(model_config={"grid_size": 9}), tiny, n)
+    grid = model.grid(tiny)
+    edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+
+    def bins(mu, sd):
+        return np.diff(norm.cdf(edges, mu, sd))
+
+    def step(sd):
+        return np.array([bins(g, sd) for g in grid])
+
+    page, column, length = _group_columns(model, tiny)
+    first = {p: column[page == p].min() for p in range(tiny.n_pages)}
+    nodes, weights = np.polynomial.hermite_e.hermegauss(60)
+    weights = weights / weights.sum()
+    share, big, small = 0.3, 2.5, 0.4
+    s_page, s, phi, shift = 0.5, 0.8, 0.6, 0.3
+    want_classes, want_stationary = np.empty(len(page)), np.empty(len(page))
+    for g in range(len(page)):
+        d = tiny.domain_codes[page[g]]
+        m, w, ahead = POINT["mu_domain"][d], POINT["sigma_walk"][d], column[g] - first[page[g]]
+        start = bins(m, POINT["sigma_page"])
+        state = share * start @ np.linalg.matrix_power(step(big * w), ahead)
+        state += (1 - share) * start @ np.linalg.matrix_power(step(small * w), ahead)
+        want_classes[g] = state @ -np.expm1(-np.exp(grid) * length[g])
+        x = m + shift - s * s / 2 + math.hypot(s_page, s) * nodes
+        want_stationary[g] = weights @ -np.expm1(-np.exp(x) * length[g])
+    assert max(first.values()) > 0 and (column - min(first.values())).max() == 2  # it walks
+    for what_if, want in (
+        (script["walk_classes"](share, big, small), want_classes),
+        (script["stationary"](s_page, s, phi, shift), want_stationary),
+    ):
+        model._new_page_log_rates = types.MethodType(what_if, model)
+        tree = model.predict(tiny, n_draws=None, seed="dyn-probe")
+        prob = np.asarray(tree["posterior_predictive"]["detection_probability"])[0]
+        _within(prob.mean(axis=0), want, prob.std(axis=0) / math.sqrt(n))
+    assert np.ptp(want_classes - want_stationary) > 0.01  # the two probes differ
