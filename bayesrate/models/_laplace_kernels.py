@@ -82,29 +82,31 @@ def page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure, group
 
 
 @_njit
-def log_joint(x, n, m, s, w, cell_sum):
+def log_joint(x, n, m, s, w, rho, cell_sum):
     """``f(x)`` without its constants: cells + prior of the path."""
     f = cell_sum - 0.5 * ((x[0] - m) / s) ** 2
+    pull = 1.0 - rho
     for j in range(1, n):
-        f -= 0.5 * ((x[j] - x[j - 1]) / w) ** 2
+        f -= 0.5 * ((x[j] - x[j - 1] + pull * (x[j - 1] - m)) / w) ** 2
     return f
 
 
 @_njit
-def newton_system(x, n, m, s, w, terms, grad, diag):
-    """The gradient of ``f`` and the diagonal of ``H = −∇²f`` (off-diagonal ``−1/w²``)."""
+def newton_system(x, n, m, s, w, rho, terms, grad, diag):
+    """The gradient of ``f`` and the diagonal of ``H = −∇²f`` (off-diagonal ``−ρ/w²``)."""
     iw2, is2 = (1.0 / w) ** 2, (1.0 / s) ** 2
+    pull, rho_iw2 = 1.0 - rho, rho * rho * iw2
     for j in range(n):
         grad[j] = terms[1, j]
         diag[j] = -terms[2, j]
     grad[0] -= (x[0] - m) * is2
     diag[0] += is2
     for j in range(1, n):
-        step = (x[j] - x[j - 1]) * iw2
+        step = (x[j] - x[j - 1] + pull * (x[j - 1] - m)) * iw2
         grad[j] -= step
-        grad[j - 1] += step
+        grad[j - 1] += rho * step
         diag[j] += iw2
-        diag[j - 1] += iw2
+        diag[j - 1] += rho_iw2
 
 
 @_njit
@@ -213,11 +215,14 @@ def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_expo
 
 
 @_njit
-def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
+def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_start,
                       group_exposure, group_count, start, tangent, reference,
                       order):  # fmt: skip
     """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes,
-    (mean correction, variance) of each page's last column)``.
+    (mean correction, variance) of each page's last column, ∂/∂ρ)``.
+
+    A page's steps revert towards ``m``: ``x_j ~ Normal(m + ρ(x_{j−1} − m), w)`` (``ρ = 1``:
+    the random walk, computed exactly as without ``ρ``; the second order takes that only).
 
     Newton starts at ``start + tangent · (m − m₀, log s − log s₀, log w − log w₀)`` with
     ``reference = (m₀, log s₀, log w₀)`` (each slot's shift clipped to
@@ -239,6 +244,7 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
     terms, trial_terms = np.empty((4, size)), np.empty((4, size))
     second_work, more = np.empty((9, size)), np.empty(3)
     grad_m, grad_s, grad_w = np.zeros(n_pages), np.zeros(n_pages), np.zeros(n_pages)
+    grad_rho = np.zeros(n_pages)
     per_page = np.zeros(n_pages)
     modes, last_moments = np.full(len(slot_cell), np.nan), np.full((2, n_pages), np.nan)
     passes = 0
@@ -247,7 +253,9 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
         n = page_start[p + 1] - o
         if n == 0:
             continue
-        mp, sp, wp = m[p], s[p], w[p]
+        mp, sp, wp, rp = m[p], s[p], w[p], rho[p]
+        if order >= 2 and rp != 1.0:
+            raise ValueError("the second-order Laplace term takes the random walk only")
         moved_m = mp - reference[0]
         log_s, log_w = np.log(sp), np.log(wp)
         moved_s, moved_w = log_s - reference[1], log_w - reference[2]
@@ -262,16 +270,16 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
             else:
                 x[j] = previous
             previous = x[j]
-        off = -1.0 / (wp * wp)
+        off = -rp / (wp * wp)
         f = log_joint(
-            x, n, mp, sp, wp,
+            x, n, mp, sp, wp, rp,
             page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure,
                        group_count, terms),
         )  # fmt: skip
         page_passes = 1
         converged = True
         while True:
-            newton_system(x, n, mp, sp, wp, terms, grad, diag)
+            newton_system(x, n, mp, sp, wp, rp, terms, grad, diag)
             factor(n, diag, off, d, lower, inv)
             solve(n, inv, lower, grad, step)
             largest = 0.0
@@ -294,7 +302,7 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
                     trial[j] = x[j] + t * step[j]
                 cells = page_terms(trial, o, n, slot_cell, unchanged, group_start,
                                    group_exposure, group_count, trial_terms)  # fmt: skip
-                f_trial = log_joint(trial, n, mp, sp, wp, cells)
+                f_trial = log_joint(trial, n, mp, sp, wp, rp, cells)
                 page_passes += 1
                 if f_trial >= f + 1e-4 * t * decrement or f_trial >= f - 1e-13 * (1 + abs(f)):
                     break  # (the second: equal to rounding, near the mode)
@@ -333,20 +341,46 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
         last_moments[1, p] = sig[n - 1]
         gap = x[0] - mp
         squares, trace_walk, z_walk = 0.0, 0.0, 0.0
-        for j in range(n):
-            links = (j > 0) + (j < n - 1)
-            walk_x = links * x[j]
-            if j > 0:
-                walk_x -= x[j - 1]
-                squares += (x[j] - x[j - 1]) ** 2
-            if j < n - 1:
-                walk_x -= x[j + 1]
-                trace_walk -= 2.0 * sig_up[j]
-            trace_walk += links * sig[j]
-            z_walk += z[j] * walk_x
+        d_m_walk, d_rho = 0.0, 0.0
+        if rp == 1.0:
+            for j in range(n):
+                links = (j > 0) + (j < n - 1)
+                walk_x = links * x[j]
+                if j > 0:
+                    walk_x -= x[j - 1]
+                    squares += (x[j] - x[j - 1]) ** 2
+                if j < n - 1:
+                    walk_x -= x[j + 1]
+                    trace_walk -= 2.0 * sig_up[j]
+                trace_walk += links * sig[j]
+                z_walk += z[j] * walk_x
+        else:
+            # r_j = x_j − m − ρ(x_{j−1} − m), the step's innovation; y_j = x_j − m
+            pull, iw2 = 1.0 - rp, 1.0 / (wp * wp)
+            rho_terms = 0.0  # ∂f/∂ρ·w² − ½(tr(Σ ∂P/∂ρ) + zᵀ∂∇f/∂ρ)·w²
+            for j in range(n):
+                y = x[j] - mp
+                r_here = x[j] - x[j - 1] + pull * (x[j - 1] - mp) if j > 0 else 0.0
+                r_next = x[j + 1] - x[j] + pull * y if j < n - 1 else 0.0
+                z_walk += z[j] * (r_here - rp * r_next)
+                squares += r_here * r_here
+                trace_walk += sig[j] * ((j > 0) + rp * rp * (j < n - 1))
+                b_rho = 0.0
+                if j > 0:
+                    rho_terms += r_here * (x[j - 1] - mp)
+                    b_rho += x[j - 1] - mp
+                    d_m_walk += pull * r_here
+                if j < n - 1:
+                    trace_walk -= 2.0 * rp * sig_up[j]
+                    rho_terms -= rp * sig[j] - sig_up[j]
+                    b_rho += r_next - rp * y
+                rho_terms -= 0.5 * z[j] * b_rho
+                d_m_walk -= 0.5 * z[j] * pull * ((j > 0) - rp * (j < n - 1))
+            d_rho = rho_terms * iw2
+            d_m_walk *= iw2
         log_z = f - log_s - (n - 1) * log_w - 0.5 * log_det
         s2, s3, w3 = sp * sp, sp * sp * sp, wp * wp * wp
-        d_m = gap / s2 - 0.5 * z[0] / s2
+        d_m = gap / s2 - 0.5 * z[0] / s2 + d_m_walk
         d_s = gap * gap / s3 - 1.0 / sp - 0.5 * (-2.0 * sig[0] / s3 + z[0] * 2.0 * gap / s3)
         d_w = squares / w3 - (n - 1) / wp - 0.5 * (2.0 / w3) * (z_walk - trace_walk)
         if order >= 2:
@@ -355,4 +389,6 @@ def laplace_logp_grad(m, s, w, page_start, slot_cell, unchanged, group_start,
                                   u, z, second_work, more)  # fmt: skip
             d_m, d_s, d_w = d_m + more[0], d_s + more[1], d_w + more[2]
         per_page[p], grad_m[p], grad_s[p], grad_w[p] = log_z, d_m, d_s, d_w
-    return per_page.sum(), grad_m, grad_s, grad_w, per_page, passes, modes, last_moments
+        grad_rho[p] = d_rho
+    return (per_page.sum(), grad_m, grad_s, grad_w, per_page, passes, modes, last_moments,
+            grad_rho)  # fmt: skip

@@ -378,7 +378,7 @@ class DynamicModel(HierarchicalModel):
         "walk_phi_beta": 2.0,
         #: how the fit integrates each page's path out: "grid" (exactly, on the log-rate
         #: grid) or "laplace" (a Laplace approximation per page, :mod:`bayesrate.models.laplace`;
-        #: random walk of the ``dynamic`` model only). Everything after the fit (filtered
+        #: the ``dynamic`` model's random or reverting walk). Everything after the fit (filtered
         #: rates, predictions, LOO) uses the grid.
         "path_integral": "grid",
         #: the Laplace approximation's order: 1 (Gaussian about each page's mode) or 2 (plus
@@ -406,11 +406,13 @@ class DynamicModel(HierarchicalModel):
                 f"laplace_order must be 1 or 2, got {self.model_config['laplace_order']!r}"
             )
         own_paths = type(self)._paths is DynamicModel._paths
-        if integral == "laplace" and (self.reverting or not own_paths):
+        if integral == "laplace" and not own_paths:
             raise ValueError(
-                f"path_integral 'laplace' takes the random walk of the 'dynamic' model, not "
-                f"{self.model_type!r} with walk {self.model_config['walk']!r}"
+                f"path_integral 'laplace' takes the walks of the 'dynamic' model, not "
+                f"{self.model_type!r}'s"
             )
+        if integral == "laplace" and self.reverting and self.model_config["laplace_order"] != 1:
+            raise ValueError("laplace_order 2 takes the random walk only")
 
     @property
     def reverting(self) -> bool:
@@ -537,23 +539,22 @@ class DynamicModel(HierarchicalModel):
         with pm.Model(coords=self.coords(data)) as model:
             mu_domain, sigma_page = self._population(data)
             sigma_walk = self._walk_sd(data)
-            if self.model_config["path_integral"] == "laplace":
-                from bayesrate.models.laplace import PathLayout, laplace_paths_logp
-
-                layout = PathLayout.from_cells(cells)
-                ones = pt.ones(data.n_pages)
-                logp = laplace_paths_logp(mu_domain[domain], sigma_page * ones,
-                                          sigma_walk[domain], layout,
-                                          self.model_config["laplace_order"])  # fmt: skip
-                pm.Potential("page_paths", logp)
-                return self._noted(model, cells, grid)
-            init = normal_bins(
-                mu_domain[domain], sigma_page * pt.ones(data.n_pages), bin_edges(grid), pt
-            )
             phi = None
             if self.reverting:
                 cfg = self.model_config
                 phi = pm.Beta("walk_phi", cfg["walk_phi_alpha"], cfg["walk_phi_beta"])
+            ones = pt.ones(data.n_pages)
+            if self.model_config["path_integral"] == "laplace":
+                from bayesrate.models.laplace import PathLayout, laplace_paths_logp
+
+                layout = PathLayout.from_cells(cells)
+                logp = laplace_paths_logp(mu_domain[domain], sigma_page * ones,
+                                          sigma_walk[domain], layout,
+                                          self.model_config["laplace_order"],
+                                          None if phi is None else phi * ones)  # fmt: skip
+                pm.Potential("page_paths", logp)
+                return self._noted(model, cells, grid)
+            init = normal_bins(mu_domain[domain], sigma_page * ones, bin_edges(grid), pt)
             transitions = transition_matrices(sigma_walk, grid, pt, mu_domain, phi)
             pm.Potential("page_paths", self._paths(data, init, transitions))
         return self._noted(model, cells, grid)
@@ -685,7 +686,9 @@ class DynamicModel(HierarchicalModel):
         capped at one sd of ``(H⁻¹)_last``, where that expansion has failed: pages without
         changes and large walks), clipped to the grid's range like the grid's own draws,
         ``k`` the epochs after the page's
-        last cell (``Normal(mu_domain, sigma_page)`` for a page without intervals). The
+        last cell (``Normal(mu_domain, sigma_page)`` for a page without intervals). A
+        reverting walk moves the mean ``k`` steps towards ``mu_domain`` (``φᵏ``) and adds
+        ``σ_walk²·(1 − φ²ᵏ)/(1 − φ²)`` to ``φ²ᵏ`` times the variance. The
         ``log_rate`` of a fit with ``path_integral: "laplace"``."""
         from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
@@ -705,11 +708,18 @@ class DynamicModel(HierarchicalModel):
                 draws["sigma_page"][i],
                 draws["sigma_walk"][i, dom],
             )
-            result = laplace_logp_grad(m, s, w, layout, order=1)
+            phi = self._reversion(draws, i)
+            result = laplace_logp_grad(m, s, w, layout, order=1, rho=phi)
             correction, variance = result.last_moments
             skew = np.clip(correction, -np.sqrt(variance), np.sqrt(variance))
             mean = np.where(has, result.modes[last_slot] + skew, m)
-            var = np.where(has, variance, s * s) + ahead * w * w
+            var = np.where(has, variance, s * s)
+            if phi == 1.0:
+                var = var + ahead * w * w
+            else:
+                decay = phi**ahead
+                mean = m + decay * (mean - m)
+                var = decay**2 * var + w * w * (1.0 - decay**2) / (1.0 - phi * phi)
             out[i] = np.clip(mean + np.sqrt(var) * noise[i], grid[0], grid[-1])
 
         _each_draw(one, len(out))
@@ -782,9 +792,14 @@ class DynamicModel(HierarchicalModel):
         return np.array([
             laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
                               draws["sigma_walk"][i, dom], layout,
-                              self.model_config["laplace_order"]).logp
+                              self.model_config["laplace_order"],
+                              rho=self._reversion(draws, i)).logp
             for i in range(len(draws["sigma_page"]))
         ])  # fmt: skip
+
+    def _reversion(self, draws: dict[str, np.ndarray], i: int) -> float:
+        """Draw ``i``'s ``walk_phi`` (1: the random walk)."""
+        return float(draws["walk_phi"][i]) if self.reverting else 1.0
 
     def _fit_checks(self, idata: xr.DataTree, data: Observations) -> list[str]:
         """With Laplace paths: :meth:`laplace_check` on the fit, a failure when its ``k̂``

@@ -194,18 +194,22 @@ class LaplaceResult(NamedTuple):
     #: ``(2, pages)`` each page's last column: the first-order mean correction ``−z/2``
     #: and the variance ``(H⁻¹)_last``
     last_moments: np.ndarray
+    #: ``∂/∂ρ`` per page (0 where ``ρ = 1``)
+    grad_rho: np.ndarray
 
 
-def laplace_logp_grad(m, s, w, layout: PathLayout, order: int = 1) -> LaplaceResult:
+def laplace_logp_grad(m, s, w, layout: PathLayout, order: int = 1, rho=1.0) -> LaplaceResult:
     """``Σ_p log Z_p``, its gradient and each page's mode and last-column moments, with
-    the prior mean ``m``, first-column sd ``s`` and walk step sd ``w`` of each page
-    (scalars broadcast); ``order`` 2 adds the second-order term to ``log Z``."""
+    the prior mean ``m``, first-column sd ``s``, step sd ``w`` and reversion ``rho`` of
+    each page (scalars broadcast; steps ``x_j ~ Normal(m + ρ(x_{j−1} − m), w)``, ``ρ = 1``
+    the random walk); ``order`` 2 adds the second-order term to ``log Z`` (random walk
+    only)."""
     n = layout.n_pages
-    return LaplaceResult(
-        *kernels.laplace_logp_grad(
-            _per_page(m, n), _per_page(s, n), _per_page(w, n), *layout.constants, int(order)
-        )
-    )
+    rho = _per_page(rho, n)
+    if order >= 2 and (rho != 1.0).any():
+        raise ValueError("the second-order Laplace term takes the random walk only")
+    per_page = [_per_page(v, n) for v in (m, s, w)]
+    return LaplaceResult(*kernels.laplace_logp_grad(*per_page, rho, *layout.constants, int(order)))
 
 
 def cell_derivatives(
@@ -224,13 +228,21 @@ def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, f
     return cell_derivatives(x, cell, layout, high=False)[:4]
 
 
-def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1):
+def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1, rho=None):
     """The PyTensor scalar ``Σ_p log Z_p`` (gradient with respect to the per-page ``m``,
-    ``s`` and ``w``; the data are constants), to first or second ``order``."""
+    ``s``, ``w`` and, if given, ``rho``; without it the random walk; the data are
+    constants), to first or second ``order`` (random walk only)."""
     import pytensor.tensor as pt
 
+    if rho is not None and order != 1:
+        raise ValueError("the second-order Laplace term takes the random walk only")
     free = [pt.as_tensor_variable(v) for v in (m, s, w)]
-    return _op_class()(int(order))(*free, *(pt.constant(a) for a in layout.constants))[0]
+    constants = [pt.constant(a) for a in layout.constants]
+    if rho is None:
+        constants.insert(0, pt.constant(np.ones(layout.n_pages)))
+    else:
+        free.append(pt.as_tensor_variable(rho))
+    return _op_class()(int(order), len(free))(*free, *constants)[0]
 
 
 _OP_CLASS = None
@@ -246,13 +258,17 @@ def _op_class():
     from bayesrate.models.hmm import value_and_gradient_op
 
     class LaplacePathsLogp(value_and_gradient_op()):
-        """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w)``; the gradient uses the latter."""
+        """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w[, ∂/∂ρ])``; the gradient uses the
+        latter. Free inputs ``m, s, w`` and, with ``n_free`` 4, ``ρ`` (else the first
+        constant, ones)."""
 
-        __props__ = ("order",)
-        n_free = 3
+        __props__ = ("order", "n_free")
 
-        def __init__(self, order: int):
+        def __init__(self, order: int, n_free: int = 3):
+            if n_free not in (3, 4):
+                raise ValueError("LaplacePathsLogp takes 3 or 4 free inputs")
             self.order = order
+            self.n_free = n_free
             super().__init__()
 
         def perform(self, node, inputs, output_storage):
@@ -260,19 +276,30 @@ def _op_class():
             output_storage[0][0] = np.asarray(results[0])
             for i in range(1, 4):
                 output_storage[i][0] = results[i]
+            if self.n_free == 4:
+                output_storage[4][0] = results[8]
 
     kernel = kernels.laplace_logp_grad
 
     @register_funcify_and_cache_key(LaplacePathsLogp)
     def _numba_laplace(op, node=None, **kwargs):
         order = op.order
+        key = f"bayesrate-laplace-paths-v{_KERNEL_VERSION}-order{order}-free{op.n_free}"
+        if op.n_free == 4:
+
+            @numba_njit
+            def reverting(*args):
+                results = kernel(*args, order)
+                return np.asarray(results[0]), results[1], results[2], results[3], results[8]
+
+            return reverting, key
 
         @numba_njit
         def laplace(*args):
             logp, grad_m, grad_s, grad_w = kernel(*args, order)[:4]
             return np.asarray(logp), grad_m, grad_s, grad_w
 
-        return laplace, f"bayesrate-laplace-paths-v{_KERNEL_VERSION}-order{order}"
+        return laplace, key
 
     _OP_CLASS = LaplacePathsLogp
     return _OP_CLASS

@@ -65,29 +65,35 @@ def world():
     )
 
 
-def log_joint(x, cells_of_page, groups, m, s, w):
+def innovations(x, m, rho):
+    """Each step's departure from its mean ``m + ρ(x_{j−1} − m)``."""
+    return x[1:] - m - rho * (x[:-1] - m)
+
+
+def log_joint(x, cells_of_page, groups, m, s, w, rho=1.0):
     """The page's log joint with the package's ``loglik`` (not the kernel's terms)."""
-    value = norm.logpdf(x[0], m, s) + norm.logpdf(np.diff(x), 0.0, w).sum()
+    value = norm.logpdf(x[0], m, s) + norm.logpdf(innovations(x, m, rho), 0.0, w).sum()
     for j, c in cells_of_page:
         value += loglik(groups.select(np.array([c])), np.array([x[j]]))[0]
     return value
 
 
-def laplace_by_scipy(layout, cells, p, m, s, w):
+def laplace_by_scipy(layout, cells, p, m, s, w, rho=1.0):
     """Mode by scipy (BFGS on the package's likelihood), Hessian dense from the cells'
-    observed information and the walk's precision, ``log det`` by numpy."""
+    observed information and the walk's precision (steps reverting by ``rho``), ``log
+    det`` by numpy."""
     o, n = layout.page_start[p], layout.page_start[p + 1] - layout.page_start[p]
     own = [(j, int(c)) for j, c in enumerate(layout.slot_cell[o : o + n]) if c >= 0]
 
     def minus(x):
-        return -log_joint(x, own, cells.groups, m, s, w)
+        return -log_joint(x, own, cells.groups, m, s, w, rho)
 
     def minus_grad(x):
         grad = np.zeros(n)
         grad[0] -= (x[0] - m) / s**2
-        step = np.diff(x) / w**2
+        step = innovations(x, m, rho) / w**2
         grad[1:] -= step
-        grad[:-1] += step
+        grad[:-1] += rho * step
         for j, c in own:
             grad[j] += loglik_derivatives(cells.groups.select(np.array([c])), x[j : j + 1], 1)[1][0]
         return -grad
@@ -98,8 +104,8 @@ def laplace_by_scipy(layout, cells, p, m, s, w):
     hess[0, 0] += 1 / s**2
     for j in range(1, n):
         hess[j, j] += 1 / w**2
-        hess[j - 1, j - 1] += 1 / w**2
-        hess[j, j - 1] = hess[j - 1, j] = -1 / w**2
+        hess[j - 1, j - 1] += rho**2 / w**2
+        hess[j, j - 1] = hess[j - 1, j] = -rho / w**2
     for j, c in own:
         hess[j, j] += loglik_derivatives(cells.groups.select(np.array([c])), mode[j : j + 1])[2][0]
     sign, log_det = np.linalg.slogdet(hess)
@@ -134,12 +140,14 @@ def test_fourth_and_fifth_derivatives_by_central_differences(world):
                 np.testing.assert_allclose(got[k], numeric, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("rho", [1.0, 0.6, 0.1])
 @pytest.mark.parametrize(("m", "s", "w"), [(-5.0, 1.2, 0.7), (-8.0, 0.4, 2.5), (-3.0, 2.0, 0.05)])
-def test_log_z_equals_laplace_formula_by_scipy(world, m, s, w):
+def test_log_z_equals_laplace_formula_by_scipy(world, m, s, w, rho):
+    """Random walk (``rho`` 1) and steps reverting towards ``m``."""
     layout = PathLayout.from_cells(world)
-    per_page = laplace_logp_grad(m, s, w, layout, order=1)[4]
+    per_page = laplace_logp_grad(m, s, w, layout, order=1, rho=rho).per_page
     for p in range(world.n_pages):
-        want = laplace_by_scipy(layout, world, p, m, s, w)
+        want = laplace_by_scipy(layout, world, p, m, s, w, rho)
         assert per_page[p] == pytest.approx(want, abs=1e-7), p
 
 
@@ -267,26 +275,35 @@ def test_second_order_term_is_capped_where_the_expansion_fails():
     assert SECOND_ORDER_CAP * 0.95 < got < SECOND_ORDER_CAP
 
 
-@pytest.mark.parametrize("order", [1, 2])
-def test_gradient_equals_finite_differences(world, order):
+@pytest.mark.parametrize(("order", "reverting"), [(1, False), (2, False), (1, True)])
+def test_gradient_equals_finite_differences(world, order, reverting):
+    """In ``m``, ``s``, ``w`` and, for steps reverting towards ``m``, ``rho``."""
     layout = PathLayout.from_cells(world)
     n = world.n_pages
-    rng = np.random.default_rng(seed_of("laplace-grad"))
+    rng = np.random.default_rng(seed_of(f"laplace-grad-{reverting}"))
     for _ in range(3):
         point = [rng.normal(-5, 1.5, n), rng.uniform(0.3, 2.0, n), rng.uniform(0.05, 2.0, n)]
-        result = laplace_logp_grad(*point, layout, order)
+        point.append(rng.uniform(0.1, 0.95, n) if reverting else np.ones(n))
+        result = laplace_logp_grad(*point[:3], layout, order, rho=point[3])
         assert result[0] == pytest.approx(result[4].sum())
         h = 1e-6
-        for k in range(3):
+        gradients = [result.grad_m, result.grad_s, result.grad_w, result.grad_rho]
+        for k in range(4 if reverting else 3):
             up = [a.copy() for a in point]
             down = [a.copy() for a in point]
             up[k] += h
             down[k] -= h
-            above, below = (laplace_logp_grad(*x, layout, order).per_page for x in (up, down))
+            above, below = (
+                laplace_logp_grad(*x[:3], layout, order, rho=x[3]).per_page for x in (up, down)
+            )
             numeric = (above - below) / (2 * h)
-            np.testing.assert_allclose(result[1 + k], numeric, rtol=2e-6, atol=2e-6)
+            np.testing.assert_allclose(gradients[k], numeric, rtol=2e-6, atol=2e-6)
         assert np.abs(result[3][[0, 1, 3]]).min() > 1e-3  # the walk moves every long page
         assert result[3][2] == 0.0  # one column: no step
+        if reverting:
+            assert np.abs(result.grad_rho[[0, 1, 3]]).min() > 1e-3
+        else:
+            assert (result.grad_rho == 0.0).all()
 
 
 def exact_log_z(cells, m: float, s: float, w: float, shift: float) -> float:
@@ -340,10 +357,62 @@ def test_refuses_what_it_does_not_integrate():
         DynamicModel(model_config={"path_integral": "quadrature"})
     with pytest.raises(ValueError, match="laplace_order must be 1 or 2"):
         DynamicModel(model_config={"path_integral": "laplace", "laplace_order": 3})
-    with pytest.raises(ValueError, match="random walk of the 'dynamic' model"):
-        DynamicModel(model_config={"path_integral": "laplace", "walk": "reverting"})
-    with pytest.raises(ValueError, match="random walk of the 'dynamic' model"):
+    reverting = {"path_integral": "laplace", "walk": "reverting"}
+    DynamicModel(model_config=reverting)
+    with pytest.raises(ValueError, match="laplace_order 2 takes the random walk only"):
+        DynamicModel(model_config={**reverting, "laplace_order": 2})
+    with pytest.raises(ValueError, match="second-order Laplace term takes the random walk"):
+        laplace_logp_grad(-5.0, 1.0, 0.5, PathLayout.from_cells(tiny_cells()), 2, rho=0.5)
+    with pytest.raises(ValueError, match="walks of the 'dynamic' model"):
         DynamicShockModel(model_config={"path_integral": "laplace"})
+
+
+def tiny_cells():
+    model = DynamicModel(model_config={"path_integral": "laplace"})
+    return model.cells(tiny_world())
+
+
+def test_the_reverting_model_gradient_equals_finite_differences_in_both_backends():
+    model = DynamicModel(model_config={"path_integral": "laplace", "walk": "reverting"})
+    pm_model = model.build_model(tiny_world())
+    assert "walk_phi" in {rv.name for rv in pm_model.free_RVs}
+    check_model_gradient(pm_model, "laplace-reverting-model-grad")
+
+
+def test_reverting_current_log_rates_match_the_grid_filter():
+    """Steps reverting towards the domain mean (``walk_phi`` 0.6), half the pages without
+    data in the last three of six epochs: each page's ``log_rate`` draws have the mean and
+    sd of its filtered distribution on a fine grid (which walks the silent epochs by
+    matrix products): means within 0.06 sd, sds within 8%."""
+    from bayesrate import simulate as sim
+    from bayesrate.seeds import rng_from
+
+    rng = sim.rng_from("laplace-reverting-rates")
+    visits = [np.arange(END - 6 * L, END - (3 * L if p % 2 else 0), 24.0) for p in range(16)]
+    rates = rng.lognormal(np.log(1 / 120), 0.8, 16)
+    obs = sim.simulate_pages(rates, visits, domains=["a", "b"] * 8, rng=rng).observations
+    model = DynamicModel(
+        model_config={"path_integral": "laplace", "walk": "reverting", "grid_size": 160}
+    )
+    model.data_ = obs
+    draws = {
+        "mu_domain": np.array([[-4.6, -5.2]]),
+        "sigma_page": np.array([0.8]),
+        "sigma_walk": np.array([[0.3, 0.6]]),
+        "walk_phi": np.array([0.6]),
+    }
+    grid = model.grid(obs)
+    probs = model.filtered(draws, obs)[0]
+    probs /= probs.sum(axis=1, keepdims=True)
+    mean = probs @ grid
+    sd = np.sqrt(probs @ grid**2 - mean**2)
+    many = {k: np.repeat(v, 4000, axis=0) for k, v in draws.items()}
+    got = model.laplace_log_rates(many, obs, rng_from("laplace-reverting-rates"))
+    shift = np.abs(got.mean(axis=0) - mean) / sd
+    assert shift.max() < 0.06, shift
+    np.testing.assert_allclose(got.std(axis=0), sd, rtol=0.08)
+    cells = model.cells(obs)
+    assert (cells.last_column[1::2] == cells.n_epochs - 4).all()  # silent for three epochs
 
 
 def test_current_log_rates_match_the_grid_filter():
