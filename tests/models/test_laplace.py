@@ -379,13 +379,31 @@ def test_the_reverting_model_gradient_equals_finite_differences_in_both_backends
     check_model_gradient(pm_model, "laplace-reverting-model-grad")
 
 
+def log_rates_match_the_grid_filter(model, obs, draws, seed: str):
+    """4,000 ``log_rate`` draws per page at the one population point ``draws``: their
+    means within 0.06 sd (Monte Carlo error 0.016 sd) and sds within 8% of each page's
+    filtered distribution on the model's grid; returns that distribution's mean and sd."""
+    from bayesrate.seeds import rng_from
+
+    grid = model.grid(obs)
+    probs = model.filtered(draws, obs)[0]
+    probs /= probs.sum(axis=1, keepdims=True)
+    mean = probs @ grid
+    sd = np.sqrt(probs @ grid**2 - mean**2)
+    many = {k: np.repeat(v, 4000, axis=0) for k, v in draws.items()}
+    got = model.laplace_log_rates(many, obs, rng_from(seed))
+    shift = np.abs(got.mean(axis=0) - mean) / sd
+    assert shift.max() < 0.06, shift
+    np.testing.assert_allclose(got.std(axis=0), sd, rtol=0.08)
+    return mean, sd
+
+
 def test_reverting_current_log_rates_match_the_grid_filter():
     """Steps reverting towards the domain mean (``walk_phi`` 0.6), half the pages without
     data in the last three of six epochs: each page's ``log_rate`` draws have the mean and
     sd of its filtered distribution on a fine grid (which walks the silent epochs by
     matrix products): means within 0.06 sd, sds within 8%."""
     from bayesrate import simulate as sim
-    from bayesrate.seeds import rng_from
 
     rng = sim.rng_from("laplace-reverting-rates")
     visits = [np.arange(END - 6 * L, END - (3 * L if p % 2 else 0), 24.0) for p in range(16)]
@@ -401,16 +419,7 @@ def test_reverting_current_log_rates_match_the_grid_filter():
         "sigma_walk": np.array([[0.3, 0.6]]),
         "walk_phi": np.array([0.6]),
     }
-    grid = model.grid(obs)
-    probs = model.filtered(draws, obs)[0]
-    probs /= probs.sum(axis=1, keepdims=True)
-    mean = probs @ grid
-    sd = np.sqrt(probs @ grid**2 - mean**2)
-    many = {k: np.repeat(v, 4000, axis=0) for k, v in draws.items()}
-    got = model.laplace_log_rates(many, obs, rng_from("laplace-reverting-rates"))
-    shift = np.abs(got.mean(axis=0) - mean) / sd
-    assert shift.max() < 0.06, shift
-    np.testing.assert_allclose(got.std(axis=0), sd, rtol=0.08)
+    log_rates_match_the_grid_filter(model, obs, draws, "laplace-reverting-rates")
     cells = model.cells(obs)
     assert (cells.last_column[1::2] == cells.n_epochs - 4).all()  # silent for three epochs
 
@@ -420,7 +429,6 @@ def test_current_log_rates_match_the_grid_filter():
     correction, continuous) have the mean and sd of its filtered distribution on a fine
     grid (exact but for the grid): means within 0.06 sd, sds within 8%, where the mode
     alone is up to 0.27 sd off."""
-    from bayesrate.seeds import rng_from
 
     obs, _, _ = drift_world("laplace-rates", 30, 2, 5, np.array([0.3, 0.6]))
     model = DynamicModel(model_config={"path_integral": "laplace", "grid_size": 160})
@@ -430,16 +438,7 @@ def test_current_log_rates_match_the_grid_filter():
         "sigma_page": np.array([0.8]),
         "sigma_walk": np.array([[0.3, 0.6]]),
     }
-    grid = model.grid(obs)
-    probs = model.filtered(draws, obs)[0]
-    probs /= probs.sum(axis=1, keepdims=True)
-    mean = probs @ grid
-    sd = np.sqrt(probs @ grid**2 - mean**2)
-    many = {k: np.repeat(v, 4000, axis=0) for k, v in draws.items()}
-    got = model.laplace_log_rates(many, obs, rng_from("laplace-rates"))
-    shift = np.abs(got.mean(axis=0) - mean) / sd
-    assert shift.max() < 0.06, shift  # Monte Carlo error 0.016 sd
-    np.testing.assert_allclose(got.std(axis=0), sd, rtol=0.08)
+    mean, sd = log_rates_match_the_grid_filter(model, obs, draws, "laplace-rates")
     layout = PathLayout.from_cells(model.cells(obs))
     m = draws["mu_domain"][0, obs.domain_codes]
     modes = laplace_logp_grad(m, 0.8, draws["sigma_walk"][0, obs.domain_codes], layout)[6]
