@@ -1,8 +1,10 @@
-"""Each page's random-walk path integrated out by a Laplace approximation (the dynamic
-model's likelihood without a log-rate grid).
+"""Each page's walk integrated out by a Laplace approximation (the dynamic model's
+likelihood without a log-rate grid).
 
 A page's log-rates ``x_0 … x_{n−1}`` over its columns (first to last epoch with data) have
-the prior ``x_0 ~ Normal(m, s)``, ``x_j ~ Normal(x_{j−1}, w)``, and each column's cell of
+the prior ``x_0 ~ Normal(m, s)``, ``x_j ~ Normal(x_{j−1}, w)`` (a random walk; reverting
+towards ``m``, ``x_j ~ Normal(m + ρ(x_{j−1} − m), w)``, adds ``ρ`` to the parameters and
+``∂/∂ρ`` to the gradient, the same tridiagonal algebra), and each column's cell of
 intervals its censored log-likelihood ``ℓ_j(x_j)`` (concave in ``x_j``; 0 for a column
 without intervals). With ``f(x)`` the log joint and ``H = −∇²f`` (tridiagonal: the cells'
 information on the diagonal plus the walk's precision), the Laplace approximation of the
