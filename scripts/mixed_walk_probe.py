@@ -32,6 +32,8 @@ import types
 import numpy as np
 
 STATISTICS = ["mean_changes", "sd_changes", "sd_log_changes", "frac_never_changed", "gap_cv"]
+#: the walk sizes a scaled walk multiplies (a fitted domain's, and a new domain's)
+SCALED = ("sigma_walk", "sigma_walk_global")
 
 
 def _domain_codes(model, observations):
@@ -48,25 +50,22 @@ def _domain_codes(model, observations):
 
 
 def walk_classes(share: float, big: float, small: float):
-    """New pages' log-rates, a ``share`` walking at ``big ×`` the domain's size."""
-    from bayesrate.models.dynamic import bin_edges, column_span, draw_states, normal_bins
+    """New pages' log-rates by the model's own new-page walk (its
+    ``_new_page_log_rates``) with every walk size scaled: by ``big`` for a ``share`` of
+    the pages, by ``small`` for the others (each class's paths drawn for every page, each
+    page taking its class's)."""
 
     def log_rates(self, draws, i, observations, page, column, rng):
-        code, n_domains = _domain_codes(self, observations)
-        code = code + n_domains * (rng.random(observations.n_pages) < share)
-        mu = np.tile(draws["mu_domain"][i], 2)
-        walk = np.concatenate([small * draws["sigma_walk"][i], big * draws["sigma_walk"][i]])
-        grid = self.grid(self.data_)
-        col, n_cols, first, last = column_span(observations.n_pages, page, column)
-        sigma_page = np.full(observations.n_pages, draws["sigma_page"][i])
-        start = draw_states(normal_bins(mu[code], sigma_page, bin_edges(grid)), rng)
-        steps = self._transitions(draws, i, mu, walk + 1e-9)
-        states = np.full((observations.n_pages, n_cols), -1, dtype=np.int64)
-        for c in range(n_cols):
-            states[first == c, c] = start[first == c]
-            walks = np.flatnonzero((first < c) & (last >= c))
-            states[walks, c] = draw_states(steps[code[walks], states[walks, c - 1]], rng)
-        return grid[states[page, col]]
+        own = type(self)._new_page_log_rates
+
+        def scaled(factor: float) -> np.ndarray:
+            walks = {name: factor * draws[name] + 1e-9 for name in SCALED}
+            return own(self, {**draws, **walks}, i, observations, page, column, rng)
+
+        if share == 0.0:
+            return scaled(small)
+        walks_big = rng.random(observations.n_pages) < share
+        return np.where(walks_big[page], scaled(big), scaled(small))
 
     return log_rates
 

@@ -206,12 +206,8 @@ def laplace_logp_grad(m, s, w, layout: PathLayout, order: int = 1, rho=1.0) -> L
     each page (scalars broadcast; steps ``x_j ~ Normal(m + ρ(x_{j−1} − m), w)``, ``ρ = 1``
     the random walk); ``order`` 2 adds the second-order term to ``log Z`` (random walk
     only)."""
-    n = layout.n_pages
-    rho = _per_page(rho, n)
-    if order >= 2 and (rho != 1.0).any():
-        raise ValueError("the second-order Laplace term takes the random walk only")
-    per_page = [_per_page(v, n) for v in (m, s, w)]
-    return LaplaceResult(*kernels.laplace_logp_grad(*per_page, rho, *layout.constants, int(order)))
+    per_page = [_per_page(v, layout.n_pages) for v in (m, s, w, rho)]
+    return LaplaceResult(*kernels.laplace_logp_grad(*per_page, *layout.constants, int(order)))
 
 
 def cell_derivatives(
