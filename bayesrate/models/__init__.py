@@ -8,7 +8,8 @@ each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
 (the same effects as a random walk), ``shocks_ar1`` (the global effect an AR(1) path
 that persists and fades), ``dynamic`` (each page's log-rate a random walk
 over epochs, its path summed out on a grid), ``dynamic_shocks`` (the page walks with
-the shocks model's shared epoch effects on top), ``mass_edits`` (the shocks model plus
+the shocks model's shared epoch effects on top), ``excursion`` (each page's log-rate a
+stationary AR(1) around its own level), ``mass_edits`` (the shocks model plus
 a rate every page of a domain gets on top of its own, per epoch) and ``dynamic_edits``
 (the page walks, shocks and edits together). See ``docs/models.md``.
 """
@@ -24,6 +25,7 @@ from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
 from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
 from bayesrate.models.dynamic_edits import DynamicEditModel
+from bayesrate.models.excursion import ExcursionModel
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.mass_edits import MassEditModel
 from bayesrate.models.modulated import ModulatedModel
@@ -39,6 +41,7 @@ MODELS: dict[str, type[RateModel]] = {
     "shocks_ar1": PersistentShockModel,
     "dynamic": DynamicModel,
     "dynamic_shocks": DynamicShockModel,
+    "excursion": ExcursionModel,
     "mass_edits": MassEditModel,
     "dynamic_edits": DynamicEditModel,
 }

@@ -537,27 +537,57 @@ class DynamicModel(HierarchicalModel):
         grid = self.grid(data)
         domain = data.domain_codes
         with pm.Model(coords=self.coords(data)) as model:
-            mu_domain, sigma_page = self._population(data)
-            sigma_walk = self._walk_sd(data)
-            phi = None
-            if self.reverting:
-                cfg = self.model_config
-                phi = pm.Beta("walk_phi", cfg["walk_phi_alpha"], cfg["walk_phi_beta"])
-            ones = pt.ones(data.n_pages)
             if self.model_config["path_integral"] == "laplace":
                 from bayesrate.models.laplace import PathLayout, laplace_paths_logp
 
-                layout = PathLayout.from_cells(cells)
-                logp = laplace_paths_logp(mu_domain[domain], sigma_page * ones,
-                                          sigma_walk[domain], layout,
-                                          self.model_config["laplace_order"],
-                                          None if phi is None else phi * ones)  # fmt: skip
+                m, s, w, phi = self._path_prior_graph(data)
+                logp = laplace_paths_logp(m, s, w, PathLayout.from_cells(cells),
+                                          self.model_config["laplace_order"], phi)  # fmt: skip
                 pm.Potential("page_paths", logp)
                 return self._noted(model, cells, grid)
+            mu_domain, sigma_page = self._population(data)
+            sigma_walk = self._walk_sd(data)
+            phi = self._walk_phi()
+            ones = pt.ones(data.n_pages)
             init = normal_bins(mu_domain[domain], sigma_page * ones, bin_edges(grid), pt)
             transitions = transition_matrices(sigma_walk, grid, pt, mu_domain, phi)
             pm.Potential("page_paths", self._paths(data, init, transitions))
         return self._noted(model, cells, grid)
+
+    def _walk_phi(self):
+        """``walk_phi`` of a reverting walk (in the current model), else None."""
+        import pymc as pm
+
+        if not self.reverting:
+            return None
+        cfg = self.model_config
+        return pm.Beta("walk_phi", cfg["walk_phi_alpha"], cfg["walk_phi_beta"])
+
+    def _path_prior_graph(self, data: Observations):
+        """Each page's path prior for the Laplace paths, in the current model: the
+        walk's mean ``m``, first-column sd ``s``, step sd ``w`` (per page) and its
+        reversion (per page, None for the random walk)."""
+        import pytensor.tensor as pt
+
+        domain = data.domain_codes
+        mu_domain, sigma_page = self._population(data)
+        sigma_walk = self._walk_sd(data)
+        phi = self._walk_phi()
+        ones = pt.ones(data.n_pages)
+        return (mu_domain[domain], sigma_page * ones, sigma_walk[domain],
+                None if phi is None else phi * ones)  # fmt: skip
+
+    def _path_prior(self, draws: dict[str, np.ndarray], i: int, data: Observations):
+        """:meth:`_path_prior_graph` at draw ``i`` of ``draws``: ``(m, s, w, rho)``
+        per page (``rho`` 1 for the random walk)."""
+        dom = data.domain_codes
+        return (draws["mu_domain"][i, dom], np.full(data.n_pages, draws["sigma_page"][i]),
+                draws["sigma_walk"][i, dom], self._reversion(draws, i))  # fmt: skip
+
+    def _walk_index(self, data: Observations) -> np.ndarray:
+        """Which of :meth:`_chain`'s transition matrices each page of ``data`` walks by
+        (its domain's)."""
+        return data.domain_codes
 
     def _noted(self, model: pm.Model, cells: EpochCells, grid: np.ndarray) -> pm.Model:
         self._build_notes["epochs"] = {
@@ -594,7 +624,7 @@ class DynamicModel(HierarchicalModel):
             out[i] = filter_last(
                 *self._chain(draws, i, data),
                 self._draw_emission(draws, i, data)[0],
-                data.domain_codes,
+                self._walk_index(data),
                 cells.first_column,
                 cells.last_column,
                 cells.n_epochs - 1,
@@ -652,6 +682,14 @@ class DynamicModel(HierarchicalModel):
             mean = centre + phi * (mean - centre)
         return draw_states(normal_bins(mean, sigma_walk, bin_edges(grid)), rng)
 
+    def forward_walk(self, draws: dict[str, np.ndarray]):
+        """What :meth:`walk_forward` takes for the fitted pages at ``draws``
+        (:attr:`filter_vars`): step sizes and means ``(draws, pages)``, ``phi``
+        ``(draws, 1)`` (None for the random walk)."""
+        dom = self._fitted_data().domain_codes
+        phi = draws["walk_phi"][:, None] if self.reverting else None
+        return draws["sigma_walk"][:, dom], draws["mu_domain"][:, dom], phi
+
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
         import xarray as xr
 
@@ -695,7 +733,6 @@ class DynamicModel(HierarchicalModel):
         cells = self.cells(data)
         grid = self.grid(data)
         layout = PathLayout.from_cells(cells)
-        dom = data.domain_codes
         has = layout.page_start[1:] > layout.page_start[:-1]
         last_slot = np.maximum(layout.page_start[1:] - 1, 0)
         ahead = np.where(has, cells.n_epochs - 1 - cells.last_column, 0)
@@ -703,12 +740,7 @@ class DynamicModel(HierarchicalModel):
         out = np.empty_like(noise)
 
         def one(i: int) -> None:
-            m, s, w = (
-                draws["mu_domain"][i, dom],
-                draws["sigma_page"][i],
-                draws["sigma_walk"][i, dom],
-            )
-            phi = self._reversion(draws, i)
+            m, s, w, phi = self._path_prior(draws, i, data)
             result = laplace_logp_grad(m, s, w, layout, order=1, rho=phi)
             correction, variance = result.last_moments
             skew = np.clip(correction, -np.sqrt(variance), np.sqrt(variance))
@@ -753,7 +785,7 @@ class DynamicModel(HierarchicalModel):
             out[i] = log_scale + page_log_likelihoods(
                 *self._chain(draws, i, data),
                 emission,
-                data.domain_codes,
+                self._walk_index(data),
                 cells.first_column,
                 cells.last_column,
             )
@@ -788,12 +820,10 @@ class DynamicModel(HierarchicalModel):
         from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
         layout = PathLayout.from_cells(self.cells(data))
-        dom = data.domain_codes
+        order = self.model_config["laplace_order"]
         return np.array([
-            laplace_logp_grad(draws["mu_domain"][i, dom], draws["sigma_page"][i],
-                              draws["sigma_walk"][i, dom], layout,
-                              self.model_config["laplace_order"],
-                              rho=self._reversion(draws, i)).logp
+            laplace_logp_grad(*(prior := self._path_prior(draws, i, data))[:3], layout, order,
+                              rho=prior[3]).logp
             for i in range(len(draws["sigma_page"]))
         ])  # fmt: skip
 
@@ -919,7 +949,7 @@ class DynamicModel(HierarchicalModel):
         states = sample_paths(
             *self._chain(draws, i, data),
             self._draw_emission(draws, i, data)[0],
-            data.domain_codes,
+            self._walk_index(data),
             cells.first_column,
             cells.last_column,
             rng,
@@ -944,18 +974,25 @@ class DynamicModel(HierarchicalModel):
             mu, walk = np.concatenate([mu, new_mu]), np.concatenate([walk, np.exp(log_walk)])
         grid = self.grid(self.data_)
         col, n_cols, first, last = column_span(observations.n_pages, page, column)
-        sigma_page = np.full(len(code), draws["sigma_page"][i])
-        start = draw_states(normal_bins(mu[code], sigma_page, bin_edges(grid)), rng)
-        steps = self._transitions(draws, i, mu, walk)
+        start, steps, index = self._new_page_walk(draws, i, mu, walk, code, rng)
         states = np.full((observations.n_pages, n_cols), -1, dtype=np.int64)
         for c in range(n_cols):
             begins = first == c
             states[begins, c] = start[begins]
             walks = np.flatnonzero((first < c) & (last >= c))
-            states[walks, c] = draw_states(steps[code[walks], states[walks, c - 1]], rng)
+            states[walks, c] = draw_states(steps[index[walks], states[walks, c - 1]], rng)
         domain = np.minimum(code[page], len(fitted))
         own = grid[states[page, col]] + self._group_shift(draws, i, domain, column)
         return self._with_added(own, draws, i, domain, column)
+
+    def _new_page_walk(self, draws, i: int, mu, walk, code, rng):
+        """New pages' walk under draw ``i``, their domains (code ``code``) with means
+        ``mu`` and walk sizes ``walk``: each page's first state (a grid index), the walk's
+        transition matrices and which of them each page takes."""
+        sigma_page = np.full(len(code), draws["sigma_page"][i])
+        edges = bin_edges(self.grid(self.data_))
+        start = draw_states(normal_bins(mu[code], sigma_page, edges), rng)
+        return start, self._transitions(draws, i, mu, walk), code
 
     def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
         """The shared log-rate shift of groups in domain code ``domain`` (the number of

@@ -175,8 +175,9 @@ class HierarchicalModel(RateModel):
         return coords
 
     # ------------------------------------------------------------------ graph
-    def _page_log_rates(self, data: Observations):
-        """Add the pooled page log-rates to the current model context; return the tensor."""
+    def _page_log_rates(self, data: Observations, name: str = "log_rate"):
+        """Add the pooled page log-rates (a deterministic ``name``) to the current model
+        context; return the tensor."""
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -204,7 +205,7 @@ class HierarchicalModel(RateModel):
             parts.append(mu_domain[domain[~page_c]] + sigma_page * z_page)
             order.append(np.flatnonzero(~page_c))
         inverse = np.argsort(np.concatenate(order))
-        return pm.Deterministic("log_rate", pt.concatenate(parts)[inverse], dims=DIM_PAGE)
+        return pm.Deterministic(name, pt.concatenate(parts)[inverse], dims=DIM_PAGE)
 
     def _domain_means(self, data: Observations, dom_c: np.ndarray):
         """Add ``mu_global``, ``sigma_domain`` and ``mu_domain`` (centred where ``dom_c``)

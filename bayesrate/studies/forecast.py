@@ -72,6 +72,7 @@ MODEL_METHODS = (
     "shocks_ar1",
     "dynamic",
     "dynamic_shocks",
+    "excursion",
     "mass_edits",
     "dynamic_edits",
 )
@@ -1078,7 +1079,6 @@ def _dynamic_prediction(
     (its posterior ``log_rate`` draw) walks on one step per later epoch
     (:meth:`~bayesrate.models.dynamic.DynamicModel.walk_forward`); a test interval has its
     closing epoch's rate, the window the rates of the epochs it overlaps."""
-    from bayesrate.constants import DIM_DOMAIN
     from bayesrate.draws import stack_draws
 
     post = model.idata_["posterior"]
@@ -1087,9 +1087,7 @@ def _dynamic_prediction(
     state = np.rint((log_rate - grid[0]) / (grid[1] - grid[0])).astype(np.int64)
     state = np.clip(state, 0, len(grid) - 1)  # a Laplace fit's draws are not grid values
     dom = d.train.domain_codes
-    sigma = stack_draws(post["sigma_walk"], DIM_DOMAIN)[keep][:, dom]
-    centre = stack_draws(post["mu_domain"], DIM_DOMAIN)[keep][:, dom]
-    phi = stack_draws(post["walk_phi"])[keep][:, None] if "walk_phi" in post else None
+    sigma, centre, phi = model.forward_walk({k: v[keep] for k, v in model._stacked(post).items()})
     future = future_epochs(model, d, groups, keep, seed)
     rng = rng_from(f"{seed}-future-walk")
     levels = [grid[state]]

@@ -39,7 +39,7 @@ MASS_MARGIN = 1e-9
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})  # vector sums
-def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, log_q, lam,
+def walk_count_pmf(pi0, trans, page_walk, group_start, group_ahead, group_n, log_q, lam,
                    coef_start, log_coef, window_start, window_ahead, window_log_survival,
                    page_steps, pmf_start, pmf_out, no_change_out, expected_out):  # fmt: skip
     """Add one draw's count distribution of every page (up to its cap) to ``pmf_out``,
@@ -50,8 +50,9 @@ def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, l
     ----------
     pi0
         ``(pages, K)`` state distribution in the last fitted epoch.
-    trans
-        ``(domains, K, K)`` one epoch's walk step.
+    trans, page_walk
+        ``(walks, K, K)`` one epoch's walk step (a domain's, or a page's) and which of
+        them each page takes.
     group_start, group_ahead, group_n
         Test groups sorted by (page, epochs ahead): page ``p``'s are
         ``group_start[p]:group_start[p + 1]``; epochs after the last fitted one; intervals.
@@ -78,7 +79,7 @@ def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, l
     binom = np.empty(width)
     for p in range(n_pages):
         size = pmf_start[p + 1] - pmf_start[p]
-        dom = page_domain[p]
+        walk = page_walk[p]
         for s in range(k):
             alpha[s, 0] = pi0[p, s]
             marginal[s] = survive[s] = pi0[p, s]
@@ -95,7 +96,7 @@ def walk_count_pmf(pi0, trans, page_domain, group_start, group_ahead, group_n, l
                     if marginal[s] == 0.0:
                         continue
                     for t in range(k):
-                        step = trans[dom, s, t]
+                        step = trans[walk, s, t]
                         if step == 0.0:
                             continue
                         new_marginal[t] += step * marginal[s]
@@ -220,10 +221,13 @@ class WalkForecast:
             -np.exp(window) * self.window_hours[:, None],
         )
 
+    @property
+    def page_walk(self) -> np.ndarray:
+        """Which of :meth:`_transitions`' matrices each page walks by."""
+        return self.model._walk_index(self.model.data_)
+
     def _transitions(self, i: int) -> np.ndarray:
-        return self.model._transitions(
-            self.draws, i, self.draws["mu_domain"][i], self.draws["sigma_walk"][i]
-        )
+        return self.model._chain(self.draws, i, self.model.data_)[1]
 
     def _filtered(self, rows: np.ndarray) -> np.ndarray:
         return self.model.filtered(self._draws(rows), self.model.data_)
@@ -250,7 +254,7 @@ class WalkForecast:
                 state = draw_states(filtered[w], rng)
                 path = [state]
                 for _ in range(steps):
-                    state = draw_states(trans[self.page_domain, state], rng)
+                    state = draw_states(trans[self.page_walk, state], rng)
                     path.append(state)
                 states = np.stack(path, axis=1)[self.group_page, self.group_ahead]
                 hits = rng.binomial(self.group_n, np.exp(log_q[np.arange(len(states)), states]))
@@ -317,7 +321,7 @@ class WalkForecast:
         def one(slot: int, i: int, pi0: np.ndarray) -> None:
             log_q, lam, survival = self._rates(i)
             walk_count_pmf(
-                pi0, self._transitions(i), self.page_domain, group_start, self.group_ahead,
+                pi0, self._transitions(i), self.page_walk, group_start, self.group_ahead,
                 self.group_n, log_q, lam, coef_start, log_coef, window_start,
                 self.window_ahead, survival, steps, pmf_start, *sums[slot],
             )  # fmt: skip

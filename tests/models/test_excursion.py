@@ -1,0 +1,301 @@
+"""The excursion model (each page's log-rate a stationary AR(1) around its own level).
+
+Oracles: the Gaussian integral of a page's data over its epochs' log-rates (level and
+excursions jointly Normal, covariance ``sigma_page² + s²·phi^|i − j|``) by dense
+quadrature from the raw intervals; the Laplace kernel called directly with the model's
+meaning of its arguments; central differences; matrix powers of scipy-binned steps
+integrated over the level by Gauss–Hermite quadrature; a simulated world (slow).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import norm
+
+from bayesrate import simulate as sim
+from bayesrate.models import get_model
+from bayesrate.models.dynamic import end_epochs
+from bayesrate.models.excursion import ExcursionModel
+from tests.helpers import seed_of
+from tests.models.test_dynamic import (
+    END,
+    L,
+    POINT,
+    _fixed_posterior,
+    _group_columns,
+    _within,
+    check_model_gradient,
+    tiny_world,
+)
+
+PHI = 0.6
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_world()
+
+
+def gaussian_page_loglik(
+    data, p: int, mean: float, level_sd: float, sd: float, phi: float, size: int = 0
+):
+    """``log p(y_p)`` with the page's log-rates in the epochs of its intervals jointly
+    Normal (``mean``; covariance ``level_sd² + sd²·phi^|i − j|``), by a dense trapezoid
+    grid of ±7 sds in every epoch (``size`` points each, by default 161 for three epochs
+    and 801 for fewer); each interval a Bernoulli of ``1 − exp(−λτ)``."""
+    sl = slice(data.offsets[p], data.offsets[p + 1])
+    t, c = data.time[sl], data.changed[sl][1:] > 0
+    tau = np.diff(t)
+    epoch = end_epochs(t[1:], float(data.time.max()), L)
+    cols = np.unique(epoch)
+    lag = np.abs(cols[:, None] - cols[None, :])
+    cov = level_sd**2 + sd**2 * phi**lag
+    size = size or (161 if len(cols) == 3 else 801)
+    axes, lls = [], []
+    for i, col in enumerate(cols):
+        x = mean + 7 * math.sqrt(cov[i, i]) * np.linspace(-1, 1, size)
+        lam = np.exp(x)[:, None] * tau[epoch == col][None, :]
+        lls.append(np.where(c[epoch == col], np.log(-np.expm1(-lam)), -lam).sum(axis=1))
+        axes.append(x)
+    mesh = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
+    diff = mesh - mean
+    inv = np.linalg.inv(cov)
+    log_prior = -0.5 * np.einsum("...i,ij,...j->...", diff, inv, diff)
+    log_prior -= 0.5 * (len(cols) * math.log(2 * math.pi) + np.linalg.slogdet(cov)[1])
+    total = log_prior + sum(
+        ll.reshape([-1 if j == i else 1 for j in range(len(cols))]) for i, ll in enumerate(lls)
+    )
+    cell = np.prod([ax[1] - ax[0] for ax in axes])
+    return float(logsumexp(total) + math.log(cell))
+
+
+def _fixed(data, n: int, levels: np.ndarray, grid_size: int):
+    """An excursion model as if fitted to ``data``: POINT's population, ``walk_phi`` PHI,
+    ``sigma_walk`` the excursions' sd, and ``levels`` (draws, pages) the page levels."""
+    model = _fixed_posterior(
+        ExcursionModel(model_config={"grid_size": grid_size}), data, n,
+        extra={"walk_phi": np.array(PHI)},
+    )  # fmt: skip
+    post = model.idata_["posterior"].to_dataset()
+    post["page_level"] = (("chain", "draw", "page"), levels[None])
+    model.idata_["posterior"] = post
+    return model
+
+
+def level_posterior(data, p: int) -> tuple[float, float]:
+    """Mean and sd of page ``p``'s level given its data at POINT (a grid of levels, each
+    the Gaussian integral of the excursions)."""
+    d = data.domain_codes[p]
+    mu, sigma = POINT["mu_domain"][d], float(POINT["sigma_page"])
+    levels = mu + sigma * np.linspace(-6, 6, 61)
+    log_post = norm.logpdf(levels, mu, sigma) + np.array([
+        gaussian_page_loglik(data, p, x, 0.0, POINT["sigma_walk"][d], PHI, size=61)
+        for x in levels
+    ])  # fmt: skip
+    w = np.exp(log_post - log_post.max())
+    w /= w.sum()
+    mean = float(w @ levels)
+    return mean, math.sqrt(float(w @ (levels - mean) ** 2))
+
+
+def laplace_level_integral(model, data) -> np.ndarray:
+    """Each page's ``log ∫ Normal(θ; mu_domain, sigma_page)·Z_p(θ) dθ`` at POINT, ``Z_p``
+    the Laplace kernel's path integral given the level, by a 4,001-point trapezoid over
+    ±10 ``sigma_page``."""
+    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+
+    layout = PathLayout.from_cells(model.cells(data))
+    dom = data.domain_codes
+    mu, sigma, sd = POINT["mu_domain"][dom], float(POINT["sigma_page"]), POINT["sigma_walk"][dom]
+    z = np.linspace(-10, 10, 4001)
+    terms = np.array([
+        norm.logpdf(x, mu, sigma)
+        + laplace_logp_grad(x, sd, sd * math.sqrt(1 - PHI**2), layout, rho=PHI).per_page
+        for x in mu + sigma * z[:, None]
+    ])  # fmt: skip
+    return logsumexp(terms, axis=0) + math.log(sigma * (z[1] - z[0]))
+
+
+def test_leave_one_page_out_integrates_the_level_and_the_excursions(tiny):
+    """Each page's leave-one-page-out term is its data's probability with its level and
+    its excursions integrated out (the excursions by the fit's Laplace approximation): the
+    level's quadrature against a dense trapezoid, with level draws from the level's
+    posterior, and from a posterior half an sd off and half again as wide; the whole
+    against the Gaussian integral of level and excursions (within the Laplace error)."""
+    rng = np.random.default_rng(seed_of("exc-loo"))
+    want = [
+        gaussian_page_loglik(tiny, p, POINT["mu_domain"][d], float(POINT["sigma_page"]),
+                             POINT["sigma_walk"][d], PHI)
+        for p, d in enumerate(tiny.domain_codes)
+    ]  # fmt: skip
+    mean, sd = np.array([level_posterior(tiny, p) for p in range(tiny.n_pages)]).T
+    assert sd.max() < float(POINT["sigma_page"])  # the data narrow the levels
+    dense = None
+    for shift, widen in ((0.0, 1.0), (0.5, 1.5)):
+        levels = mean + shift * sd + widen * sd * rng.standard_normal((200, tiny.n_pages))
+        model = _fixed(tiny, 200, levels, grid_size=9)
+        dense = laplace_level_integral(model, tiny) if dense is None else dense
+        got = model.marginal_page_loglik(model.thinned_posterior())
+        np.testing.assert_allclose(got, np.broadcast_to(dense, got.shape), atol=1e-6)
+    np.testing.assert_allclose(dense, want, atol=0.02)
+    # the level matters: without its spread the terms are another number
+    alone = [
+        gaussian_page_loglik(tiny, p, POINT["mu_domain"][d], 0.0, POINT["sigma_walk"][d], PHI)
+        for p, d in enumerate(tiny.domain_codes)
+    ]
+    assert np.abs(np.array(alone) - want).max() > 0.1
+
+
+def test_conditional_paths_on_the_grid_revert_to_each_page_level(tiny):
+    """Given its level, a page's grid likelihood (the Laplace check's and the conditional
+    predictive's chain: a walk per page) is the Gaussian integral of its excursions."""
+    levels = np.log(np.array([[1 / 70, 1 / 260, 1 / 45], [1 / 120, 1 / 150, 1 / 90]]))
+    model = _fixed(tiny, 2, levels, grid_size=400)
+    draws = model._stacked(model.idata_["posterior"].to_dataset())
+    got = model._page_loglik_on_grid(draws, tiny)
+    for i in range(2):
+        want = [
+            gaussian_page_loglik(tiny, p, levels[i, p], 0.0, POINT["sigma_walk"][d], PHI)
+            for p, d in enumerate(tiny.domain_codes)
+        ]
+        np.testing.assert_allclose(got[i], want, atol=5e-3)
+
+
+def test_paths_potential_is_the_laplace_kernel_around_each_level(tiny):
+    """The fit's potential is the Laplace kernel with mean ``page_level``, first-column sd
+    ``sigma_walk``, step sd ``sigma_walk·√(1 − phi²)`` and reversion ``phi``."""
+    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+
+    model = ExcursionModel()
+    pm_model = model.build_model(tiny)
+    names = ["page_level", "sigma_walk", "walk_phi"]
+    outputs = pm_model.replace_rvs_by_values(
+        [pm_model.potentials[0], *(pm_model[name] for name in names)]
+    )
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    layout = PathLayout.from_cells(model.cells(tiny))
+    rng = np.random.default_rng(seed_of("exc-potential"))
+    base = pm_model.initial_point()
+    for _ in range(3):
+        point = {k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()}
+        potential, level, sd, phi = values(point)
+        sd = sd[tiny.domain_codes]
+        step = np.sqrt(sd**2 * (1 - phi**2))
+        want = laplace_logp_grad(level, sd, step, layout, rho=phi).logp
+        assert float(potential) == pytest.approx(want, rel=1e-12)
+        assert float(phi) != pytest.approx(1.0, abs=0.05)
+
+
+def test_model_gradient_equals_finite_differences(tiny):
+    check_model_gradient(ExcursionModel().build_model(tiny), "exc-model-grad")
+
+
+def test_new_pages_draw_a_level_and_a_stationary_start(tiny):
+    """``page_rates="population"``: a new page of a fitted domain has a level from
+    ``Normal(mu_domain, sigma_page)``, starts in the binned ``Normal(level, sigma_walk)``
+    and steps towards its level; expected detection probabilities per group against
+    matrix powers of scipy-binned steps, integrated over the level by Gauss–Hermite."""
+    n = 6000
+    levels = np.zeros((n, tiny.n_pages))
+    model = _fixed(tiny, n, levels, grid_size=9)
+    grid = model.grid(tiny)
+    edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+
+    def bins(mu, sd):
+        return np.diff(norm.cdf(edges, mu, sd))
+
+    page, column, length = _group_columns(model, tiny)
+    first = {p: column[page == p].min() for p in range(tiny.n_pages)}
+    nodes, weights = np.polynomial.hermite_e.hermegauss(60)
+    weights = weights / weights.sum()
+    want = np.empty(len(page))
+    for g in range(len(page)):
+        p, ahead = page[g], column[g] - first[page[g]]
+        d = tiny.domain_codes[p]
+        sd = POINT["sigma_walk"][d]
+        state = np.zeros(len(grid))
+        for w, z in zip(weights, nodes, strict=True):
+            level = POINT["mu_domain"][d] + float(POINT["sigma_page"]) * z
+            step = np.array([bins(level + PHI * (x - level), sd * math.sqrt(1 - PHI**2))
+                             for x in grid])  # fmt: skip
+            state += w * bins(level, sd) @ np.linalg.matrix_power(step, ahead)
+        want[g] = state @ -np.expm1(-np.exp(grid) * length[g])
+    tree = model.predict(tiny, n_draws=None, seed="exc-population")
+    prob = np.asarray(tree["posterior_predictive"]["detection_probability"])[0]
+    _within(prob.mean(axis=0), want, prob.std(axis=0) / math.sqrt(n))
+    assert (column - min(first.values())).max() == 2  # it steps
+
+
+def test_config_refuses_what_the_model_is_not():
+    for config, match in (
+        ({"walk": "random"}, "walk must be 'reverting'"),
+        ({"path_integral": "grid"}, "path_integral must be 'laplace'"),
+        ({"level_nodes": 2}, "level_nodes"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ExcursionModel(model_config=config)
+    assert get_model("excursion") is ExcursionModel
+
+
+def excursion_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, sd, phi: float,
+                    level_sd: float = 0.8, per_day: float = 0.2):  # fmt: skip
+    """Daily visits over ``n_epochs`` epochs ending at END; page levels ``Normal(mu_d,
+    level_sd)``, log-rates a stationary AR(1) around them (``sd[domain]``, ``phi`` per
+    epoch); an interval has the rate of the epoch its closing visit falls in."""
+    rng = sim.rng_from(seed)
+    bounds = END - L * np.arange(n_epochs, -1, -1)
+    dom = np.arange(n_pages) % n_domains
+    mu_d = rng.normal(math.log(per_day / 24), 0.5, n_domains)
+    level = rng.normal(mu_d[dom], level_sd)
+    sd = np.asarray(sd)[dom]
+    path = np.empty((n_pages, n_epochs))
+    path[:, 0] = level + sd * rng.standard_normal(n_pages)
+    for e in range(1, n_epochs):
+        innovation = sd * math.sqrt(1 - phi**2) * rng.standard_normal(n_pages)
+        path[:, e] = level + phi * (path[:, e - 1] - level) + innovation
+    procs, visits = [], []
+    for p in range(n_pages):
+        v = np.arange(bounds[0] + rng.uniform(0, 24), END + 1e-9, 24.0)
+        v = np.append(v[v < END], END)
+        switch = v[np.searchsorted(v, bounds[1:-1], side="right") - 1]
+        edges = np.concatenate([[v[0] - 1], switch, [END + 1]])
+        procs.append(sim.PiecewiseConstant(edges, np.exp(path[p])))
+        visits.append(v)
+    data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
+    return data.observations, path, level
+
+
+@pytest.mark.slow
+def test_recovers_excursions_levels_and_current_rates():
+    """A world of excursions (240 pages, 4 domains with stationary sds 0.3–1.2, phi 0.5,
+    8 epochs): each domain's sd, phi and sigma_page in their 90% intervals, the pages'
+    levels and current log-rates in theirs at nominal coverage (85–95%), a converged fit."""
+    sd = np.array([0.3, 0.6, 0.9, 1.2])
+    obs, path, level = excursion_world("exc-recovery", 240, 4, 8, sd, 0.5)
+    model = ExcursionModel(
+        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "exc-recovery"},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    diag = model.diagnostics_
+    assert diag.converged, diag.failures
+    post = model.idata_["posterior"]
+
+    def interval(name):
+        return post[name].quantile([0.05, 0.95], dim=("chain", "draw")).values
+
+    q = interval("sigma_walk")
+    assert ((q[0] <= sd) & (sd <= q[1])).all(), q
+    for name, truth in (("walk_phi", 0.5), ("sigma_page", 0.8)):
+        q = interval(name)
+        assert q[0] <= truth <= q[1], (name, q)
+    for name, truth in (("page_level", level), ("log_rate", path[:, -1])):
+        q = interval(name)
+        coverage = np.mean((q[0] <= truth) & (truth <= q[1]))
+        assert 0.85 <= coverage <= 0.95, (name, coverage)
