@@ -197,4 +197,3 @@ class ExcursionModel(DynamicModel):
         sd = np.maximum(level_draws.std(axis=0), MIN_LEVEL_SCALE)
         z = np.linspace(-LEVEL_SPAN_SDS, LEVEL_SPAN_SDS, self.model_config["level_nodes"])
         return mean + sd * z[:, None], np.log(sd * (z[1] - z[0]))
-

@@ -24,8 +24,8 @@ from bayesrate.models.excursion import ExcursionModel
 from tests.helpers import seed_of
 from tests.models.test_dynamic import (
     END,
-    L,
     POINT,
+    L,
     _fixed_posterior,
     _group_columns,
     _within,
