@@ -73,6 +73,8 @@ PPC_GATES: dict[str, dict[str, tuple[str, ...]]] = {
                   "conditional": ("hour_of_day_chi2", "day_of_week_chi2")},
     # a new page's first state and its walk (the drift block); its predictive walks
     "dynamic": {"mixed": POPULATION_GATES},
+    # a new page's level and its excursions (their short-horizon diffusion: the drift block)
+    "excursion": {"mixed": POPULATION_GATES},
 }  # fmt: skip
 EXPORTABLE = tuple(PPC_GATES)
 FIT_FILE = "fit.nc"
@@ -84,7 +86,8 @@ ARTIFACT_VARS = (
     "log_rate", "rate", "mu_global", "sigma_domain", "mu_domain", "sigma_page",
     "domain_log_rate_mean", "global_log_rate_mean", "domain_log_rate_sd", "page_log_rate_sd",
     "hour_effect", "day_effect", "log_multiplier", "hour_of_week_multiplier",
-    "sigma_walk", "sigma_walk_global", "walk_domain_sd",
+    "sigma_walk", "sigma_walk_global", "walk_domain_sd", "walk_phi",
+    "new_domain_page_log_rate_sd",
 )  # fmt: skip
 CARD_FILE = "README.md"
 NEW_DOMAIN = "(new domain)"
@@ -121,7 +124,7 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
                 f"({', '.join(EXPORTABLE)})"
             )
     m = stack_draws(posterior["domain_log_rate_mean"], DIM_DOMAIN)  # (S, D)
-    s = stack_draws(posterior["page_log_rate_sd"])[:, None]  # (S, 1)
+    s, s_new = _page_scales(posterior)
     g = stack_draws(posterior["global_log_rate_mean"])[:, None]
     sd_domain = stack_draws(posterior["domain_log_rate_sd"])[:, None]
     labels = [str(x) for x in posterior[DIM_DOMAIN].values]
@@ -132,22 +135,39 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
         return first, second - first**2
 
     mean_d, var_d = moments(m, s**2)
-    mean_g, var_g = moments(g, sd_domain**2 + s**2)
+    mean_g, var_g = moments(g, sd_domain**2 + s_new[:, None] ** 2)
     out = {d: (float(a), float(b)) for d, a, b in zip(labels, mean_d, var_d, strict=True)}
     out[NEW_DOMAIN] = (float(mean_g[0]), float(var_g[0]))
     return out
+
+
+def _page_scales(posterior) -> tuple[np.ndarray, np.ndarray]:
+    """``page_log_rate_sd`` per draw and domain ``(S, D)`` (one for all domains, or the
+    domain's own) and a new domain's ``(S,)`` (``new_domain_page_log_rate_sd`` if the
+    model has one)."""
+    sd = posterior["page_log_rate_sd"]
+    n_domains = posterior.sizes[DIM_DOMAIN]
+    per_domain = DIM_DOMAIN in sd.dims
+    s = stack_draws(sd, DIM_DOMAIN) if per_domain else stack_draws(sd)[:, None]
+    if "new_domain_page_log_rate_sd" in posterior:
+        s_new = stack_draws(posterior["new_domain_page_log_rate_sd"])
+    elif per_domain:
+        raise ArtifactError("a per-domain page_log_rate_sd needs new_domain_page_log_rate_sd")
+    else:
+        s_new = s[:, 0]
+    return np.broadcast_to(s, (len(s), n_domains)), s_new
 
 
 def population_draws(posterior) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per domain (and :data:`NEW_DOMAIN`): draws of a new page's log-rate location (natural
     log of changes per day) and scale, ``log λ_new | draw ~ Normal(location, scale)``."""
     m = stack_draws(posterior["domain_log_rate_mean"], DIM_DOMAIN) + np.log(HOURS_PER_DAY)
-    s = stack_draws(posterior["page_log_rate_sd"])
+    s, s_new = _page_scales(posterior)
     g = stack_draws(posterior["global_log_rate_mean"]) + np.log(HOURS_PER_DAY)
     sd_domain = stack_draws(posterior["domain_log_rate_sd"])
     labels = [str(x) for x in posterior[DIM_DOMAIN].values]
-    out = {d: (m[:, i], s) for i, d in enumerate(labels)}
-    out[NEW_DOMAIN] = (g, np.sqrt(sd_domain**2 + s**2))
+    out = {d: (m[:, i], np.ascontiguousarray(s[:, i])) for i, d in enumerate(labels)}
+    out[NEW_DOMAIN] = (g, np.sqrt(sd_domain**2 + s_new**2))
     return out
 
 
@@ -178,29 +198,32 @@ NEW_DOMAIN_WALK_DRAWS = 8
 def drift_blocks(model, posterior) -> dict[str, ParameterBlock]:
     """Per domain (and :data:`NEW_DOMAIN`): a dynamic model's walk size as the
     ``random_walk`` drift block, ``σ_rw = sigma_walk / √epoch_days`` per √day (a walk of
-    independent Normal steps per epoch has that variance per day). A new domain's walk size
-    is drawn from its population, ``log σ ~ Normal(log sigma_walk_global, walk_domain_sd)``.
-    Empty for a model without walks."""
+    independent Normal steps per epoch has that variance per day; the model's
+    :meth:`~bayesrate.models.dynamic.DynamicModel.diffusion_per_epoch` of its walk sizes).
+    A new domain's walk size is drawn from its population, ``log σ ~ Normal(log
+    sigma_walk_global, walk_domain_sd)``. Empty for a model without walks."""
     if "sigma_walk" not in posterior:
         return {}
     from bayesrate.seeds import rng_from
 
     days = float(model.model_config["epoch_days"])
-    walk = stack_draws(posterior["sigma_walk"], DIM_DOMAIN) / np.sqrt(days)
-    new = stack_draws(posterior["sigma_walk_global"]) / np.sqrt(days)
+    walk = stack_draws(posterior["sigma_walk"], DIM_DOMAIN)
+    new = stack_draws(posterior["sigma_walk_global"])
     if "walk_domain_sd" in posterior:
         spread = stack_draws(posterior["walk_domain_sd"])
         z = rng_from(f"{model.config_hash}-new-domain-walk").standard_normal(
             (len(new), NEW_DOMAIN_WALK_DRAWS)
         )
         new = new[:, None] * np.exp(spread[:, None] * z)
+    walk = model.diffusion_per_epoch(walk, posterior) / np.sqrt(days)
+    new = model.diffusion_per_epoch(new, posterior) / np.sqrt(days)
 
     def block(draws: np.ndarray) -> ParameterBlock:
         return ParameterBlock(
             model="random_walk",
             parameters={"sigma_rw": Summary.from_draws(draws)},
             units={"sigma_rw": UNITS_V2["sigma_rw"]},
-            source=f"{model.model_type} model posterior: sigma_walk per epoch / sqrt(epoch_days)",
+            source=f"{model.model_type} model posterior: {model.drift_source} / sqrt(epoch_days)",
             extra={"epoch_days": days},
         )
 

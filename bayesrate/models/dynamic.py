@@ -682,6 +682,15 @@ class DynamicModel(HierarchicalModel):
             mean = centre + phi * (mean - centre)
         return draw_states(normal_bins(mean, sigma_walk, bin_edges(grid)), rng)
 
+    #: what the priors' drift block holds per epoch (:func:`bayesrate.export.drift_blocks`)
+    drift_source: ClassVar[str] = "sigma_walk per epoch"
+
+    def diffusion_per_epoch(self, walk: np.ndarray, posterior: xr.Dataset) -> np.ndarray:
+        """The random-walk step sd per epoch that moves a page's log-rate as the model does
+        over short times, from walk sizes ``walk`` ``(draws, ...)`` of ``posterior``: the
+        walk size itself."""
+        return walk
+
     def forward_walk(self, draws: dict[str, np.ndarray]):
         """What :meth:`walk_forward` takes for the fitted pages at ``draws``
         (:attr:`filter_vars`): step sizes and means ``(draws, pages)``, ``phi``

@@ -146,6 +146,32 @@ class ExcursionModel(DynamicModel):
         phi = draws["walk_phi"][:, None]
         return sd * np.sqrt(1.0 - phi**2), draws[PAGE_LEVEL], phi
 
+    drift_source: ClassVar[str] = (
+        "the excursions' short-horizon diffusion, sigma_walk * sqrt(-2 ln walk_phi) per epoch"
+    )
+
+    def diffusion_per_epoch(self, walk: np.ndarray, posterior: xr.Dataset) -> np.ndarray:
+        """An AR(1) of stationary sd ``s`` and correlation ``φ`` per epoch is, over times
+        short against its memory, a random walk of ``s·√(−2 ln φ)`` per epoch (the
+        Ornstein–Uhlenbeck process through its epochs: stationary variance ``σ²/(2κ)``,
+        ``κ = −ln φ``). A scheduler revisits within days, so that is the drift it needs;
+        over many epochs the excursions' spread stays ``s``."""
+        from bayesrate.draws import stack_draws
+
+        phi = stack_draws(posterior["walk_phi"])
+        return walk * np.sqrt(-2.0 * np.log(phi)).reshape(-1, *[1] * (walk.ndim - 1))
+
+    def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
+        """Besides the dynamic model's: a new page's log-rate in an epoch is its level
+        plus an excursion, ``page_log_rate_sd = √(sigma_page² + sigma_walk²)`` per domain
+        (``new_domain_page_log_rate_sd`` with ``sigma_walk_global``)."""
+        post = super()._add_derived(post, data)
+        post["page_log_rate_sd"] = np.sqrt(post["sigma_page"] ** 2 + post["sigma_walk"] ** 2)
+        post["new_domain_page_log_rate_sd"] = np.sqrt(
+            post["sigma_page"] ** 2 + post["sigma_walk_global"] ** 2
+        )
+        return post
+
     # ------------------------------------------------------------------ results
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         """The dynamic model's and the page levels."""

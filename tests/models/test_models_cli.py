@@ -149,3 +149,36 @@ def test_fit_command_dynamic_model_saves_and_loads(csv_path, tmp_path, capsys):
     new_domain = priors.global_population.sigma_rw_per_day
     global_walk = float(loaded.idata_["posterior"]["sigma_walk_global"].mean()) / np.sqrt(90.0)
     assert new_domain > global_walk  # a new domain's walk size: lognormal around the global
+
+
+def test_excursion_priors_hold_level_plus_excursion_and_their_diffusion(csv_path, tmp_path):
+    """``--model excursion``: a new page's exported log-rate spread is its level's and its
+    excursion's, ``√(sigma_page² + sigma_walk²)`` per domain (``sigma_walk_global`` for a
+    new domain), and the drift block the excursions' short-horizon diffusion
+    ``sigma_walk·√(−2 ln walk_phi) / √epoch_days`` per √day, averaged over the draws."""
+    from bayesrate.export import domain_priors
+    from bayesrate.models import ExcursionModel
+    from bayesrate.priors import PriorSet
+    from bayesrate.scheduler.state import SchedulerState
+
+    out = tmp_path / "exc"
+    argv = ["fit", "--input", str(csv_path), "--model", "excursion", "--draws", "100"]
+    argv += ["--tune", "100", "--chains", "2", "--seed", "cli-exc", "--out", str(out)]
+    main(argv)
+    loaded = ExcursionModel.load(out / "fit.nc")
+    post = loaded.idata_["posterior"]
+    priors = PriorSet.load(domain_priors(loaded).save(tmp_path / "priors"))
+    state = SchedulerState(priors)
+    page_sd, phi = np.asarray(post["sigma_page"]), np.asarray(post["walk_phi"])
+    for domain in post["domain"].values:
+        sd = np.asarray(post["sigma_walk"].sel(domain=domain))
+        pop = priors.population_for(str(domain))
+        assert pop.scale.mean == pytest.approx(np.sqrt(page_sd**2 + sd**2).mean(), rel=1e-9)
+        want = (sd * np.sqrt(-2 * np.log(phi))).mean() / np.sqrt(90.0)
+        assert pop.sigma_rw_per_day == pytest.approx(want, rel=1e-9)
+        assert state.drift_variance(str(domain)) == pytest.approx(want**2 / 24.0, rel=1e-9)
+    new = np.sqrt(page_sd**2 + np.asarray(post["sigma_walk_global"]) ** 2)
+    sd_domain = np.asarray(post["sigma_domain"])
+    assert priors.global_population.scale.mean == pytest.approx(
+        np.sqrt(sd_domain**2 + new**2).mean(), rel=1e-9
+    )
