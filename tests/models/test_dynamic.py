@@ -45,13 +45,21 @@ def drift_world(
     closing visit falls in (the rate switches at the last visit before each epoch
     boundary)."""
     rng = sim.rng_from(seed)
-    bounds = END - L * np.arange(n_epochs, -1, -1)
     dom = np.arange(n_pages) % n_domains
     mu_d = rng.normal(math.log(per_day / 24), 0.5, n_domains)
     path = np.empty((n_pages, n_epochs))
     path[:, 0] = rng.normal(mu_d[dom], start_sd)
     for e in range(1, n_epochs):
         path[:, e] = path[:, e - 1] + np.asarray(walk)[dom] * rng.standard_normal(n_pages)
+    return crawl_paths(path, dom, rng), path, dom
+
+
+def crawl_paths(path: np.ndarray, dom: np.ndarray, rng):
+    """Daily visits of pages whose log-rates are ``path`` (pages, epochs) over the epochs
+    ending at END, domains ``dom``: an interval has the rate of the epoch its closing visit
+    falls in (the rate switches at the last visit before each epoch boundary)."""
+    n_pages, n_epochs = path.shape
+    bounds = END - L * np.arange(n_epochs, -1, -1)
     procs, visits = [], []
     for p in range(n_pages):
         v = np.arange(bounds[0] + rng.uniform(0, 24), END + 1e-9, 24.0)
@@ -61,7 +69,7 @@ def drift_world(
         procs.append(sim.PiecewiseConstant(edges, np.exp(path[p])))
         visits.append(v)
     data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
-    return data.observations, path, dom
+    return data.observations
 
 
 def test_walk_information_against_an_optimiser_and_quadrature():
@@ -590,18 +598,23 @@ def test_recovers_walk_sizes_and_current_rates(path_integral):
         model_config={"path_integral": path_integral},
         sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "dyn-recovery"},
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(obs)
-    diag = model.diagnostics_
-    assert diag.converged, diag.failures
-    post = model.idata_["posterior"]
+    post = converged_posterior(model, obs)
     q = post["sigma_walk"].quantile([0.05, 0.95], dim=("chain", "draw")).values
     assert ((q[0] <= walk) & (walk <= q[1])).all(), q
     q = post["log_rate"].quantile([0.05, 0.95], dim=("chain", "draw")).values
     truth = path[:, -1]
     coverage = np.mean((q[0] <= truth) & (truth <= q[1]))
     assert 0.85 <= coverage <= 0.95, coverage
+
+
+def converged_posterior(model, obs):
+    """``model`` fitted to ``obs`` (its warnings silenced): its posterior, the fit
+    converged."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    assert model.diagnostics_.converged, model.diagnostics_.failures
+    return model.idata_["posterior"]
 
 
 # ---------------------------------------------------------------- checks: LOO and predictive

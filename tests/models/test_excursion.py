@@ -10,7 +10,6 @@ integrated over the level by Gauss–Hermite quadrature; a simulated world (slow
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -23,13 +22,14 @@ from bayesrate.models.dynamic import end_epochs
 from bayesrate.models.excursion import ExcursionModel
 from tests.helpers import seed_of
 from tests.models.test_dynamic import (
-    END,
     POINT,
     L,
     _fixed_posterior,
     _group_columns,
     _within,
     check_model_gradient,
+    converged_posterior,
+    crawl_paths,
     tiny_world,
 )
 
@@ -248,7 +248,6 @@ def excursion_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, sd, 
     level_sd)``, log-rates a stationary AR(1) around them (``sd[domain]``, ``phi`` per
     epoch); an interval has the rate of the epoch its closing visit falls in."""
     rng = sim.rng_from(seed)
-    bounds = END - L * np.arange(n_epochs, -1, -1)
     dom = np.arange(n_pages) % n_domains
     mu_d = rng.normal(math.log(per_day / 24), 0.5, n_domains)
     level = rng.normal(mu_d[dom], level_sd)
@@ -258,16 +257,7 @@ def excursion_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, sd, 
     for e in range(1, n_epochs):
         innovation = sd * math.sqrt(1 - phi**2) * rng.standard_normal(n_pages)
         path[:, e] = level + phi * (path[:, e - 1] - level) + innovation
-    procs, visits = [], []
-    for p in range(n_pages):
-        v = np.arange(bounds[0] + rng.uniform(0, 24), END + 1e-9, 24.0)
-        v = np.append(v[v < END], END)
-        switch = v[np.searchsorted(v, bounds[1:-1], side="right") - 1]
-        edges = np.concatenate([[v[0] - 1], switch, [END + 1]])
-        procs.append(sim.PiecewiseConstant(edges, np.exp(path[p])))
-        visits.append(v)
-    data = sim.simulate_pages(procs, visits, domains=[f"d{k}" for k in dom], rng=rng)
-    return data.observations, path, level
+    return crawl_paths(path, dom, rng), path, level
 
 
 @pytest.mark.slow
@@ -280,12 +270,7 @@ def test_recovers_excursions_levels_and_current_rates():
     model = ExcursionModel(
         sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "exc-recovery"},
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(obs)
-    diag = model.diagnostics_
-    assert diag.converged, diag.failures
-    post = model.idata_["posterior"]
+    post = converged_posterior(model, obs)
 
     def interval(name):
         return post[name].quantile([0.05, 0.95], dim=("chain", "draw")).values
