@@ -264,12 +264,11 @@ def excursion_world(seed: str, n_pages: int, n_domains: int, n_epochs: int, sd, 
 def test_recovers_excursions_levels_and_current_rates():
     """A world of excursions (240 pages, 4 domains with stationary sds 0.3–1.2, phi 0.5,
     8 epochs): each domain's sd, phi and sigma_page in their 90% intervals, the pages'
-    levels and current log-rates in theirs at nominal coverage (85–95%), a converged fit."""
+    levels and current log-rates in theirs at nominal coverage (85–95%), a converged fit
+    (the model's sampler defaults)."""
     sd = np.array([0.3, 0.6, 0.9, 1.2])
     obs, path, level = excursion_world("exc-recovery", 240, 4, 8, sd, 0.5)
-    model = ExcursionModel(
-        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": "exc-recovery"},
-    )
+    model = ExcursionModel(sampler_config={"seed": "exc-recovery"})
     post = converged_posterior(model, obs)
 
     def interval(name):
