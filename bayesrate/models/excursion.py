@@ -28,7 +28,6 @@ the Laplace approximation).
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -53,6 +52,12 @@ PAGE_LEVEL = "page_level"
 MIN_LEVEL_SCALE = 0.02
 #: and its nodes span this many of the level's posterior sds either side of its mean
 LEVEL_SPAN_SDS = 8.0
+
+
+def innovation_sd(sd, phi, module=np):
+    """The AR(1) step sd that keeps a stationary sd ``sd`` at correlation ``phi`` per
+    epoch, ``sd·√(1 − phi²)`` (numpy or ``pytensor.tensor``, ``module``)."""
+    return sd * module.sqrt(1.0 - phi**2)
 
 
 class ExcursionModel(DynamicModel):
@@ -122,12 +127,12 @@ class ExcursionModel(DynamicModel):
         level = self._page_log_rates(data, name=PAGE_LEVEL)
         sd = self._walk_sd(data)[domain]
         phi = self._walk_phi()
-        return level, sd, sd * pt.sqrt(1.0 - phi**2), phi * pt.ones(data.n_pages)
+        return level, sd, innovation_sd(sd, phi, pt), phi * pt.ones(data.n_pages)
 
     def _path_prior(self, draws: dict[str, np.ndarray], i: int, data: Observations):
         sd = draws["sigma_walk"][i, data.domain_codes]
         phi = float(draws["walk_phi"][i])
-        return draws[PAGE_LEVEL][i], sd, sd * math.sqrt(1.0 - phi * phi), phi
+        return draws[PAGE_LEVEL][i], sd, innovation_sd(sd, phi), phi
 
     # ------------------------------------------------------------------ grid side
     def _chain(self, draws, i: int, data: Observations) -> tuple[np.ndarray, np.ndarray]:
@@ -147,14 +152,14 @@ class ExcursionModel(DynamicModel):
         sd = walk[code]
         phi = float(draws["walk_phi"][i])
         start = draw_states(normal_bins(level, sd, bin_edges(self.grid(self.data_))), rng)
-        steps = self._transitions(draws, i, level, sd * math.sqrt(1.0 - phi * phi))
+        steps = self._transitions(draws, i, level, innovation_sd(sd, phi))
         return start, steps, np.arange(len(code))
 
     def forward_walk(self, draws: dict[str, np.ndarray]):
         """Steps of ``sigma_walk·√(1 − phi²)`` towards each page's level."""
         sd = draws["sigma_walk"][:, self._fitted_data().domain_codes]
         phi = draws["walk_phi"][:, None]
-        return sd * np.sqrt(1.0 - phi**2), draws[PAGE_LEVEL], phi
+        return innovation_sd(sd, phi), draws[PAGE_LEVEL], phi
 
     drift_source: ClassVar[str] = (
         "the excursions' short-horizon diffusion, sigma_walk * sqrt(-2 ln walk_phi) per epoch"
