@@ -100,7 +100,8 @@ def floats(*v):
 one = ints(0)
 hmm.logp_grad(np.full((1, 3), 1 / 3), np.full((1, 3, 3), 1 / 3), np.ones((1, 2, 3)), one, one,
               one + 1, np.zeros((0, 0, 0, 0)))
-laplace.laplace_logp_grad(floats(-3.0), floats(1.0), floats(0.5), floats(1.0), ints(0, 1), ints(0),
+laplace.laplace_logp_grad(floats(-3.0), floats(1.0), floats(0.5), floats(1.0), floats(0.0),
+                          ints(0, 1), ints(0),
                           floats(100.0), ints(0, 1), floats(24.0), floats(2.0), floats(-3.0),
                           np.zeros((3, 1)), np.zeros(3), 2)
 mmpp.expm2_scaled(-1.0, 0.5, 0.5, -2.0, 3.0)

@@ -215,18 +215,104 @@ def second_order(x, n, o, m, s, w, slot_cell, unchanged, group_start, group_expo
 
 
 @_njit
-def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_start,
+def arrow_solve(n, inv, lower, a, schur, rhs, rhs_level, out):
+    """Solve ``[[A, k], [kᵀ, c]] [y; y_L] = [rhs; rhs_level]`` with ``A = LDLᵀ``
+    (``inv = 1/d``), ``a = A⁻¹k`` and ``schur = c − kᵀa``: ``out = y``, return ``y_L``."""
+    solve(n, inv, lower, rhs, out)
+    level = rhs_level
+    for j in range(n):
+        level -= a[j] * rhs[j]
+    level /= schur
+    for j in range(n):
+        out[j] -= a[j] * level
+    return level
+
+
+@_njit
+def level_coupling(n, s, w, rho, k):
+    """``k = ∂²(−f)/∂x∂L = −P·1`` of the walk's precision ``P`` about the level ``L``;
+    return ``1ᵀP1``."""
+    pull, iw2 = 1.0 - rho, 1.0 / (w * w)
+    for j in range(n):
+        k[j] = 0.0
+    k[0] = -1.0 / (s * s)
+    for j in range(1, n):
+        k[j] -= pull * iw2
+        k[j - 1] += rho * pull * iw2
+    return 1.0 / (s * s) + (n - 1) * pull * pull * iw2
+
+
+@_njit
+def walk_gradient(x, n, centre, s, w, rho, sig, sig_up, z):
+    """``(∂/∂centre, ∂/∂s, ∂/∂w, ∂/∂ρ)`` of a page's ``log Z`` through its walk's prior,
+    at the mode ``x`` with ``sig``, ``sig_up`` the diagonal and super-diagonal of the
+    covariance of ``x − centre`` under ``H⁻¹`` and ``z = H⁻¹u`` mapped the same way."""
+    gap = x[0] - centre
+    squares, trace_walk, z_walk = 0.0, 0.0, 0.0
+    d_m_walk, d_rho = 0.0, 0.0
+    if rho == 1.0:
+        for j in range(n):
+            links = (j > 0) + (j < n - 1)
+            walk_x = links * x[j]
+            if j > 0:
+                walk_x -= x[j - 1]
+                squares += (x[j] - x[j - 1]) ** 2
+            if j < n - 1:
+                walk_x -= x[j + 1]
+                trace_walk -= 2.0 * sig_up[j]
+            trace_walk += links * sig[j]
+            z_walk += z[j] * walk_x
+    else:
+        # r_j = x_j − m − ρ(x_{j−1} − m), the step's innovation; y_j = x_j − m
+        pull, iw2 = 1.0 - rho, 1.0 / (w * w)
+        rho_terms = 0.0  # ∂f/∂ρ·w² − ½(tr(Σ ∂P/∂ρ) + zᵀ∂∇f/∂ρ)·w²
+        for j in range(n):
+            y = x[j] - centre
+            r_here = x[j] - x[j - 1] + pull * (x[j - 1] - centre) if j > 0 else 0.0
+            r_next = x[j + 1] - x[j] + pull * y if j < n - 1 else 0.0
+            z_walk += z[j] * (r_here - rho * r_next)
+            squares += r_here * r_here
+            trace_walk += sig[j] * ((j > 0) + rho * rho * (j < n - 1))
+            b_rho = 0.0
+            if j > 0:
+                rho_terms += r_here * (x[j - 1] - centre)
+                b_rho += x[j - 1] - centre
+                d_m_walk += pull * r_here
+            if j < n - 1:
+                trace_walk -= 2.0 * rho * sig_up[j]
+                rho_terms -= rho * sig[j] - sig_up[j]
+                b_rho += r_next - rho * y
+            rho_terms -= 0.5 * z[j] * b_rho
+            d_m_walk -= 0.5 * z[j] * pull * ((j > 0) - rho * (j < n - 1))
+        d_rho = rho_terms * iw2
+        d_m_walk *= iw2
+    s2, s3, w3 = s * s, s * s * s, w * w * w
+    d_m = gap / s2 - 0.5 * z[0] / s2 + d_m_walk
+    d_s = gap * gap / s3 - 1.0 / s - 0.5 * (-2.0 * sig[0] / s3 + z[0] * 2.0 * gap / s3)
+    d_w = squares / w3 - (n - 1) / w - 0.5 * (2.0 / w3) * (z_walk - trace_walk)
+    return d_m, d_s, d_w, d_rho
+
+
+@_njit
+def laplace_logp_grad(m, s, w, rho, tau, page_start, slot_cell, unchanged, group_start,
                       group_exposure, group_count, start, tangent, reference,
                       order):  # fmt: skip
     """``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w, per-page log Z, Newton passes, modes,
-    (mean correction, variance) of each page's last column, ∂/∂ρ)``.
+    (mean correction, variance) of each page's last column, ∂/∂ρ, ∂/∂τ, (mode, mean
+    correction, variance) of each page's level)``.
 
     A page's steps revert towards ``m``: ``x_j ~ Normal(m + ρ(x_{j−1} − m), w)`` (``ρ = 1``:
     the random walk, computed exactly as without ``ρ``; the second order takes that only).
+    Where ``τ > 0`` the walk's centre is the page's own level ``L ~ Normal(m, τ)``
+    (``x_0 ~ Normal(L, s)``, steps towards ``L``), integrated with the path: the Laplace
+    approximation in ``(x, L)``, whose Hessian is ``A`` (the path's, tridiagonal) bordered
+    by ``k = −P·1`` and ``c = 1ᵀP1 + 1/τ²`` (solved by the Schur complement
+    ``S = c − kᵀA⁻¹k``; ``log det H = log det A + log S``).
 
     Newton starts at ``start + tangent · (m − m₀, log s − log s₀, log w − log w₀)`` with
     ``reference = (m₀, log s₀, log w₀)`` (each slot's shift clipped to
-    ``±START_SHIFT_LIMIT``), or where ``start`` is NaN at the slot before (the first: ``m``).
+    ``±START_SHIFT_LIMIT``), or where ``start`` is NaN at the slot before (the first: ``m``);
+    a level starts at ``m``.
 
     One loop over the pages, its buffers allocated once: a page's step done by a
     function of its own (arrays passed in, views of a work array) cost numba's
@@ -241,20 +327,23 @@ def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_star
     d, lower, step, u = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
     spare, inv = np.empty(size), np.empty(size)
     sig, sig_up, z = np.empty(size), np.empty(size), np.empty(size)
+    k, a = np.empty(size), np.empty(size)
     terms, trial_terms = np.empty((4, size)), np.empty((4, size))
     second_work, more = np.empty((9, size)), np.empty(3)
     grad_m, grad_s, grad_w = np.zeros(n_pages), np.zeros(n_pages), np.zeros(n_pages)
-    grad_rho = np.zeros(n_pages)
+    grad_rho, grad_tau = np.zeros(n_pages), np.zeros(n_pages)
     per_page = np.zeros(n_pages)
     modes, last_moments = np.full(len(slot_cell), np.nan), np.full((2, n_pages), np.nan)
+    level_moments = np.full((3, n_pages), np.nan)
     passes = 0
     for p in range(n_pages):
         o = page_start[p]
         n = page_start[p + 1] - o
         if n == 0:
             continue
-        mp, sp, wp, rp = m[p], s[p], w[p], rho[p]
-        if order >= 2 and rp != 1.0:
+        mp, sp, wp, rp, tp = m[p], s[p], w[p], rho[p], tau[p]
+        has_level = tp > 0.0
+        if order >= 2 and (rp != 1.0 or has_level):
             raise ValueError("the second-order Laplace term takes the random walk only")
         moved_m = mp - reference[0]
         log_s, log_w = np.log(sp), np.log(wp)
@@ -271,18 +360,32 @@ def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_star
                 x[j] = previous
             previous = x[j]
         off = -rp / (wp * wp)
+        centre, level_step, schur, grad_level = mp, 0.0, 1.0, 0.0
+        itau2 = 1.0 / (tp * tp) if has_level else 0.0
+        if has_level:
+            coupling = level_coupling(n, sp, wp, rp, k) + itau2
         f = log_joint(
-            x, n, mp, sp, wp, rp,
+            x, n, centre, sp, wp, rp,
             page_terms(x, o, n, slot_cell, unchanged, group_start, group_exposure,
                        group_count, terms),
         )  # fmt: skip
         page_passes = 1
         converged = True
         while True:
-            newton_system(x, n, mp, sp, wp, rp, terms, grad, diag)
+            newton_system(x, n, centre, sp, wp, rp, terms, grad, diag)
             factor(n, diag, off, d, lower, inv)
-            solve(n, inv, lower, grad, step)
-            largest = 0.0
+            if has_level:
+                grad_level = -(centre - mp) * itau2
+                for j in range(n):
+                    grad_level += terms[1, j] - grad[j]  # (P(x − L·1))_j
+                solve(n, inv, lower, k, a)
+                schur = coupling
+                for j in range(n):
+                    schur -= k[j] * a[j]
+                level_step = arrow_solve(n, inv, lower, a, schur, grad, grad_level, step)
+            else:
+                solve(n, inv, lower, grad, step)
+            largest = abs(level_step)
             for j in range(n):
                 largest = max(largest, abs(step[j]))
             if largest < NEWTON_TOLERANCE:
@@ -290,19 +393,24 @@ def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_star
             if largest < CHEBYSHEV_BELOW:  # the cells' curvature changes along the step
                 for j in range(n):
                     u[j] = 0.5 * terms[3, j] * step[j] * step[j]
-                solve(n, inv, lower, u, spare)
+                if has_level:
+                    level_step += arrow_solve(n, inv, lower, a, schur, u, 0.0, spare)
+                else:
+                    solve(n, inv, lower, u, spare)
                 for j in range(n):
                     step[j] += spare[j]
-            decrement = 0.0
+            decrement = grad_level * level_step
             for j in range(n):
                 decrement += grad[j] * step[j]
             t = 1.0
             while True:
                 for j in range(n):
                     trial[j] = x[j] + t * step[j]
+                trial_centre = centre + t * level_step
                 cells = page_terms(trial, o, n, slot_cell, unchanged, group_start,
                                    group_exposure, group_count, trial_terms)  # fmt: skip
-                f_trial = log_joint(trial, n, mp, sp, wp, rp, cells)
+                f_trial = log_joint(trial, n, trial_centre, sp, wp, rp, cells)
+                f_trial -= 0.5 * (trial_centre - mp) ** 2 * itau2
                 page_passes += 1
                 if f_trial >= f + 1e-4 * t * decrement or f_trial >= f - 1e-13 * (1 + abs(f)):
                     break  # (the second: equal to rounding, near the mode)
@@ -316,6 +424,7 @@ def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_star
                 x[j] = trial[j]
                 for r in range(4):
                     terms[r, j] = trial_terms[r, j]
+            centre = trial_centre
             f = f_trial
         passes += page_passes
         if not converged:
@@ -333,56 +442,36 @@ def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_star
         for j in range(n - 2, -1, -1):
             sig_up[j] = -lower[j] * sig[j + 1]
             sig[j] = inv[j] + lower[j] * lower[j] * sig[j + 1]
-        for j in range(n):
-            u[j] = -terms[3, j] * sig[j]
-            modes[o + j] = x[j]
-        solve(n, inv, lower, u, z)
-        last_moments[0, p] = -0.5 * z[n - 1]  # E[x] − x̂ to first order in ℓ'''
-        last_moments[1, p] = sig[n - 1]
-        gap = x[0] - mp
-        squares, trace_walk, z_walk = 0.0, 0.0, 0.0
-        d_m_walk, d_rho = 0.0, 0.0
-        if rp == 1.0:
+        z_level = 0.0
+        if has_level:
+            log_det += np.log(schur)
             for j in range(n):
-                links = (j > 0) + (j < n - 1)
-                walk_x = links * x[j]
-                if j > 0:
-                    walk_x -= x[j - 1]
-                    squares += (x[j] - x[j - 1]) ** 2
-                if j < n - 1:
-                    walk_x -= x[j + 1]
-                    trace_walk -= 2.0 * sig_up[j]
-                trace_walk += links * sig[j]
-                z_walk += z[j] * walk_x
+                u[j] = -terms[3, j] * (sig[j] + a[j] * a[j] / schur)
+            z_level = arrow_solve(n, inv, lower, a, schur, u, 0.0, z)
         else:
-            # r_j = x_j − m − ρ(x_{j−1} − m), the step's innovation; y_j = x_j − m
-            pull, iw2 = 1.0 - rp, 1.0 / (wp * wp)
-            rho_terms = 0.0  # ∂f/∂ρ·w² − ½(tr(Σ ∂P/∂ρ) + zᵀ∂∇f/∂ρ)·w²
             for j in range(n):
-                y = x[j] - mp
-                r_here = x[j] - x[j - 1] + pull * (x[j - 1] - mp) if j > 0 else 0.0
-                r_next = x[j + 1] - x[j] + pull * y if j < n - 1 else 0.0
-                z_walk += z[j] * (r_here - rp * r_next)
-                squares += r_here * r_here
-                trace_walk += sig[j] * ((j > 0) + rp * rp * (j < n - 1))
-                b_rho = 0.0
-                if j > 0:
-                    rho_terms += r_here * (x[j - 1] - mp)
-                    b_rho += x[j - 1] - mp
-                    d_m_walk += pull * r_here
+                u[j] = -terms[3, j] * sig[j]
+            solve(n, inv, lower, u, z)
+        for j in range(n):
+            modes[o + j] = x[j]
+        last_moments[0, p] = -0.5 * z[n - 1]  # E[x] − x̂ to first order in ℓ'''
+        last_moments[1, p] = sig[n - 1] + (a[n - 1] ** 2 / schur if has_level else 0.0)
+        if has_level:
+            level_moments[0, p], level_moments[1, p] = centre, -0.5 * z_level
+            level_moments[2, p] = 1.0 / schur
+            # the walk's gradient sees x − L: its covariance and z move with the level's
+            for j in range(n):
+                z[j] -= z_level
+                sig[j] += (a[j] + 1.0) ** 2 / schur
                 if j < n - 1:
-                    trace_walk -= 2.0 * rp * sig_up[j]
-                    rho_terms -= rp * sig[j] - sig_up[j]
-                    b_rho += r_next - rp * y
-                rho_terms -= 0.5 * z[j] * b_rho
-                d_m_walk -= 0.5 * z[j] * pull * ((j > 0) - rp * (j < n - 1))
-            d_rho = rho_terms * iw2
-            d_m_walk *= iw2
+                    sig_up[j] += (a[j] + 1.0) * (a[j + 1] + 1.0) / schur
+        d_m, d_s, d_w, d_rho = walk_gradient(x, n, centre, sp, wp, rp, sig, sig_up, z)
         log_z = f - log_s - (n - 1) * log_w - 0.5 * log_det
-        s2, s3, w3 = sp * sp, sp * sp * sp, wp * wp * wp
-        d_m = gap / s2 - 0.5 * z[0] / s2 + d_m_walk
-        d_s = gap * gap / s3 - 1.0 / sp - 0.5 * (-2.0 * sig[0] / s3 + z[0] * 2.0 * gap / s3)
-        d_w = squares / w3 - (n - 1) / wp - 0.5 * (2.0 / w3) * (z_walk - trace_walk)
+        if has_level:
+            gap = centre - mp
+            log_z -= np.log(tp)
+            d_m = (gap - 0.5 * z_level) * itau2
+            grad_tau[p] = (gap * gap + 1.0 / schur - z_level * gap) * itau2 / tp - 1.0 / tp
         if order >= 2:
             log_z += second_order(x, n, o, mp, sp, wp, slot_cell, unchanged, group_start,
                                   group_exposure, group_count, terms[3], inv, lower, sig,
@@ -391,4 +480,4 @@ def laplace_logp_grad(m, s, w, rho, page_start, slot_cell, unchanged, group_star
         per_page[p], grad_m[p], grad_s[p], grad_w[p] = log_z, d_m, d_s, d_w
         grad_rho[p] = d_rho
     return (per_page.sum(), grad_m, grad_s, grad_w, per_page, passes, modes, last_moments,
-            grad_rho)  # fmt: skip
+            grad_rho, grad_tau, level_moments)  # fmt: skip

@@ -198,15 +198,24 @@ class LaplaceResult(NamedTuple):
     last_moments: np.ndarray
     #: ``∂/∂ρ`` per page (0 where ``ρ = 1``)
     grad_rho: np.ndarray
+    #: ``∂/∂τ`` per page (0 without a level)
+    grad_tau: np.ndarray
+    #: ``(3, pages)`` each page's level: its mode, the first-order mean correction and its
+    #: variance (NaN without a level or without columns)
+    level_moments: np.ndarray
 
 
-def laplace_logp_grad(m, s, w, layout: PathLayout, order: int = 1, rho=1.0) -> LaplaceResult:
+def laplace_logp_grad(
+    m, s, w, layout: PathLayout, order: int = 1, rho=1.0, level_sd=0.0
+) -> LaplaceResult:
     """``Σ_p log Z_p``, its gradient and each page's mode and last-column moments, with
     the prior mean ``m``, first-column sd ``s``, step sd ``w`` and reversion ``rho`` of
     each page (scalars broadcast; steps ``x_j ~ Normal(m + ρ(x_{j−1} − m), w)``, ``ρ = 1``
     the random walk); ``order`` 2 adds the second-order term to ``log Z`` (random walk
-    only)."""
-    per_page = [_per_page(v, layout.n_pages) for v in (m, s, w, rho)]
+    only). Where ``level_sd`` ``τ > 0`` the page's walk is centred on a level
+    ``L ~ Normal(m, τ)`` of its own (``x_0 ~ Normal(L, s)``, steps towards ``L``),
+    integrated out with the path."""
+    per_page = [_per_page(v, layout.n_pages) for v in (m, s, w, rho, level_sd)]
     return LaplaceResult(*kernels.laplace_logp_grad(*per_page, *layout.constants, int(order)))
 
 
@@ -226,20 +235,23 @@ def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, f
     return cell_derivatives(x, cell, layout, high=False)[:4]
 
 
-def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1, rho=None):
+def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1, rho=None, level_sd=None):
     """The PyTensor scalar ``Σ_p log Z_p`` (gradient with respect to the per-page ``m``,
-    ``s``, ``w`` and, if given, ``rho``; without it the random walk; the data are
-    constants), to first or second ``order`` (random walk only)."""
+    ``s``, ``w`` and, if given, ``rho``, without it the random walk, and ``level_sd``,
+    without it no level; the data are constants), to first or second ``order`` (random
+    walk only)."""
     import pytensor.tensor as pt
 
-    if rho is not None and order != 1:
+    if (rho is not None or level_sd is not None) and order != 1:
         raise ValueError("the second-order Laplace term takes the random walk only")
-    free = [pt.as_tensor_variable(v) for v in (m, s, w)]
+    if level_sd is not None and rho is None:
+        raise ValueError("a page level takes a reverting walk (rho)")
+    free = [pt.as_tensor_variable(v) for v in (m, s, w, rho, level_sd) if v is not None]
     constants = [pt.constant(a) for a in layout.constants]
+    if level_sd is None:
+        constants.insert(0, pt.constant(np.zeros(layout.n_pages)))
     if rho is None:
         constants.insert(0, pt.constant(np.ones(layout.n_pages)))
-    else:
-        free.append(pt.as_tensor_variable(rho))
     return _op_class()(int(order), len(free))(*free, *constants)[0]
 
 
@@ -256,15 +268,15 @@ def _op_class():
     from bayesrate.models.hmm import value_and_gradient_op
 
     class LaplacePathsLogp(value_and_gradient_op()):
-        """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w[, ∂/∂ρ])``; the gradient uses the
-        latter. Free inputs ``m, s, w`` and, with ``n_free`` 4, ``ρ`` (else the first
-        constant, ones)."""
+        """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w[, ∂/∂ρ[, ∂/∂τ]])``; the gradient
+        uses the latter. Free inputs ``m, s, w`` and, with ``n_free`` 4, ``ρ``, with 5
+        also the level's ``τ`` (else constants: ones, zeros)."""
 
         __props__ = ("order", "n_free")
 
         def __init__(self, order: int, n_free: int = 3):
-            if n_free not in (3, 4):
-                raise ValueError("LaplacePathsLogp takes 3 or 4 free inputs")
+            if n_free not in (3, 4, 5):
+                raise ValueError("LaplacePathsLogp takes 3, 4 or 5 free inputs")
             self.order = order
             self.n_free = n_free
             super().__init__()
@@ -274,8 +286,8 @@ def _op_class():
             output_storage[0][0] = np.asarray(results[0])
             for i in range(1, 4):
                 output_storage[i][0] = results[i]
-            if self.n_free == 4:
-                output_storage[4][0] = results[8]
+            for i, result in zip(range(4, self.n_free + 1), (8, 9), strict=False):
+                output_storage[i][0] = results[result]
 
     kernel = kernels.laplace_logp_grad
 
@@ -283,6 +295,15 @@ def _op_class():
     def _numba_laplace(op, node=None, **kwargs):
         order = op.order
         key = f"bayesrate-laplace-paths-v{_KERNEL_VERSION}-order{order}-free{op.n_free}"
+        if op.n_free == 5:
+
+            @numba_njit
+            def levelled(*args):
+                results = kernel(*args, order)
+                return (np.asarray(results[0]), results[1], results[2], results[3],
+                        results[8], results[9])  # fmt: skip
+
+            return levelled, key
         if op.n_free == 4:
 
             @numba_njit

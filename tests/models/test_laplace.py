@@ -151,6 +151,76 @@ def test_log_z_equals_laplace_formula_by_scipy(world, m, s, w, rho):
         assert per_page[p] == pytest.approx(want, abs=1e-7), p
 
 
+def levelled_laplace_by_scipy(layout, cells, p, m, s, w, rho, tau):
+    """The Laplace approximation in ``(x, L)`` (the page's level ``L ~ Normal(m, tau)``
+    its walk's centre): mode by scipy's BFGS on the package's likelihood, the Hessian by
+    central differences of the joint's analytic gradient, ``log det`` by numpy; returns
+    ``log Z``, the mode and ``H⁻¹``."""
+    o, n = layout.page_start[p], layout.page_start[p + 1] - layout.page_start[p]
+    own = [(j, int(c)) for j, c in enumerate(layout.slot_cell[o : o + n]) if c >= 0]
+
+    def minus(v):
+        return -norm.logpdf(v[n], m, tau) - log_joint(v[:n], own, cells.groups, v[n], s, w, rho)
+
+    def minus_grad(v):
+        x, level = v[:n], v[n]
+        r = x - level
+        prior = np.zeros(n)
+        prior[0] += r[0] / s**2
+        step = (r[1:] - rho * r[:-1]) / w**2
+        prior[1:] += step
+        prior[:-1] -= rho * step
+        grad = -prior
+        for j, c in own:
+            grad[j] += loglik_derivatives(cells.groups.select(np.array([c])), x[j : j + 1], 1)[1][0]
+        return -np.r_[grad, prior.sum() - (level - m) / tau**2]
+
+    mode = optimize.minimize(
+        minus, np.full(n + 1, m), jac=minus_grad, method="BFGS", tol=1e-13
+    ).x
+    h = 1e-5
+    hess = np.array([
+        (minus_grad(mode + h * e) - minus_grad(mode - h * e)) / (2 * h) for e in np.eye(n + 1)
+    ])  # fmt: skip
+    hess = (hess + hess.T) / 2
+    sign, log_det = np.linalg.slogdet(hess)
+    assert sign > 0
+    log_z = -minus(mode) + (n + 1) / 2 * math.log(2 * math.pi) - 0.5 * log_det
+    return log_z, mode, np.linalg.inv(hess)
+
+
+@pytest.mark.parametrize("rho", [1.0, 0.6, 0.1])
+@pytest.mark.parametrize(
+    ("m", "s", "w", "tau"), [(-5.0, 1.2, 0.7, 0.8), (-8.0, 0.4, 2.5, 3.0), (-3.0, 2.0, 0.05, 0.1)]
+)
+def test_a_page_level_integrated_with_the_path_equals_the_dense_laplace(world, m, s, w, rho, tau):
+    """``log Z``, the modes of path and level, the level's variance and the last column's
+    against the dense ``(n + 1)``-variable Laplace approximation."""
+    layout = PathLayout.from_cells(world)
+    result = laplace_logp_grad(m, s, w, layout, order=1, rho=rho, level_sd=tau)
+    for p in range(world.n_pages):
+        o, n = layout.page_start[p], layout.page_start[p + 1] - layout.page_start[p]
+        log_z, mode, cov = levelled_laplace_by_scipy(layout, world, p, m, s, w, rho, tau)
+        assert result.per_page[p] == pytest.approx(log_z, abs=1e-6), p
+        np.testing.assert_allclose(result.modes[o : o + n], mode[:n], atol=1e-5)
+        level, _, level_var = result.level_moments[:, p]
+        assert level == pytest.approx(mode[n], abs=1e-5)
+        assert level_var == pytest.approx(cov[n, n], rel=1e-4)
+        assert result.last_moments[1, p] == pytest.approx(cov[n - 1, n - 1], rel=1e-4)
+
+
+def test_a_page_level_is_the_walk_centred_on_a_normal_mean(world):
+    """Without data a level adds nothing (``log Z`` 0 on a page's columns without cells is
+    the kernel's; here: ``τ → 0`` gives the walk centred on ``m``, and a wide ``τ`` differs
+    from it)."""
+    layout = PathLayout.from_cells(world)
+    fixed = laplace_logp_grad(-5.0, 1.2, 0.7, layout, rho=0.6).per_page
+    narrow = laplace_logp_grad(-5.0, 1.2, 0.7, layout, rho=0.6, level_sd=1e-5).per_page
+    wide = laplace_logp_grad(-5.0, 1.2, 0.7, layout, rho=0.6, level_sd=2.0).per_page
+    np.testing.assert_allclose(narrow, fixed, atol=1e-6)
+    assert np.abs(wide - fixed).min() > 1e-2
+
+
 def test_log_det_of_a_long_stiff_path_does_not_overflow():
     """Sixty columns under a walk of 0.002: ``det H`` exceeds the largest double (every
     pivot exceeds ``1/w²`` = 2.5e5); the kernel's ``log det`` and the formula still hold."""
@@ -304,6 +374,35 @@ def test_gradient_equals_finite_differences(world, order, reverting):
             assert np.abs(result.grad_rho[[0, 1, 3]]).min() > 1e-3
         else:
             assert (result.grad_rho == 0.0).all()
+
+
+@pytest.mark.parametrize("rho", [1.0, 0.5])
+def test_the_levelled_gradient_equals_finite_differences(world, rho):
+    """In ``m``, ``s``, ``w``, ``rho`` and the level's ``tau``."""
+    layout = PathLayout.from_cells(world)
+    n = world.n_pages
+    rng = np.random.default_rng(seed_of(f"laplace-level-grad-{rho}"))
+    for _ in range(3):
+        point = [rng.normal(-5, 1.5, n), rng.uniform(0.3, 2.0, n), rng.uniform(0.05, 2.0, n),
+                 np.full(n, rho) if rho == 1.0 else rng.uniform(0.1, 0.95, n),
+                 rng.uniform(0.2, 2.0, n)]  # fmt: skip
+
+        def per_page(x):
+            return laplace_logp_grad(*x[:3], layout, 1, rho=x[3], level_sd=x[4])
+
+        result = per_page(point)
+        gradients = [result.grad_m, result.grad_s, result.grad_w, result.grad_rho,
+                     result.grad_tau]  # fmt: skip
+        h = 1e-6
+        for k in [0, 1, 2, 4] if rho == 1.0 else range(5):
+            up = [a.copy() for a in point]
+            down = [a.copy() for a in point]
+            up[k] += h
+            down[k] -= h
+            numeric = (per_page(up).per_page - per_page(down).per_page) / (2 * h)
+            np.testing.assert_allclose(gradients[k], numeric, rtol=2e-6, atol=2e-6)
+        assert np.abs(result.grad_tau).min() > 1e-4
+        assert np.abs(result.grad_m).min() > 1e-4
 
 
 def exact_log_z(cells, m: float, s: float, w: float, shift: float) -> float:
