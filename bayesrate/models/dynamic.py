@@ -540,9 +540,10 @@ class DynamicModel(HierarchicalModel):
             if self.model_config["path_integral"] == "laplace":
                 from bayesrate.models.laplace import PathLayout, laplace_paths_logp
 
-                m, s, w, phi = self._path_prior_graph(data)
+                m, s, w, phi, level_sd = self._path_prior_graph(data)
                 logp = laplace_paths_logp(m, s, w, PathLayout.from_cells(cells),
-                                          self.model_config["laplace_order"], phi)  # fmt: skip
+                                          self.model_config["laplace_order"], phi,
+                                          level_sd)  # fmt: skip
                 pm.Potential("page_paths", logp)
                 return self._noted(model, cells, grid)
             mu_domain, sigma_page = self._population(data)
@@ -565,8 +566,10 @@ class DynamicModel(HierarchicalModel):
 
     def _path_prior_graph(self, data: Observations):
         """Each page's path prior for the Laplace paths, in the current model: the
-        walk's mean ``m``, first-column sd ``s``, step sd ``w`` (per page) and its
-        reversion (per page, None for the random walk)."""
+        walk's mean ``m``, first-column sd ``s``, step sd ``w`` (per page), its
+        reversion (per page, None for the random walk) and the sd of a level of the page's
+        own about ``m`` that the walk is centred on (per page; None: the walk is centred
+        on ``m``)."""
         import pytensor.tensor as pt
 
         domain = data.domain_codes
@@ -575,7 +578,7 @@ class DynamicModel(HierarchicalModel):
         phi = self._walk_phi()
         ones = pt.ones(data.n_pages)
         return (mu_domain[domain], sigma_page * ones, sigma_walk[domain],
-                None if phi is None else phi * ones)  # fmt: skip
+                None if phi is None else phi * ones, None)  # fmt: skip
 
     def _path_prior(self, draws: dict[str, np.ndarray], i: int, data: Observations):
         """:meth:`_path_prior_graph` at draw ``i`` of ``draws``: ``(m, s, w, rho)``
@@ -652,12 +655,14 @@ class DynamicModel(HierarchicalModel):
         phi = float(draws["walk_phi"][i]) if self.reverting else None
         return transition_matrices(sigma, self.grid(self.data_), np, centre, phi)
 
-    def _stacked(self, post: xr.Dataset, extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
-        """:attr:`filter_vars` of ``post`` and those of ``extra`` it has, chains and draws
-        stacked."""
+    def _stacked(
+        self, post: xr.Dataset, extra: tuple[str, ...] = (), names=None
+    ) -> dict[str, np.ndarray]:
+        """:attr:`filter_vars` (or ``names``, of the same form) of ``post`` and those of
+        ``extra`` it has, chains and draws stacked."""
         from bayesrate.draws import stack_draws
 
-        out = {name: stack_draws(post[name], *dims) for name, *dims in self.filter_vars}
+        out = {name: stack_draws(post[name], *dims) for name, *dims in names or self.filter_vars}
         for name in (n for n in (*extra, "walk_phi") if n in post):
             dims = [d for d in post[name].dims if d not in ("chain", "draw")]
             out[name] = stack_draws(post[name], *dims)

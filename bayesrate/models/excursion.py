@@ -15,15 +15,18 @@ log-rate makes excursions around it, a stationary AR(1) over epochs::
 
 So ``sigma_walk`` is how far a page's rate strays from its level in any epoch, and ``phi``
 how long an excursion lasts (its correlation from one epoch to the next). The sampler sees
-the population parameters and the page levels; each page's path is integrated out by the
-Laplace approximation around its mode (:mod:`bayesrate.models.laplace`, the reverting walk
-centred on the page's level), its cells' sufficient statistics as the dynamic model's.
+the population parameters only: each page's level and path are integrated out together by
+the Laplace approximation around their joint mode (:mod:`bayesrate.models.laplace`, the
+reverting walk centred on a level ``Normal(mu_domain, sigma_page)``; its Hessian the
+path's tridiagonal one bordered by the level, so a page stays ``O(epochs)``), its cells'
+sufficient statistics as the dynamic model's.
 
-Everything after the fit is the dynamic model's with per-page walks: the current
-``log_rate`` from the Laplace paths, the predictive (new pages draw a level and a
-stationary start), the Laplace check against the grid, and leave-one-page-out with the
-page's level integrated out too (:meth:`ExcursionModel.marginal_page_loglik`, the paths by
-the Laplace approximation).
+After the fit each draw gets ``page_level`` drawn from the level's Laplace posterior
+(``Normal(mode + skew correction, variance)``) and, given it, the current ``log_rate``
+from the path's. Everything else is the dynamic model's with per-page walks: the
+predictive (new pages draw a level and a stationary start), the Laplace check against
+the grid (importance ratios of the joint draws of population and levels), and
+leave-one-page-out with level and path integrated out (:meth:`ExcursionModel.marginal_page_loglik`).
 """
 
 from __future__ import annotations
@@ -46,12 +49,8 @@ if TYPE_CHECKING:
 
     from bayesrate.observations import Observations
 
-#: the page-level variable
+#: the page-level variable (drawn after the fit from its Laplace posterior)
 PAGE_LEVEL = "page_level"
-#: the smallest posterior sd of a page's level the leave-one-page-out quadrature assumes
-MIN_LEVEL_SCALE = 0.02
-#: and its nodes span this many of the level's posterior sds either side of its mean
-LEVEL_SPAN_SDS = 8.0
 
 
 def innovation_sd(sd, phi, module=np):
@@ -62,16 +61,7 @@ def innovation_sd(sd, phi, module=np):
 
 class ExcursionModel(DynamicModel):
     """Page log-rates that make stationary excursions (AR(1) over epochs) around each
-    page's own level; paths integrated by the Laplace approximation."""
-
-    #: ``sigma_page`` mixes slowly: on ota-contrib (annual epochs) R-hat 1.036 with 300
-    #: warm-up draws, 1.013 with 1,000, and 1.006 (bulk ESS 728) with 2,000 draws a chain
-    #: after them (docs/models.md)
-    sampler_defaults: ClassVar[dict[str, Any]] = {
-        **DynamicModel.sampler_defaults,
-        "tune": 1000,
-        "draws": 2000,
-    }
+    page's own level; levels and paths integrated by the Laplace approximation."""
 
     model_type: ClassVar[str] = "excursion"
     filter_vars: ClassVar[tuple[tuple[str, ...], ...]] = (
@@ -87,8 +77,6 @@ class ExcursionModel(DynamicModel):
         #: Beta(2, 2): excursions from one epoch long to many
         "walk_phi_alpha": 2.0,
         "walk_phi_beta": 2.0,
-        #: trapezoid nodes over each page's level in leave-one-page-out
-        "level_nodes": 25,
     }
 
     def _validate_config(self) -> None:
@@ -101,38 +89,33 @@ class ExcursionModel(DynamicModel):
             raise ValueError("the excursion model integrates its paths by the Laplace "
                              f"approximation: path_integral must be 'laplace', got "
                              f"{cfg['path_integral']!r}")  # fmt: skip
-        nodes = cfg["level_nodes"]
-        if not isinstance(nodes, int) or nodes < 3:
-            raise ValueError(f"level_nodes must be an integer ≥ 3, got {nodes!r}")
-
-    def choose_parameterisation(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
-        """The hierarchical rule's choice, but under ``"auto"`` every page level
-        non-centred: the rule weighs what a page's data say about a constant rate, and a
-        level is pinned far less (on ota-contrib, annual epochs, ``sigma_page`` mixed at
-        R-hat 1.109 with the rule's 758 of 877 levels centred, 1.036 with none;
-        docs/models.md)."""
-        page_c, dom_c = super().choose_parameterisation(data)
-        if self.model_config["parameterisation"] == "auto":
-            page_c = np.zeros_like(page_c)
-            notes = self._build_notes["parameterisation"]
-            notes["pages_centred"], notes["pages_noncentred"] = 0, len(page_c)
-            notes["rule"] = "auto (page levels all non-centred)"
-        return page_c, dom_c
 
     # ------------------------------------------------------------------ graph
     def _path_prior_graph(self, data: Observations):
         import pytensor.tensor as pt
 
         domain = data.domain_codes
-        level = self._page_log_rates(data, name=PAGE_LEVEL)
+        mu_domain, sigma_page = self._population(data)
         sd = self._walk_sd(data)[domain]
         phi = self._walk_phi()
-        return level, sd, innovation_sd(sd, phi, pt), phi * pt.ones(data.n_pages)
+        ones = pt.ones(data.n_pages)
+        return (mu_domain[domain], sd, innovation_sd(sd, phi, pt), phi * ones,
+                sigma_page * ones)  # fmt: skip
+
+    def _level_prior(self, draws: dict[str, np.ndarray], i: int, data: Observations):
+        """:meth:`_path_prior_graph` at draw ``i`` of ``draws``: ``(mu_domain, sd, step sd,
+        phi, sigma_page)`` of each page, the Laplace kernel's arguments with the level
+        integrated."""
+        dom = data.domain_codes
+        sd = draws["sigma_walk"][i, dom]
+        phi = float(draws["walk_phi"][i])
+        return draws["mu_domain"][i, dom], sd, innovation_sd(sd, phi), phi, draws["sigma_page"][i]
 
     def _path_prior(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        sd = draws["sigma_walk"][i, data.domain_codes]
-        phi = float(draws["walk_phi"][i])
-        return draws[PAGE_LEVEL][i], sd, innovation_sd(sd, phi), phi
+        """The path's prior given draw ``i``'s page levels (the grid's and the current
+        log-rates')."""
+        _, sd, step, phi, _ = self._level_prior(draws, i, data)
+        return draws[PAGE_LEVEL][i], sd, step, phi
 
     # ------------------------------------------------------------------ grid side
     def _chain(self, draws, i: int, data: Observations) -> tuple[np.ndarray, np.ndarray]:
@@ -177,9 +160,23 @@ class ExcursionModel(DynamicModel):
         return walk * np.sqrt(-2.0 * np.log(phi)).reshape(-1, *[1] * (walk.ndim - 1))
 
     def _add_derived(self, post: xr.Dataset, data: Observations) -> xr.Dataset:
-        """Besides the dynamic model's: a new page's log-rate in an epoch is its level
-        plus an excursion, ``page_log_rate_sd = √(sigma_page² + sigma_walk²)`` per domain
-        (``new_domain_page_log_rate_sd`` with ``sigma_walk_global``)."""
+        """``page_level`` (:meth:`level_draws`), then the dynamic model's, then a new
+        page's log-rate in an epoch, its level plus an excursion: ``page_log_rate_sd =
+        √(sigma_page² + sigma_walk²)`` per domain (``new_domain_page_log_rate_sd`` with
+        ``sigma_walk_global``)."""
+        import xarray as xr
+
+        from bayesrate.models.base import _labels
+        from bayesrate.seeds import rng_from
+
+        population = self._stacked(post, names=DynamicModel.filter_vars)
+        rng = rng_from(f"{self.config_hash}-page-levels")
+        levels = self.level_draws(population, data, rng)[0]
+        post[PAGE_LEVEL] = xr.DataArray(
+            levels.reshape(post.sizes["chain"], post.sizes["draw"], data.n_pages),
+            dims=("chain", "draw", DIM_PAGE),
+            coords={DIM_PAGE: _labels(data.pages.index)},
+        )
         post = super()._add_derived(post, data)
         post["page_log_rate_sd"] = np.sqrt(post["sigma_page"] ** 2 + post["sigma_walk"] ** 2)
         post["new_domain_page_log_rate_sd"] = np.sqrt(
@@ -187,54 +184,70 @@ class ExcursionModel(DynamicModel):
         )
         return post
 
-    # ------------------------------------------------------------------ results
-    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
-        """The dynamic model's and the page levels."""
-        return [*super().diagnostic_vars(idata), PAGE_LEVEL]
-
-    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
-        """``(draws, pages)`` ``log p(y_p | population)``: each page's data with its path
-        and its level integrated out (the unit of leave-one-page-out).
-
-        Given its level, a page's path is integrated by the Laplace approximation, as in
-        the fit (:mod:`bayesrate.models.laplace`). The level is integrated by the
-        trapezoid rule on ``level_nodes`` evenly spaced nodes over the page's posterior
-        (the mean ± ``LEVEL_SPAN_SDS`` sds of its ``page_level`` draws), each weighted by
-        ``Normal(mu_domain, sigma_page)``. For a smooth integrand the rule converges
-        geometrically (a Normal of sd ``σ`` at spacing ``h``: relative error ``≈
-        2·exp(−2π²σ²/h²)``, 1e-19 at the default spacing of 2/3 sd, 3e-4 if the posterior
-        is half as wide as its draws say)."""
-        from scipy.special import logsumexp
-        from scipy.stats import norm
-
-        from bayesrate.draws import stack_draws
+    def level_draws(
+        self, draws: dict[str, np.ndarray], data: Observations, rng=None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each page's level at each draw of the population ``draws``: ``(draws, pages)``
+        one draw (with ``rng``; else None), and the mean and sd of the Normal it comes
+        from: the level's Laplace posterior, its mode plus the first-order correction for
+        the cells' skew (capped at one sd, as the current log-rates'), its variance from
+        the joint Hessian; ``Normal(mu_domain, sigma_page)`` for a page without intervals."""
         from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
-        data = self._fitted_data()
-        draws = self._stacked(post)
         layout = PathLayout.from_cells(self.cells(data))
-        nodes, log_step = self.level_nodes(stack_draws(post[PAGE_LEVEL], DIM_PAGE))
-        dom = data.domain_codes
+        has = layout.page_start[1:] > layout.page_start[:-1]
+        n = len(draws["sigma_page"])
+        mean, sd = np.empty((n, data.n_pages)), np.empty((n, data.n_pages))
+
+        def one(i: int) -> None:
+            mu, sd_walk, step, phi, sigma = self._level_prior(draws, i, data)
+            mode, correction, variance = laplace_logp_grad(
+                mu, sd_walk, step, layout, order=1, rho=phi, level_sd=sigma
+            ).level_moments
+            spread = np.sqrt(variance)
+            mean[i] = np.where(has, mode + np.clip(correction, -spread, spread), mu)
+            sd[i] = np.where(has, spread, sigma)
+
+        _each_draw(one, n)
+        drawn = None if rng is None else mean + sd * rng.standard_normal(mean.shape)
+        return drawn, mean, sd
+
+    # ------------------------------------------------------------------ results
+    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+        """``(draws, pages)`` ``log p(y_p | population)``: each page's data with its level
+        and path integrated out, as in the fit (the unit of leave-one-page-out)."""
+        data = self._fitted_data()
+        draws = self._stacked(post, names=DynamicModel.filter_vars)
+        return self._integrated(draws, data)
+
+    def _integrated(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
+        """``(draws, pages)`` each page's ``log Z`` with its level integrated."""
+        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+
+        layout = PathLayout.from_cells(self.cells(data))
         out = np.empty((len(draws["sigma_page"]), data.n_pages))
 
         def one(i: int) -> None:
-            _, sd, step, phi = self._path_prior(draws, i, data)
-            mu, sigma = draws["mu_domain"][i, dom], draws["sigma_page"][i]
-            terms = np.empty((len(nodes), data.n_pages))
-            for q, node in enumerate(nodes):
-                paths = laplace_logp_grad(node, sd, step, layout, order=1, rho=phi).per_page
-                terms[q] = log_step + norm.logpdf(node, mu, sigma) + paths
-            out[i] = logsumexp(terms, axis=0)
+            mu, sd, step, phi, sigma = self._level_prior(draws, i, data)
+            out[i] = laplace_logp_grad(mu, sd, step, layout, rho=phi, level_sd=sigma).per_page
 
         _each_draw(one, len(out))
         return out
 
-    def level_nodes(self, level_draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The trapezoid nodes ``(nodes, pages)`` over each page's level, from its
-        ``page_level`` draws ``(draws, pages)``, and the log of each page's spacing (the
-        end nodes' half weights are left out: their integrand is ``e^{−32}`` of the
-        peak's for a Normal posterior)."""
-        mean = level_draws.mean(axis=0)
-        sd = np.maximum(level_draws.std(axis=0), MIN_LEVEL_SCALE)
-        z = np.linspace(-LEVEL_SPAN_SDS, LEVEL_SPAN_SDS, self.model_config["level_nodes"])
-        return mean + sd * z[:, None], np.log(sd * (z[1] - z[0]))
+    def _laplace_loglik(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
+        """``(draws,)`` what the Laplace check divides the grid's likelihood given the
+        levels by, so that the ratio is the importance ratio of the joint draws of
+        population and levels: ``Σ_p log Z_p − log Normal(level; mu_domain, sigma_page)
+        + log q(level)``, ``q`` the Normal the levels were drawn from."""
+        from scipy.stats import norm
+
+        levels = draws[PAGE_LEVEL]
+        _, mean, sd = self.level_draws(draws, data)
+        mu = draws["mu_domain"][:, data.domain_codes]
+        sigma = draws["sigma_page"][:, None]
+        terms = (
+            self._integrated(draws, data)
+            - norm.logpdf(levels, mu, sigma)
+            + norm.logpdf(levels, mean, sd)
+        )
+        return terms.sum(axis=1)
