@@ -63,6 +63,10 @@ class ExcursionModel(DynamicModel):
     """Page log-rates that make stationary excursions (AR(1) over epochs) around each
     page's own level; levels and paths integrated by the Laplace approximation."""
 
+    #: ``sigma_page`` mixes slowest: on ota-contrib (annual epochs, seed 0) bulk ESS 382 and
+    #: R-hat 1.014 with 1,000 draws a chain, 801 and 1.005 with 2,000 (docs/models.md)
+    sampler_defaults: ClassVar[dict[str, Any]] = {**DynamicModel.sampler_defaults, "draws": 2000}
+
     model_type: ClassVar[str] = "excursion"
     filter_vars: ClassVar[tuple[tuple[str, ...], ...]] = (
         *DynamicModel.filter_vars,
