@@ -10,6 +10,12 @@ from bayesrate.models._hmm_kernels import _njit
 
 #: Newton stops when every step is below this (log-rate units)
 NEWTON_TOLERANCE = 1e-10
+#: or when the gain it predicts, ``½·gᵀH⁻¹g``, is below this times ``1 + |f|`` (a step of
+#: ``NEWTON_TOLERANCE`` at unit curvature): where a wide walk leaves the curvature near 0,
+#: rounding in the gradient keeps the steps above ``NEWTON_TOLERANCE`` for ever (log Z was
+#: −inf at walk sds in the hundreds: the divergences of the 90-day excursion fit of
+#: ota-contrib, "Logp function returned error code")
+NEWTON_GAIN_TOLERANCE = 1e-20
 #: a page's second-order term ``ε`` enters as ``ε/√(1 + (ε/κ)²)``: unchanged where it is
 #: small (the expansion holds), at most ``κ`` nats where the expansion has failed
 SECOND_ORDER_CAP = 0.5
@@ -388,7 +394,10 @@ def laplace_logp_grad(m, s, w, rho, tau, page_start, slot_cell, unchanged, group
             largest = abs(level_step)
             for j in range(n):
                 largest = max(largest, abs(step[j]))
-            if largest < NEWTON_TOLERANCE:
+            gain = grad_level * level_step
+            for j in range(n):
+                gain += grad[j] * step[j]
+            if largest < NEWTON_TOLERANCE or 0.5 * gain < NEWTON_GAIN_TOLERANCE * (1.0 + abs(f)):
                 break
             if largest < CHEBYSHEV_BELOW:  # the cells' curvature changes along the step
                 for j in range(n):

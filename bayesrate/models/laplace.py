@@ -57,6 +57,7 @@ import numpy as np
 from bayesrate.models import _laplace_kernels as kernels
 from bayesrate.models._laplace_kernels import (  # noqa: F401 (documented here)
     CHEBYSHEV_BELOW,
+    NEWTON_GAIN_TOLERANCE,
     NEWTON_MAX_PASSES,
     NEWTON_TOLERANCE,
     SECOND_ORDER_CAP,
