@@ -175,9 +175,7 @@ def levelled_laplace_by_scipy(layout, cells, p, m, s, w, rho, tau):
             grad[j] += loglik_derivatives(cells.groups.select(np.array([c])), x[j : j + 1], 1)[1][0]
         return -np.r_[grad, prior.sum() - (level - m) / tau**2]
 
-    mode = optimize.minimize(
-        minus, np.full(n + 1, m), jac=minus_grad, method="BFGS", tol=1e-13
-    ).x
+    mode = optimize.minimize(minus, np.full(n + 1, m), jac=minus_grad, method="BFGS", tol=1e-13).x
     h = 1e-5
     hess = np.array([
         (minus_grad(mode + h * e) - minus_grad(mode - h * e)) / (2 * h) for e in np.eye(n + 1)
