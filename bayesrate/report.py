@@ -79,10 +79,11 @@ def _fits_section(fits: Mapping[str, Any]) -> list[str]:
         )
         extra = d.extra.get("parameterisation") if d.extra else None
         if extra:
-            lines.append(
-                f"|  | parameterisation: {extra.get('pages_centred')} pages centred, "
-                f"{extra.get('pages_noncentred')} non-centred |  |  |  |  |  |  |  |"
+            pages = extra.get("pages") or (
+                f"{extra.get('pages_centred')} pages centred, "
+                f"{extra.get('pages_noncentred')} non-centred"
             )
+            lines.append(f"|  | parameterisation: {pages} |  |  |  |  |  |  |  |")
     return lines
 
 

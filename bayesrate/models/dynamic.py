@@ -475,6 +475,9 @@ class DynamicModel(HierarchicalModel):
         import pymc as pm
 
         _, dom_c = self.choose_parameterisation(data)
+        notes = self._build_notes["parameterisation"]
+        del notes["pages_centred"], notes["pages_noncentred"]
+        notes["pages"] = "no page variables (paths integrated out)"
         mu_domain = self._domain_means(data, dom_c)
         sigma_page = pm.Gamma(
             "sigma_page", alpha=2.0, beta=2.0 / self.model_config["page_sd_scale"]

@@ -185,6 +185,7 @@ def test_paths_potential_is_the_laplace_kernel_with_the_level_integrated(tiny):
     model = ExcursionModel()
     pm_model = model.build_model(tiny)
     assert "page_level" not in pm_model.named_vars
+    assert "pages_centred" not in model._build_notes["parameterisation"]  # none sampled
     names = ["mu_domain", "sigma_page", "sigma_walk", "walk_phi"]
     outputs = pm_model.replace_rvs_by_values(
         [pm_model.potentials[0], *(pm_model[name] for name in names)]
