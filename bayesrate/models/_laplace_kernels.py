@@ -20,7 +20,10 @@ NEWTON_GAIN_TOLERANCE = 1e-20
 #: small (the expansion holds), at most ``κ`` nats where the expansion has failed
 SECOND_ORDER_CAP = 0.5
 #: Newton's step gets Chebyshev's third-order correction ``H⁻¹(½ ℓ''' ∘ δ²)`` when every
-#: step is below this (cubic convergence near the mode)
+#: step is below this (cubic convergence near the mode) and the corrected step still
+#: climbs (``gᵀδ > 0``): beside a cell whose every interval changed, ``ℓ'''`` can turn it
+#: downhill, and the line search then stalled (log Z = −inf at walk sds near 8: the
+#: divergences of the 90-day excursion fit that remained after the gain stop)
 CHEBYSHEV_BELOW = 0.5
 #: and gives up (log Z = −inf) after this many passes
 NEWTON_MAX_PASSES = 200
@@ -399,18 +402,23 @@ def laplace_logp_grad(m, s, w, rho, tau, page_start, slot_cell, unchanged, group
                 gain += grad[j] * step[j]
             if largest < NEWTON_TOLERANCE or 0.5 * gain < NEWTON_GAIN_TOLERANCE * (1.0 + abs(f)):
                 break
+            decrement = gain
             if largest < CHEBYSHEV_BELOW:  # the cells' curvature changes along the step
                 for j in range(n):
                     u[j] = 0.5 * terms[3, j] * step[j] * step[j]
+                level_extra = 0.0
                 if has_level:
-                    level_step += arrow_solve(n, inv, lower, a, schur, u, 0.0, spare)
+                    level_extra = arrow_solve(n, inv, lower, a, schur, u, 0.0, spare)
                 else:
                     solve(n, inv, lower, u, spare)
+                corrected = grad_level * (level_step + level_extra)
                 for j in range(n):
-                    step[j] += spare[j]
-            decrement = grad_level * level_step
-            for j in range(n):
-                decrement += grad[j] * step[j]
+                    corrected += grad[j] * (step[j] + spare[j])
+                if corrected > 0.0:  # else the correction turned the step downhill
+                    level_step += level_extra
+                    for j in range(n):
+                        step[j] += spare[j]
+                    decrement = corrected
             t = 1.0
             while True:
                 for j in range(n):

@@ -245,6 +245,40 @@ def test_a_wide_walk_over_silent_and_saturated_columns_converges(level_sd):
         assert ours.per_page[0] == pytest.approx(naive.per_page[0], abs=1e-5)
 
 
+def saturated_page(start) -> PathLayout:
+    """One ota-contrib document's eight 90-day cells: a busy start (a column whose 180
+    intervals of 12 hours all changed) then five silent quarters; Newton from ``start``."""
+    return PathLayout(
+        page_start=np.array([0, 8]),
+        slot_cell=np.arange(8),
+        unchanged=np.array([756.0, 0.0, 744.0, 2160.0, 2166.0, 2160.0, 2160.0, 2160.0]),
+        group_start=np.array([0, 1, 2, 4, 4, 4, 4, 4, 4]),
+        group_exposure=np.array([12.0, 12.0, 12.0, 24.0]),
+        group_count=np.array([12.0, 180.0, 116.0, 1.0]),
+        start=np.asarray(start, dtype=float),
+        tangent=np.zeros((3, 8)),
+        reference=np.zeros(3),
+    )
+
+
+def test_newton_converges_from_above_a_saturated_column():
+    """Started above the mode of the saturated column, Chebyshev's correction turned
+    Newton's step downhill (that column's ``ℓ'''`` is large where ``ℓ''`` is nearly 0) and
+    the line search stalled: ``log Z`` −inf, the divergences of the 90-day excursion fit
+    after the gain stop. Every start now reaches the same ``log Z`` as the prior mean's
+    start. (Shifts of 0.175, 0.2, 0.6–0.65 and 1.275–1.325 failed before the fix.)"""
+    args = (-10.1734, 8.2792, 4.9124)
+    kw = {"rho": 0.805, "level_sd": 0.565}
+    reference = laplace_logp_grad(*args, saturated_page(np.full(8, np.nan)), **kw)
+    assert np.isfinite(reference.per_page[0])
+    for shift in np.linspace(0.0, 1.5, 61):
+        start = reference.modes.copy()
+        start[1] += shift
+        got = laplace_logp_grad(*args, saturated_page(start), **kw)
+        assert got.per_page[0] == pytest.approx(reference.per_page[0], abs=1e-7), shift
+        assert np.allclose(got.modes, reference.modes, atol=1e-5), shift
+
+
 def second_order_by_dense_sums(layout, p, m, s, w):
     """The second-order term at page ``p``'s mode (the kernel's, checked above) by
     double sums over a dense ``Σ = H⁻¹`` (numpy's inverse), third and fourth derivatives
