@@ -193,28 +193,37 @@ class ExcursionModel(DynamicModel):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each page's level at each draw of the population ``draws``: ``(draws, pages)``
         one draw (with ``rng``; else None), and the mean and sd of the Normal it comes
-        from: the level's Laplace posterior, its mode plus the first-order correction for
-        the cells' skew (capped at one sd, as the current log-rates'), its variance from
-        the joint Hessian; ``Normal(mu_domain, sigma_page)`` for a page without intervals."""
+        from (:meth:`_level_posterior`)."""
+        _, mean, sd = self._level_posterior(draws, data)
+        drawn = None if rng is None else mean + sd * rng.standard_normal(mean.shape)
+        return drawn, mean, sd
+
+    def _level_posterior(
+        self, draws: dict[str, np.ndarray], data: Observations
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(draws, pages)`` each page's ``log Z`` (level and path integrated, as in the
+        fit) and the mean and sd of its level's Laplace posterior, from one kernel call per
+        draw: the mode plus the first-order correction for the cells' skew (capped at one
+        sd, as the current log-rates'), the variance from the joint Hessian;
+        ``Normal(mu_domain, sigma_page)`` for a page without intervals."""
         from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
         layout = PathLayout.from_cells(self.cells(data))
         has = layout.page_start[1:] > layout.page_start[:-1]
-        n = len(draws["sigma_page"])
-        mean, sd = np.empty((n, data.n_pages)), np.empty((n, data.n_pages))
+        shape = (len(draws["sigma_page"]), data.n_pages)
+        log_z, mean, sd = np.empty(shape), np.empty(shape), np.empty(shape)
 
         def one(i: int) -> None:
             mu, sd_walk, step, phi, sigma = self._level_prior(draws, i, data)
-            mode, correction, variance = laplace_logp_grad(
-                mu, sd_walk, step, layout, order=1, rho=phi, level_sd=sigma
-            ).level_moments
+            result = laplace_logp_grad(mu, sd_walk, step, layout, rho=phi, level_sd=sigma)
+            mode, correction, variance = result.level_moments
             spread = np.sqrt(variance)
+            log_z[i] = result.per_page
             mean[i] = np.where(has, mode + np.clip(correction, -spread, spread), mu)
             sd[i] = np.where(has, spread, sigma)
 
-        _each_draw(one, n)
-        drawn = None if rng is None else mean + sd * rng.standard_normal(mean.shape)
-        return drawn, mean, sd
+        _each_draw(one, shape[0])
+        return log_z, mean, sd
 
     # ------------------------------------------------------------------ results
     def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
@@ -226,17 +235,7 @@ class ExcursionModel(DynamicModel):
 
     def _integrated(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
         """``(draws, pages)`` each page's ``log Z`` with its level integrated."""
-        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
-
-        layout = PathLayout.from_cells(self.cells(data))
-        out = np.empty((len(draws["sigma_page"]), data.n_pages))
-
-        def one(i: int) -> None:
-            mu, sd, step, phi, sigma = self._level_prior(draws, i, data)
-            out[i] = laplace_logp_grad(mu, sd, step, layout, rho=phi, level_sd=sigma).per_page
-
-        _each_draw(one, len(out))
-        return out
+        return self._level_posterior(draws, data)[0]
 
     def _laplace_loglik(self, draws: dict[str, np.ndarray], data: Observations) -> np.ndarray:
         """``(draws,)`` what the Laplace check divides the grid's likelihood given the
@@ -246,12 +245,8 @@ class ExcursionModel(DynamicModel):
         from scipy.stats import norm
 
         levels = draws[PAGE_LEVEL]
-        _, mean, sd = self.level_draws(draws, data)
+        log_z, mean, sd = self._level_posterior(draws, data)
         mu = draws["mu_domain"][:, data.domain_codes]
         sigma = draws["sigma_page"][:, None]
-        terms = (
-            self._integrated(draws, data)
-            - norm.logpdf(levels, mu, sigma)
-            + norm.logpdf(levels, mean, sd)
-        )
+        terms = log_z - norm.logpdf(levels, mu, sigma) + norm.logpdf(levels, mean, sd)
         return terms.sum(axis=1)
