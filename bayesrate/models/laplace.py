@@ -13,7 +13,8 @@ page's marginal likelihood is
     log Z ≈ f(x̂) + (n/2)·log 2π − ½·log det H(x̂),    x̂ = argmax f
 
 found per page by Newton's method with a backtracking line search (``f`` is concave, so
-the mode is unique; near the mode each step adds Chebyshev's third-order correction),
+the mode is unique; near the mode each step adds Chebyshev's third-order correction
+where the corrected step still climbs),
 started at the modes of a reference population moved along their tangents
 (:attr:`PathLayout.start`).
 Its exact gradient with respect to ``(m, s, w)`` is
