@@ -31,94 +31,78 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from numba import njit
+
+from bayesrate.models._laplace_kernels import cell_derivatives
 
 GAUSS_HERMITE_NODES = 9
 
 
-def _njit(f):
-    import numba
-
-    return numba.njit(cache=True)(f)
+@njit(cache=True)
+def _importance_kernel(page_start, slot_cell, unchanged, group_start, group_exposure,
+                       group_count, modes, s, w, rho, tau, pairs, seed):  # fmt: skip
+    np.random.seed(seed)  # noqa: NPY002 (numba's generator)
+    n_pages = len(page_start) - 1
+    out, ess = np.zeros(n_pages), np.full(n_pages, float(pairs))
+    for p in range(n_pages):
+        o, n = page_start[p], page_start[p + 1] - page_start[p]
+        if n == 0:
+            continue
+        hess = np.zeros((n + 1, n + 1))  # the prior's precision in (x − L, L) ...
+        iw2 = 1.0 / w[p] ** 2
+        hess[0, 0] = 1.0 / s[p] ** 2
+        for j in range(1, n):
+            hess[j, j] += iw2
+            hess[j - 1, j - 1] += rho[p] ** 2 * iw2
+            hess[j, j - 1] = hess[j - 1, j] = -rho[p] * iw2
+        border = hess[:n, :n].sum(axis=1)  # ... mapped to (x, L)
+        hess[:n, n] = hess[n, :n] = -border
+        hess[n, n] = border.sum() + 1.0 / tau[p] ** 2
+        terms = np.zeros((3, n))
+        for j in range(n):
+            c = slot_cell[o + j]
+            if c >= 0:
+                v, d1, d2, _, _, _ = cell_derivatives(
+                    modes[o + j], c, unchanged, group_start, group_exposure,
+                    group_count, False,
+                )  # fmt: skip
+                terms[0, j], terms[1, j], terms[2, j] = v, d1, min(d2, 0.0)
+                hess[j, j] -= terms[2, j]
+        chol = np.linalg.cholesky(hess)
+        log_w = np.empty(pairs)
+        for k in range(pairs):
+            normal = np.random.standard_normal(n + 1)  # noqa: NPY002
+            delta = np.zeros(n + 1)  # H⁻¹'s Gaussian: solve Lᵀδ = normal
+            for i in range(n, -1, -1):
+                delta[i] = (normal[i] - chol[i + 1 :, i] @ delta[i + 1 :]) / chol[i, i]
+            both = np.zeros(2)
+            for side in range(2):
+                sign = 1.0 - 2.0 * side
+                for j in range(n):
+                    c = slot_cell[o + j]
+                    if c < 0:
+                        continue
+                    dj = sign * delta[j]
+                    v, _, _, _, _, _ = cell_derivatives(
+                        modes[o + j] + dj, c, unchanged, group_start, group_exposure,
+                        group_count, False,
+                    )  # fmt: skip
+                    both[side] += v - terms[0, j] - terms[1, j] * dj - 0.5 * terms[2, j] * dj**2
+            top = both.max()
+            log_w[k] = top + np.log(0.5 * np.exp(both - top).sum())
+        top = log_w.max()
+        weights = np.exp(log_w - top)
+        out[p] = top + np.log(weights.mean())
+        ess[p] = weights.sum() ** 2 / (weights**2).sum()
+    return out, ess
 
 
 def importance_log_ratio(layout, modes, s, w, rho, tau, pairs: int, seed: int):
     """``(pages,)`` ``log Z_IS − log Z_Laplace`` and the weights' ESS per page."""
-    from bayesrate.models import _laplace_kernels as kernels
-
-    return _importance_kernel(kernels.cell_derivatives)(
+    return _importance_kernel(
         layout.page_start, layout.slot_cell, layout.unchanged, layout.group_start,
         layout.group_exposure, layout.group_count, modes, s, w, rho, tau, pairs, seed,
     )  # fmt: skip
-
-
-_KERNEL = None
-
-
-def _importance_kernel(cell_derivatives):
-    global _KERNEL
-    if _KERNEL is not None:
-        return _KERNEL
-
-    @_njit
-    def kernel(page_start, slot_cell, unchanged, group_start, group_exposure, group_count,
-               modes, s, w, rho, tau, pairs, seed):  # fmt: skip
-        np.random.seed(seed)  # noqa: NPY002 (numba's generator)
-        n_pages = len(page_start) - 1
-        out, ess = np.zeros(n_pages), np.full(n_pages, float(pairs))
-        for p in range(n_pages):
-            o, n = page_start[p], page_start[p + 1] - page_start[p]
-            if n == 0:
-                continue
-            hess = np.zeros((n + 1, n + 1))  # the prior's precision in (x − L, L) ...
-            iw2 = 1.0 / w[p] ** 2
-            hess[0, 0] = 1.0 / s[p] ** 2
-            for j in range(1, n):
-                hess[j, j] += iw2
-                hess[j - 1, j - 1] += rho[p] ** 2 * iw2
-                hess[j, j - 1] = hess[j - 1, j] = -rho[p] * iw2
-            border = hess[:n, :n].sum(axis=1)  # ... mapped to (x, L)
-            hess[:n, n] = hess[n, :n] = -border
-            hess[n, n] = border.sum() + 1.0 / tau[p] ** 2
-            terms = np.zeros((3, n))
-            for j in range(n):
-                c = slot_cell[o + j]
-                if c >= 0:
-                    v, d1, d2, _, _, _ = cell_derivatives(
-                        modes[o + j], c, unchanged, group_start, group_exposure,
-                        group_count, False,
-                    )  # fmt: skip
-                    terms[0, j], terms[1, j], terms[2, j] = v, d1, min(d2, 0.0)
-                    hess[j, j] -= terms[2, j]
-            chol = np.linalg.cholesky(hess)
-            log_w = np.empty(pairs)
-            for k in range(pairs):
-                normal = np.random.standard_normal(n + 1)  # noqa: NPY002
-                delta = np.zeros(n + 1)  # H⁻¹'s Gaussian: solve Lᵀδ = normal
-                for i in range(n, -1, -1):
-                    delta[i] = (normal[i] - chol[i + 1 :, i] @ delta[i + 1 :]) / chol[i, i]
-                both = np.zeros(2)
-                for side in range(2):
-                    sign = 1.0 - 2.0 * side
-                    for j in range(n):
-                        c = slot_cell[o + j]
-                        if c < 0:
-                            continue
-                        dj = sign * delta[j]
-                        v, _, _, _, _, _ = cell_derivatives(
-                            modes[o + j] + dj, c, unchanged, group_start, group_exposure,
-                            group_count, False,
-                        )  # fmt: skip
-                        both[side] += v - terms[0, j] - terms[1, j] * dj - 0.5 * terms[2, j] * dj**2
-                top = both.max()
-                log_w[k] = top + np.log(0.5 * np.exp(both - top).sum())
-            top = log_w.max()
-            weights = np.exp(log_w - top)
-            out[p] = top + np.log(weights.mean())
-            ess[p] = weights.sum() ** 2 / (weights**2).sum()
-        return out, ess
-
-    _KERNEL = kernel
-    return kernel
 
 
 def summary(label: str, log_ratio: np.ndarray, draws: dict) -> None:
