@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bayesrate import plots
-from bayesrate.constants import DIM_HOUR_OF_WEEK
+from bayesrate.constants import DAY_NAMES, DIM_HOUR_OF_WEEK
 from bayesrate.draws import stack_draws
 from bayesrate.export import markdown_table
 from bayesrate.observations import Observations
@@ -37,6 +39,7 @@ def write_report(
     if command:
         lines += [f"Command: `{command}`", ""]
     lines += _data_section(obs) + _fits_section(fits) + _ppc_section(ppc, out)
+    lines += _misses_section(ppc, recommended)
     lines += _comparison_section(comparison, out)
     lines += _priors_section(artifacts, fits, recommended, out)
     lines += [f"- {name}: not exported — {why}" for name, why in refused.items()]
@@ -137,6 +140,72 @@ def _periodicity_lines(ppc: Mapping[str, Any], top: int = 5) -> list[str]:
             )
         lines.append("")
     return lines
+
+
+def _misses_section(ppc: Mapping[str, Any], recommended: str | None) -> list[str]:
+    """Per model (the recommended one first), each extreme statistic: by how much it misses
+    (observed against the replicated mean and 90% interval) and which way."""
+    names = sorted(ppc, key=lambda name: name != recommended)
+    lines = ["## What the checks still miss", "",
+             "Each extreme statistic: observed against replicated (mean, 90% interval); for "
+             "the chi-square discrepancies, the observed one is averaged over the draws.",
+             ""]  # fmt: skip
+    for name in names:
+        tag = " (recommended)" if name == recommended else ""
+        for replication in ppc[name].replications:
+            result = ppc[name].result(replication)
+            extreme = [s for s in result.statistics if s.extreme()]
+            if not extreme:
+                lines.append(f"- **{name}**{tag}, {replication}: no statistic is extreme.")
+                continue
+            for stat in extreme:
+                rep = stat.replicated[np.isfinite(stat.replicated)]
+                q05, q95 = np.quantile(rep, [0.05, 0.95])
+                lines.append(
+                    f"- **{name}**{tag}, {replication}, `{stat.name}` (p = {stat.p_value:.3f}): "
+                    f"observed {stat.observed_value:,.3g}, replicated {rep.mean():,.3g} "
+                    f"({q05:,.3g}–{q95:,.3g}). {_miss_reason(stat, result)}"
+                )
+    return [*lines, ""]
+
+
+def _miss_reason(stat, result) -> str:
+    """Which way ``stat`` misses, in the data's terms."""
+    high = stat.observed_value > float(np.nanmean(stat.replicated))
+    if stat.name == "gap_cv":
+        if high:
+            return ("The gaps between a page's detections vary more than the model "
+                    "replicates: changes come in bursts its rates do not produce.")  # fmt: skip
+        return "The gaps between a page's detections are more regular than replicated."
+    if stat.name == "hour_of_day_chi2":
+        return _share_reason(result.hour_observed, result.hour_replicated,
+                             [f"{h:02d}h" for h in range(len(result.hour_observed))],
+                             f"hour of day ({result.timezone})")  # fmt: skip
+    if stat.name == "day_of_week_chi2":
+        return _share_reason(result.dow_observed, result.dow_replicated, list(DAY_NAMES),
+                             f"day of week ({result.timezone})")  # fmt: skip
+    if stat.name == "top_hour_of_week_share":
+        return ("Pages' detections crowd into one hour-of-week cell more than replicated "
+                "(scheduled jobs; the per-page periodicity list above names them).")  # fmt: skip
+    return f"The model replicates too {'little' if high else 'much'}: {stat.description}."
+
+
+def _share_reason(observed, replicated, labels, what: str, top: int = 2) -> str:
+    """The cells whose share of detections is furthest above and below the replicated."""
+    obs = np.asarray(observed, dtype=float)
+    rep = np.asarray(replicated, dtype=float)
+    obs_share = obs / obs.sum()
+    rep_share = (rep / rep.sum(axis=1, keepdims=True)).mean(axis=0)
+    order = np.argsort(obs_share - rep_share)
+
+    def cells(index):
+        return ", ".join(f"{labels[i]} {obs_share[i]:.1%} (replicated {rep_share[i]:.1%})"
+                         for i in index)  # fmt: skip
+
+    return (
+        f"Detections by {what}: more than replicated on {cells(order[::-1][:top])}; "
+        f"fewer on {cells(order[:top])}."
+    )
 
 
 def _comparison_section(comparison, out: Path) -> list[str]:
