@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,16 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
     sd_domain = stack_draws(posterior["domain_log_rate_sd"])[:, None]
     labels = [str(x) for x in posterior[DIM_DOMAIN].values]
 
+    from scipy.special import logsumexp
+
     def moments(mu, var):
-        first = np.exp(mu + var / 2).mean(axis=0) * HOURS_PER_DAY
-        second = np.exp(2 * mu + 2 * var).mean(axis=0) * HOURS_PER_DAY**2
-        return first, second - first**2
+        # in logs: a wide population's second moment overflows a float (then: variance inf)
+        log_draws = np.log(len(mu))
+        first = np.exp(logsumexp(mu + var / 2, axis=0) - log_draws) * HOURS_PER_DAY
+        with np.errstate(over="ignore", invalid="ignore"):
+            second = np.exp(logsumexp(2 * mu + 2 * var, axis=0) - log_draws) * HOURS_PER_DAY**2
+            variance = second - first**2
+        return first, np.where(np.isfinite(second), variance, np.inf)
 
     mean_d, var_d = moments(m, s**2)
     mean_g, var_g = moments(g, sd_domain**2 + s_new[:, None] ** 2)
@@ -233,6 +240,35 @@ def drift_blocks(model, posterior) -> dict[str, ParameterBlock]:
     return out
 
 
+#: ``log`` of the smallest normal float: a Gamma view whose median rate is below it is none
+LOG_SMALLEST_FLOAT = math.log(np.finfo(float).tiny)
+
+
+def gamma_view(
+    mean: float, variance: float, location: np.ndarray, scale: np.ndarray
+) -> tuple[GammaPrior, str]:
+    """A population's Gamma view and how it was matched.
+
+    The Gamma with the population's rate mean and variance (``"rate moments"``), unless
+    those give no Gamma in floating point: the variance overflows, or the Gamma's median
+    rate underflows (``α ≲ 0.001``: half its mass below the smallest float). That happens
+    where a new page's rate variance is ruled by a far tail, as in an excursion model's
+    domains whose walk sizes the data barely bound (log-rate sds of 5–27 in some draws).
+    Then the Gamma whose ``log λ`` has the population's mean and variance (``"log-rate
+    moments"``); ``location`` and ``scale`` are the population's draws, ``log λ | draw ~
+    Normal(location, scale)`` (per day).
+    """
+    if math.isfinite(variance) and variance > 0:
+        alpha, beta = mean**2 / variance, mean / variance
+        if alpha > 0 and beta > 0 and math.isfinite(alpha) and math.isfinite(beta):
+            gamma = GammaPrior(alpha=alpha, beta=beta)
+            if gamma.log_quantile(0.5) > LOG_SMALLEST_FLOAT:
+                return gamma, "rate moments"
+    mean_log = float(np.mean(location))
+    variance_log = float(np.var(location) + np.mean(np.square(scale)))
+    return GammaPrior.from_log_moments(mean_log, variance_log), "log-rate moments"
+
+
 def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorSet:
     """Priors per domain (per day) from a fitted model: schema version 2, the fitted
     population with moment-matched Gamma views and their fidelity (module docstring)."""
@@ -247,9 +283,15 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     populations = domain_populations(post, n_pages)
     for d, drift in drift_blocks(model, post).items():
         populations[d] = dataclasses.replace(populations[d], drift=drift)
-    gammas = {d: GammaPrior.from_moments(*pair) for d, pair in moments.items()}
+    draws = population_draws(post)
+    gammas, matches = {}, {}
+    for d, (mean, var) in moments.items():
+        gammas[d], matches[d] = gamma_view(mean, var, *draws[d])
     fidelity = {
-        (GLOBAL_KEY if d == NEW_DOMAIN else d): gamma_view_fidelity(pop.predictive, gammas[d])
+        (GLOBAL_KEY if d == NEW_DOMAIN else d): {
+            "match": matches[d],
+            **gamma_view_fidelity(pop.predictive, gammas[d]),
+        }
         for d, pop in populations.items()
     }
     multipliers, uncertainty = None, None
@@ -270,7 +312,8 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
         "config_hash": model.config_hash,
         "data_fingerprint": model.data_fingerprint_,
         "predictive_moments_per_day": {
-            d: {"mean": mean, "variance": var} for d, (mean, var) in moments.items()
+            d: {"mean": mean, "variance": var if math.isfinite(var) else None}
+            for d, (mean, var) in moments.items()
         },
         **dict(metadata or {}),
     }
@@ -432,6 +475,10 @@ def _priors_section(priors: PriorSet) -> list[str]:
     pop = priors.global_population
     if pop is not None:
         fid = priors.gamma_fidelity.get(GLOBAL_KEY, {})
+        n_log = sum(
+            priors.gamma_fidelity.get(d, {}).get("match") == "log-rate moments"
+            for d in priors.domains
+        )
         err = fid.get("log_quantile_error", {})
         below = fid.get("prob_below_mean_over_100", {})
         lines += [
@@ -443,7 +490,10 @@ def _priors_section(priors: PriorSet) -> list[str]:
             f"(compression KL {pop.compression_kl or 0:.2g} nats). " + _drift_sentence(pop),
             "",
             f"- Gamma view (an approximation, for Gamma consumers): Gamma(α={g.alpha:.4g}, "
-            f"β={g.beta:.4g} days), mean {g.mean:.4g}/day. Fidelity against the population: "
+            f"β={g.beta:.4g} days), mean {g.mean:.4g}/day, matched on "
+            f"{fid.get('match', 'rate moments')}"
+            + (f" in {n_log} of {len(priors.domains)} domains" if n_log else "")
+            + ". Fidelity against the population: "
             f"KL(population‖Gamma) {fid.get('kl_population_to_gamma', float('nan')):.3g} nats, "
             f"log(q_Gamma/q_population) at 5/50/95% "
             f"{err.get('0.05', float('nan')):+.2f} / {err.get('0.5', float('nan')):+.2f} / "

@@ -48,7 +48,8 @@ prior of a page of an unseen domain), all log-rates are natural logs of changes 
                       "units": {"sigma_rw": "log-rate per square-root day"}, ...},
      "burst": null | {"model": "...", "source": "...", "parameters": {...}, "units": {...}},
      "gamma_view": {"alpha": 0.16, "beta": 3.2,
-                    "fidelity": {"kl_population_to_gamma": .., "kl_gamma_to_population": ..,
+                    "fidelity": {"match": "rate moments" | "log-rate moments",
+                                 "kl_population_to_gamma": .., "kl_gamma_to_population": ..,
                                  "log_quantile_error": {"0.05": .., ...},
                                  "prob_below_mean_over_100": {"population": .., "gamma": ..}}}}
 
@@ -66,7 +67,9 @@ prior of a page of an unseen domain), all log-rates are natural logs of changes 
 - ``burst``: the burst parameters of a bursty model (its ``model`` names the family and its
   ``parameters`` their posterior summaries); ``null`` when the exported model has none.
 - ``gamma_view``: the moment-matched Gamma of version 1 (what :meth:`PriorSet.arrays` and
-  :meth:`PriorSet.for_domain` return), with its fidelity against ``predictive``: both
+  :meth:`PriorSet.for_domain` return; ``fidelity.match`` says ``"log-rate moments"`` where
+  the rate's mean and variance give no Gamma in floating point and the Gamma matches the
+  mean and variance of ``log λ`` instead), with its fidelity against ``predictive``: both
   Kullback–Leibler divergences (nats) and ``log(q_gamma / q_population)`` at five
   quantiles, computed by quadrature in the log-rate (:func:`gamma_view_fidelity`).
 
@@ -138,6 +141,24 @@ class GammaPrior:
     def from_moments(cls, mean: float, variance: float) -> GammaPrior:
         """The Gamma with this mean and variance (per day)."""
         return cls(alpha=mean**2 / variance, beta=mean / variance)
+
+    @classmethod
+    def from_log_moments(cls, mean_log: float, variance_log: float) -> GammaPrior:
+        """The Gamma whose ``log λ`` (λ per day) has this mean and variance:
+        ``ψ'(α) = variance_log``, ``log β = ψ(α) − mean_log``."""
+        from scipy.optimize import brentq
+        from scipy.special import digamma, polygamma
+
+        if not (math.isfinite(mean_log) and math.isfinite(variance_log) and variance_log > 0):
+            raise ArtifactError(
+                f"log-rate moments must be finite with a positive variance, got mean "
+                f"{mean_log!r}, variance {variance_log!r}"
+            )
+        # ψ'(e^u) falls from e^{-2u}-like values at small α to 1/α at large α: one root in u
+        u = brentq(lambda u: math.log(polygamma(1, math.exp(u))) - math.log(variance_log),
+                   -40.0, 40.0, xtol=1e-12)  # fmt: skip
+        alpha = math.exp(u)
+        return cls(alpha=alpha, beta=math.exp(float(digamma(alpha)) - mean_log))
 
     def log_quantile(self, q: float | np.ndarray) -> np.ndarray:
         """``log`` of the ``q`` quantile (rate per day)."""
@@ -285,11 +306,12 @@ class NormalMixture:
         return 0.5 * (lo + hi)
 
     def rate_moments(self) -> tuple[float, float]:
-        """Mean and variance of λ (per day)."""
+        """Mean and variance of λ (per day); ``inf`` where they overflow a float."""
         w, m, s = self._arrays()
-        first = float((w * np.exp(m + s**2 / 2)).sum())
-        second = float((w * np.exp(2 * m + 2 * s**2)).sum())
-        return first, second - first**2
+        with np.errstate(over="ignore", invalid="ignore"):
+            first = float((w * np.exp(m + s**2 / 2)).sum())
+            second = float((w * np.exp(2 * m + 2 * s**2)).sum())
+        return first, second - first * first if math.isfinite(second) else math.inf
 
     def to_json(self) -> dict[str, list[float]]:
         return {"weights": list(self.weights), "means": list(self.means), "sds": list(self.sds)}

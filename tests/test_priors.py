@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 
 from bayesrate.errors import ArtifactError
 from bayesrate.priors import (
@@ -201,3 +201,23 @@ def test_malformed_version_2_artifacts_are_refused(tmp_path, rng, edit):
     path.write_text(json.dumps(doc))
     with pytest.raises(ArtifactError):
         PriorSet.load(path)
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.02, 3.0), (0.7, 0.05), (40.0, 900.0)])
+def test_gamma_from_log_moments_recovers_the_gamma(alpha, beta):
+    """The Gamma whose ``log λ`` has a given mean and variance: the moments of a known Gamma's
+    ``log λ`` by quadrature of its density give back its α and β."""
+
+    def log_pdf(u):  # density of u = log λ, λ ~ Gamma(α, β)
+        return alpha * np.log(beta) - special.gammaln(alpha) + alpha * u - beta * np.exp(u)
+
+    # P(λ < x) ≈ (βx)^α / Γ(α + 1) in the lower tail: 1e-12 of the mass below lo
+    lo = (np.log(1e-12) + special.gammaln(alpha + 1)) / alpha - np.log(beta)
+    hi = np.log((40 + 60 * alpha) / beta)
+    mean = integrate.quad(lambda u: u * np.exp(log_pdf(u)), lo, hi, limit=500)[0]
+    second = integrate.quad(lambda u: u * u * np.exp(log_pdf(u)), lo, hi, limit=500)[0]
+    gamma = GammaPrior.from_log_moments(mean, second - mean**2)
+    assert gamma.alpha == pytest.approx(alpha, rel=1e-5)
+    assert gamma.beta == pytest.approx(beta, rel=1e-4)
+    with pytest.raises(ArtifactError, match="log-rate moments"):
+        GammaPrior.from_log_moments(mean, 0.0)

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         choices=sorted(comparable),
         default=list(DEFAULT_MODELS),
-        help=f"models to fit and compare (default: {' '.join(DEFAULT_MODELS)})",
+        help=f"models to fit and compare (default: {' '.join(DEFAULT_MODELS)}; excursion with "
+        "annual epochs unless --model-config says otherwise)",
     )
     parser.add_argument("--out", help="report directory (default reports/<name>)")
     parser.add_argument("--models-dir", default="models", help="artifact root (default models/)")

@@ -198,6 +198,39 @@ def test_exported_gamma_reproduces_predictive_moments(hierarchical_fit):
     assert priors.domains[d0].variance == pytest.approx(second - first**2, rel=1e-6)
 
 
+@pytest.mark.parametrize("wide_sd", [30.0, 10.0])
+def test_gamma_view_falls_back_to_log_moments_where_rate_moments_overflow(
+    hierarchical_fit, tmp_path, wide_sd
+):
+    """One draw with a page sd of 30 (its λ² moment e^{1800} is no float) or 10 (the
+    rate-moment α ≈ e^{-100}: the Gamma's median rate underflows): the rate-moment Gamma is
+    no view, so every view matches the mean and variance of ``log λ``,
+    checked against quadrature of the Gamma's log-density and the draws' own moments; the
+    artifact says so and round-trips."""
+    import copy
+
+    fit = copy.deepcopy(hierarchical_fit)
+    post = fit.idata_["posterior"]
+    post["page_log_rate_sd"][0, 0] = wide_sd
+    priors = domain_priors(fit)
+    d0 = next(iter(priors.domains))
+    assert priors.gamma_fidelity[d0]["match"] == "log-rate moments"
+    loc = post["domain_log_rate_mean"].sel(domain=d0).values.ravel() + np.log(24.0)
+    s = post["page_log_rate_sd"].values.ravel()
+    g = priors.domains[d0]
+    log_pdf = lambda u: stats.gamma.logpdf(np.exp(u), g.alpha, scale=1 / g.beta) + u  # noqa: E731
+    mean = integrate.quad(lambda u: u * np.exp(log_pdf(u)), -400, 50, limit=500)[0]
+    second = integrate.quad(lambda u: u * u * np.exp(log_pdf(u)), -400, 50, limit=500)[0]
+    assert mean == pytest.approx(loc.mean(), rel=1e-6)
+    assert second - mean**2 == pytest.approx(loc.var() + np.mean(s**2), rel=1e-6)
+    again = PriorSet.load(priors.save(tmp_path / "p"))
+    assert again.gamma_fidelity[d0]["match"] == "log-rate moments"
+    variance = again.metadata["predictive_moments_per_day"][d0]["variance"]
+    assert variance is None if wide_sd == 30.0 else variance > 1e80
+    # the unmodified fit keeps its rate-moment views
+    assert domain_priors(hierarchical_fit).gamma_fidelity[d0]["match"] == "rate moments"
+
+
 def test_exported_population_is_the_fitted_one(hierarchical_fit):
     post = hierarchical_fit.idata_["posterior"]
     priors = domain_priors(hierarchical_fit)
