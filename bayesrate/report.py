@@ -196,16 +196,16 @@ def _share_reason(observed, replicated, labels, what: str, top: int = 2) -> str:
     rep = np.asarray(replicated, dtype=float)
     obs_share = obs / obs.sum()
     rep_share = (rep / rep.sum(axis=1, keepdims=True)).mean(axis=0)
-    order = np.argsort(obs_share - rep_share)
+    excess = obs_share - rep_share
+    order = np.argsort(excess)
+    more = [i for i in order[::-1] if excess[i] > 0][:top]
+    fewer = [i for i in order if excess[i] < 0][:top]
 
     def cells(index):
         return ", ".join(f"{labels[i]} {obs_share[i]:.1%} (replicated {rep_share[i]:.1%})"
                          for i in index)  # fmt: skip
 
-    return (
-        f"Detections by {what}: more than replicated on {cells(order[::-1][:top])}; "
-        f"fewer on {cells(order[:top])}."
-    )
+    return f"Detections by {what}: more than replicated on {cells(more)}; fewer on {cells(fewer)}."
 
 
 def _comparison_section(comparison, out: Path) -> list[str]:

@@ -94,10 +94,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from bayesrate.priors import GLOBAL_KEY, GammaPrior, PriorSet, find_artifact
+from bayesrate.priors import GLOBAL_KEY, PRIORS_FILE, GammaPrior, PriorSet
 
 MODELS = next((p for p in (Path("..") / "models", Path("models")) if p.is_dir()), Path("models"))
-ARTIFACT = find_artifact(MODELS, "ota-contrib")
+# the hierarchical model's artifact (the main job recommends the excursion model's; this
+# notebook is about the hierarchical log-normal population)
+ARTIFACT = MODELS / "ota-contrib" / "hierarchical" / PRIORS_FILE
 priors = PriorSet.load(ARTIFACT)
 print(f"artifact: {ARTIFACT} (schema {priors.schema_version})")
 print(f"{len(priors.domains)} domains + a global prior for unseen domains")
