@@ -492,7 +492,12 @@ def _priors_section(priors: PriorSet) -> list[str]:
             f"- Gamma view (an approximation, for Gamma consumers): Gamma(α={g.alpha:.4g}, "
             f"β={g.beta:.4g} days), mean {g.mean:.4g}/day, matched on "
             f"{fid.get('match', 'rate moments')}"
-            + (f" in {n_log} of {len(priors.domains)} domains" if n_log else "")
+            + (
+                f" ({n_log} of the {len(priors.domains)} domains' views on log-rate moments: "
+                "their rate-moment Gamma has no float)"
+                if n_log
+                else ""
+            )
             + ". Fidelity against the population: "
             f"KL(population‖Gamma) {fid.get('kl_population_to_gamma', float('nan')):.3g} nats, "
             f"log(q_Gamma/q_population) at 5/50/95% "

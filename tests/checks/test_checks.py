@@ -227,6 +227,11 @@ def test_gamma_view_falls_back_to_log_moments_where_rate_moments_overflow(
     assert again.gamma_fidelity[d0]["match"] == "log-rate moments"
     variance = again.metadata["predictive_moments_per_day"][d0]["variance"]
     assert variance is None if wide_sd == 30.0 else variance > 1e80
+    from bayesrate.export import _priors_section
+
+    n_log = sum(f["match"] == "log-rate moments" for f in priors.gamma_fidelity.values())
+    card = "\n".join(_priors_section(priors))
+    assert f"{n_log - 1} of the {len(priors.domains)} domains' views on log-rate moments" in card
     # the unmodified fit keeps its rate-moment views
     assert domain_priors(hierarchical_fit).gamma_fidelity[d0]["match"] == "rate moments"
 
