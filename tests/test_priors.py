@@ -221,3 +221,25 @@ def test_gamma_from_log_moments_recovers_the_gamma(alpha, beta):
     assert gamma.beta == pytest.approx(beta, rel=1e-4)
     with pytest.raises(ArtifactError, match="log-rate moments"):
         GammaPrior.from_log_moments(mean, 0.0)
+
+
+def test_compression_kl_matches_quadrature(rng):
+    """``KL(draws' mixture ‖ mixture)`` against adaptive quadrature of ``p log(p / q)`` with
+    scipy's Normal densities, at a compression that loses a lot (two clusters of draws, one
+    Normal) and one that loses little (the 8-component mixture of the same draws)."""
+    loc = np.concatenate([rng.normal(-3.0, 0.4, 150), rng.normal(1.5, 0.3, 150)])
+    sd = rng.uniform(0.3, 2.0, loc.size)
+    spread = np.sqrt(loc.var() + (sd**2).mean())
+
+    def oracle(mixture):
+        def f(x):
+            p = stats.norm.pdf(x, loc, sd).mean()
+            q = np.exp(mixture.log_density(np.array([x])))[0]
+            return p * np.log(p / q)
+
+        lo, hi = loc.mean() - 10 * spread, loc.mean() + 10 * spread
+        return integrate.quad(f, lo, hi, limit=400, epsabs=1e-12)[0]
+
+    for mixture in (NormalMixture((1.0,), (0.0,), (2.0,)), NormalMixture.from_draws(loc, sd)):
+        expected = oracle(mixture)
+        assert compression_kl(loc, sd, mixture) == pytest.approx(expected, rel=1e-5, abs=1e-9)
