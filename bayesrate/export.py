@@ -312,7 +312,10 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
         "config_hash": model.config_hash,
         "data_fingerprint": model.data_fingerprint_,
         "predictive_moments_per_day": {
-            d: {"mean": mean, "variance": var if math.isfinite(var) else None}
+            d: {
+                key: value if math.isfinite(value) else None
+                for key, value in (("mean", mean), ("variance", var))
+            }
             for d, (mean, var) in moments.items()
         },
         **dict(metadata or {}),

@@ -154,9 +154,16 @@ class GammaPrior:
                 f"log-rate moments must be finite with a positive variance, got mean "
                 f"{mean_log!r}, variance {variance_log!r}"
             )
-        # ψ'(e^u) falls from e^{-2u}-like values at small α to 1/α at large α: one root in u
-        u = brentq(lambda u: math.log(polygamma(1, math.exp(u))) - math.log(variance_log),
-                   -40.0, 40.0, xtol=1e-12)  # fmt: skip
+
+        # ψ'(e^u) falls from e^{-2u} at small α to e^{-u} at large α: one root in u
+        def excess(u: float) -> float:
+            return math.log(polygamma(1, math.exp(u))) - math.log(variance_log)
+
+        if not excess(-40.0) > 0 > excess(40.0):
+            raise ArtifactError(
+                f"no Gamma has a log-rate variance of {variance_log!r} (α outside e^±40)"
+            )
+        u = brentq(excess, -40.0, 40.0, xtol=1e-12)
         alpha = math.exp(u)
         return cls(alpha=alpha, beta=math.exp(float(digamma(alpha)) - mean_log))
 

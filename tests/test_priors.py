@@ -221,6 +221,8 @@ def test_gamma_from_log_moments_recovers_the_gamma(alpha, beta):
     assert gamma.beta == pytest.approx(beta, rel=1e-4)
     with pytest.raises(ArtifactError, match="log-rate moments"):
         GammaPrior.from_log_moments(mean, 0.0)
+    with pytest.raises(ArtifactError, match="no Gamma has a log-rate variance"):
+        GammaPrior.from_log_moments(mean, 1e-30)
 
 
 def test_compression_kl_matches_quadrature(rng):
