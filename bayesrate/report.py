@@ -87,7 +87,20 @@ def _fits_section(fits: Mapping[str, Any]) -> list[str]:
                 f"{extra.get('pages_noncentred')} non-centred"
             )
             lines.append(f"|  | parameterisation: {pages} |  |  |  |  |  |  |  |")
+        changed = _config_changes(model)
+        if changed:
+            lines.append(f"|  | config: {changed} |  |  |  |  |  |  |  |")
     return lines
+
+
+def _config_changes(model) -> str:
+    """The model's settings that differ from its class defaults, as ``key value`` pairs."""
+    defaults = type(model).default_model_config
+    return ", ".join(
+        f"{key} {value}"
+        for key, value in sorted(model.model_config.items())
+        if key not in defaults or defaults[key] != value
+    )
 
 
 def _ppc_section(ppc: Mapping[str, Any], out: Path) -> list[str]:

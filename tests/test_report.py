@@ -50,3 +50,16 @@ def test_misses_name_the_statistic_its_size_and_the_cells_that_miss():
     assert "more than replicated on Tue 44.4% (replicated 14.3%)" in best[1]
     assert "fewer on Sun 0.0% (replicated 14.3%)" in best[1]
     assert "- **plain**, conditional: no statistic is extreme." in lines
+
+
+def test_fits_table_names_the_settings_that_differ_from_the_defaults():
+    """The main job's excursion model runs annual epochs: the report says so; a model at
+    its defaults gets no config row."""
+    from bayesrate.calibrate import DEFAULT_MODEL_CONFIGS
+    from bayesrate.models import get_model
+    from bayesrate.report import _config_changes
+
+    annual = get_model("excursion")(DEFAULT_MODEL_CONFIGS["excursion"])
+    assert _config_changes(annual) == "epoch_days 365.0"
+    assert get_model("excursion").default_model_config["epoch_days"] != 365.0
+    assert _config_changes(get_model("hierarchical")()) == ""
