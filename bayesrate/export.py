@@ -179,14 +179,19 @@ def population_draws(posterior) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def domain_populations(
-    posterior, n_pages: Mapping[str, int] | None = None
+    posterior,
+    n_pages: Mapping[str, int] | None = None,
+    draws: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, Population]:
     """The fitted log-normal population per domain (and :data:`NEW_DOMAIN`) as posterior
     summaries plus the predictive normal mixture (:meth:`NormalMixture.from_draws`), with
-    its compression error (:func:`bayesrate.priors.compression_kl`)."""
-    predictive_moments(posterior)  # validates the variables
+    its compression error (:func:`bayesrate.priors.compression_kl`). ``draws``: the
+    posterior's :func:`population_draws`, when the caller has them."""
+    if draws is None:
+        predictive_moments(posterior)  # validates the variables
+        draws = population_draws(posterior)
     out = {}
-    for d, (loc, scale) in population_draws(posterior).items():
+    for d, (loc, scale) in draws.items():
         mixture = NormalMixture.from_draws(loc, scale)
         out[d] = Population(
             location=Summary.from_draws(loc),
@@ -280,10 +285,10 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     labels, counts = np.unique(page_domain, return_counts=True)
     n_pages = dict(zip(labels.tolist(), counts.tolist(), strict=True))
     n_pages[NEW_DOMAIN] = len(page_domain)
-    populations = domain_populations(post, n_pages)
+    draws = population_draws(post)
+    populations = domain_populations(post, n_pages, draws)
     for d, drift in drift_blocks(model, post).items():
         populations[d] = dataclasses.replace(populations[d], drift=drift)
-    draws = population_draws(post)
     gammas, matches = {}, {}
     for d, (mean, var) in moments.items():
         gammas[d], matches[d] = gamma_view(mean, var, *draws[d])

@@ -167,40 +167,41 @@ def _misses_section(ppc: Mapping[str, Any], recommended: str | None) -> list[str
         tag = " (recommended)" if name == recommended else ""
         for replication in ppc[name].replications:
             result = ppc[name].result(replication)
-            extreme = [s for s in result.statistics if s.extreme()]
-            if not extreme:
+            table = result.table()
+            extreme = table[table["extreme"]]
+            if not len(extreme):
                 lines.append(f"- **{name}**{tag}, {replication}: no statistic is extreme.")
                 continue
-            for stat in extreme:
-                rep = stat.replicated[np.isfinite(stat.replicated)]
-                q05, q95 = np.quantile(rep, [0.05, 0.95])
+            for row in extreme.itertuples():
                 lines.append(
-                    f"- **{name}**{tag}, {replication}, `{stat.name}` (p = {stat.p_value:.3f}): "
-                    f"observed {stat.observed_value:,.3g}, replicated {rep.mean():,.3g} "
-                    f"({q05:,.3g}–{q95:,.3g}). {_miss_reason(stat, result)}"
+                    f"- **{name}**{tag}, {replication}, `{row.statistic}` "
+                    f"(p = {row.p_value:.3f}): observed {row.observed:,.3g}, replicated "
+                    f"{row.replicated_mean:,.3g} ({row.replicated_q05:,.3g}–"
+                    f"{row.replicated_q95:,.3g}). {_miss_reason(row, result)}"
                 )
     return [*lines, ""]
 
 
-def _miss_reason(stat, result) -> str:
-    """Which way ``stat`` misses, in the data's terms."""
-    high = stat.observed_value > float(np.nanmean(stat.replicated))
-    if stat.name == "gap_cv":
+def _miss_reason(row, result) -> str:
+    """Which way the statistic of ``row`` (of :meth:`PPCResult.table`) misses, in the
+    data's terms."""
+    high = row.observed > row.replicated_mean
+    if row.statistic == "gap_cv":
         if high:
             return ("The gaps between a page's detections vary more than the model "
                     "replicates: changes come in bursts its rates do not produce.")  # fmt: skip
         return "The gaps between a page's detections are more regular than replicated."
-    if stat.name == "hour_of_day_chi2":
+    if row.statistic == "hour_of_day_chi2":
         return _share_reason(result.hour_observed, result.hour_replicated,
                              [f"{h:02d}h" for h in range(len(result.hour_observed))],
                              f"hour of day ({result.timezone})")  # fmt: skip
-    if stat.name == "day_of_week_chi2":
+    if row.statistic == "day_of_week_chi2":
         return _share_reason(result.dow_observed, result.dow_replicated, list(DAY_NAMES),
                              f"day of week ({result.timezone})")  # fmt: skip
-    if stat.name == "top_hour_of_week_share":
+    if row.statistic == "top_hour_of_week_share":
         return ("Pages' detections crowd into one hour-of-week cell more than replicated "
                 "(scheduled jobs; the per-page periodicity list above names them).")  # fmt: skip
-    return f"The model replicates too {'little' if high else 'much'}: {stat.description}."
+    return f"The model replicates too {'little' if high else 'much'}: {row.description}."
 
 
 def _share_reason(observed, replicated, labels, what: str, top: int = 2) -> str:
