@@ -56,6 +56,7 @@ from bayesrate.priors import (
     Summary,
     compression_kl,
     gamma_view_fidelity,
+    lognormal_moments,
 )
 
 #: the population statistics a new page's prior speaks to, judged on the *mixed*
@@ -130,19 +131,8 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
     sd_domain = stack_draws(posterior["domain_log_rate_sd"])[:, None]
     labels = [str(x) for x in posterior[DIM_DOMAIN].values]
 
-    from scipy.special import logsumexp
-
-    def moments(mu, var):
-        # in logs: a wide population's second moment overflows a float (then: variance inf)
-        log_draws = np.log(len(mu))
-        first = np.exp(logsumexp(mu + var / 2, axis=0) - log_draws) * HOURS_PER_DAY
-        with np.errstate(over="ignore", invalid="ignore"):
-            second = np.exp(logsumexp(2 * mu + 2 * var, axis=0) - log_draws) * HOURS_PER_DAY**2
-            variance = second - first**2
-        return first, np.where(np.isfinite(second), variance, np.inf)
-
-    mean_d, var_d = moments(m, s**2)
-    mean_g, var_g = moments(g, sd_domain**2 + s_new[:, None] ** 2)
+    mean_d, var_d = lognormal_moments(m, s**2, scale=HOURS_PER_DAY)
+    mean_g, var_g = lognormal_moments(g, sd_domain**2 + s_new[:, None] ** 2, scale=HOURS_PER_DAY)
     out = {d: (float(a), float(b)) for d, a, b in zip(labels, mean_d, var_d, strict=True)}
     out[NEW_DOMAIN] = (float(mean_g[0]), float(var_g[0]))
     return out

@@ -235,6 +235,43 @@ class Summary:
         )
 
 
+def lognormal_log_moments(
+    means: np.ndarray, variances: np.ndarray, weights: np.ndarray | None = None, axis: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``log E[λ]`` and ``log E[λ²]`` of ``λ = e^X``, ``X`` the mixture of Normals
+    ``N(means, variances)`` along ``axis`` (equal weights unless ``weights`` are given).
+
+    In logs, so that a wide population's moments stay finite where ``E[λ²]`` overflows a
+    float (``E[e^{kX}] = Σ w·e^{k m + k² v / 2}``).
+    """
+    from scipy.special import logsumexp
+
+    m, v = np.broadcast_arrays(np.asarray(means, dtype=float), np.asarray(variances, dtype=float))
+    if weights is None:
+        log_w = -math.log(m.shape[axis])
+    else:
+        with np.errstate(divide="ignore"):
+            log_w = np.log(np.broadcast_to(np.asarray(weights, dtype=float), m.shape))
+    return logsumexp(log_w + m + v / 2, axis=axis), logsumexp(log_w + 2 * m + 2 * v, axis=axis)
+
+
+def lognormal_moments(
+    means: np.ndarray,
+    variances: np.ndarray,
+    weights: np.ndarray | None = None,
+    axis: int = 0,
+    scale: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of ``scale·λ`` (:func:`lognormal_log_moments`); the variance is
+    ``inf`` where ``E[λ²]`` overflows a float."""
+    log_first, log_second = lognormal_log_moments(means, variances, weights, axis)
+    with np.errstate(over="ignore", invalid="ignore"):
+        first = np.exp(log_first) * scale
+        second = np.exp(log_second) * scale**2
+        variance = second - first**2
+    return first, np.where(np.isfinite(second), variance, np.inf)
+
+
 @dataclass(frozen=True)
 class NormalMixture:
     """``log λ ~ Σ_c w_c Normal(m_c, s_c)`` with λ in changes per day."""
@@ -262,15 +299,13 @@ class NormalMixture:
         mixture has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly.
         By Jensen its variance ``s_c² = 2(log E_c[λ] − m_c)`` is at least the stratum's mean
         ``s²``; the remaining shape error is :func:`compression_kl`."""
-        from scipy.special import logsumexp
-
         loc = np.asarray(location, dtype=float).ravel()
         sd = np.asarray(scale, dtype=float).ravel()
         order = np.argsort(loc, kind="stable")
         parts = [p for p in np.array_split(order, min(components, len(loc))) if len(p)]
         weights = [len(p) / len(loc) for p in parts]
         means = [float(loc[p].mean()) for p in parts]
-        log_rate_mean = [float(logsumexp(loc[p] + sd[p] ** 2 / 2) - np.log(len(p))) for p in parts]
+        log_rate_mean = [float(lognormal_log_moments(loc[p], sd[p] ** 2)[0]) for p in parts]
         sds = [float(np.sqrt(max(2 * (r - m), 1e-12)))
                for r, m in zip(log_rate_mean, means, strict=True)]  # fmt: skip
         return cls(tuple(weights), tuple(means), tuple(sds))
@@ -315,10 +350,8 @@ class NormalMixture:
     def rate_moments(self) -> tuple[float, float]:
         """Mean and variance of λ (per day); ``inf`` where they overflow a float."""
         w, m, s = self._arrays()
-        with np.errstate(over="ignore", invalid="ignore"):
-            first = float((w * np.exp(m + s**2 / 2)).sum())
-            second = float((w * np.exp(2 * m + 2 * s**2)).sum())
-        return first, second - first * first if math.isfinite(second) else math.inf
+        first, variance = lognormal_moments(m, s**2, w)
+        return float(first), float(variance)
 
     def to_json(self) -> dict[str, list[float]]:
         return {"weights": list(self.weights), "means": list(self.means), "sds": list(self.sds)}

@@ -19,6 +19,7 @@ from bayesrate.priors import (
     compression_kl,
     find_artifact,
     gamma_view_fidelity,
+    lognormal_moments,
 )
 
 
@@ -245,3 +246,34 @@ def test_compression_kl_matches_quadrature(rng):
     for mixture in (NormalMixture((1.0,), (0.0,), (2.0,)), NormalMixture.from_draws(loc, sd)):
         expected = oracle(mixture)
         assert compression_kl(loc, sd, mixture) == pytest.approx(expected, rel=1e-5, abs=1e-9)
+
+
+def test_lognormal_moments_match_quadrature_and_overflow_to_inf():
+    # a three-component mixture of log-rates, weights with a zero, moments by quadrature
+    weights = np.array([0.5, 0.0, 0.5])
+    means, sds = np.array([-3.0, 50.0, 1.0]), np.array([0.4, 1.0, 1.3])
+
+    def moment(k):
+        def integrand(x):
+            return np.exp(k * x) * sum(
+                w * stats.norm.pdf(x, m, s) for w, m, s in zip(weights, means, sds, strict=True)
+            )
+
+        return integrate.quad(integrand, -20.0, 25.0, epsabs=0, epsrel=1e-12, limit=200)[0]
+
+    first, variance = lognormal_moments(means, sds**2, weights, scale=24.0)
+    assert first == pytest.approx(24.0 * moment(1), rel=1e-10)
+    assert variance == pytest.approx(24.0**2 * (moment(2) - moment(1) ** 2), rel=1e-10)
+    # equal weights along an axis (draws x domains), as the export's predictive moments
+    m = np.array([[-1.0, 0.0], [0.5, 2.0]])
+    v = np.array([[0.3, 0.1], [0.2, 0.4]])
+    first, variance = lognormal_moments(m, v)
+    lam1, lam2 = np.exp(m + v / 2).mean(axis=0), np.exp(2 * m + 2 * v).mean(axis=0)
+    np.testing.assert_allclose(first, lam1, rtol=1e-13)
+    np.testing.assert_allclose(variance, lam2 - lam1**2, rtol=1e-12)
+    # sd 30: E[λ²] = e^{1800} has no float, E[λ] = e^{450} has one
+    first, variance = lognormal_moments(np.array([0.0]), np.array([900.0]))
+    assert first == pytest.approx(np.exp(450.0), rel=1e-12)
+    assert variance == np.inf
+    mixture = NormalMixture((1.0,), (0.0,), (30.0,))
+    assert mixture.rate_moments() == (pytest.approx(np.exp(450.0), rel=1e-12), np.inf)
