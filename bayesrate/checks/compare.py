@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bayesrate.constants import DIM_PAGE
+
 LOGLIK_VAR = "loglik_marginal"
 MAX_LOO_DRAWS = 1000
 #: Pareto k thresholds (ArviZ 1 uses a sample-size dependent "good" bound, ~0.7 at most)
@@ -76,7 +78,7 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     import xarray as xr
 
     from bayesrate.checks import marginal
-    from bayesrate.constants import DIM_DOMAIN, DIM_PAGE, HOURS_PER_DAY
+    from bayesrate.constants import DIM_DOMAIN, HOURS_PER_DAY
     from bayesrate.draws import stack_draws
 
     model._require_fit()
@@ -131,34 +133,43 @@ def loo(fit: Any):
     """PSIS-LOO of one fit (a fitted model or a DataTree); warnings are returned, not raised.
 
     A ``censored`` model has a fixed prior, so leaving a page out is exact: its ELPD terms
-    are the pages' marginal likelihoods, with no importance sampling (Pareto k = 0).
+    are the pages' marginal likelihoods, with no importance sampling (Pareto k = 0). So is
+    leaving out a page whose log-likelihood is the same under every draw (a page visited
+    once has no interval, and its term is 0): its importance weights are equal, and PSIS,
+    which cannot fit a tail to equal values, is run on the other pages only.
     """
     import arviz as az
 
     if getattr(fit, "model_type", None) == "censored":
         return _exact_loo(fit), []
+    tree = _idata(fit)
+    loglik = tree["log_likelihood"][LOGLIK_VAR]
+    constant = (loglik.max(("chain", "draw")) == loglik.min(("chain", "draw"))).values
+    if constant.all():
+        return _elpd_data(loglik.isel(chain=0, draw=0, drop=True), 0.0, loglik.sizes), []
+    if constant.any():
+        tree = tree.copy()
+        tree["log_likelihood"] = tree["log_likelihood"].to_dataset().isel({DIM_PAGE: ~constant})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = az.loo(_idata(fit), var_name=LOGLIK_VAR, pointwise=True)
+        result = az.loo(tree, var_name=LOGLIK_VAR, pointwise=True)
+    if constant.any():
+        result = _with_exact_pages(result, loglik, constant)
     return result, [str(w.message) for w in caught]
 
 
-def _exact_loo(model):
+def _elpd_data(elpd_i, p: float, sizes):
+    """An ``ELPDDataLOO`` whose pointwise terms ``elpd_i`` are exact (Pareto k 0)."""
     import xarray as xr
     from arviz_stats.utils import ELPDDataLOO
-    from scipy.special import logsumexp
 
-    tree = marginal_idata(model)
-    elpd_i = tree["log_likelihood"][LOGLIK_VAR].isel(chain=0, draw=0, drop=True)
-    conditional = model.page_loglik(MAX_LOO_DRAWS)
-    lppd = logsumexp(conditional, axis=0) - np.log(len(conditional))
     n = elpd_i.size
     values = elpd_i.values
     return ELPDDataLOO(
         elpd=float(values.sum()),
         se=float(np.sqrt(n * values.var())),
-        p=float(lppd.sum() - values.sum()),
-        n_samples=len(conditional),
+        p=float(p),
+        n_samples=int(sizes["chain"] * sizes["draw"]),
         n_data_points=n,
         scale="log",
         warning=False,
@@ -166,6 +177,51 @@ def _exact_loo(model):
         elpd_i=elpd_i,
         pareto_k=xr.zeros_like(elpd_i),
     )
+
+
+def _with_exact_pages(result, loglik, constant: np.ndarray):
+    """``result`` (PSIS-LOO of the pages not ``constant``) with the constant pages put
+    back in their places: ELPD term the constant, Pareto k 0, no effective parameters,
+    equal importance weights; totals and standard error over every page."""
+    import xarray as xr
+
+    exact = loglik.isel({DIM_PAGE: constant})
+    n_samples = loglik.sizes["chain"] * loglik.sizes["draw"]
+    fill = {
+        "elpd_i": exact.isel(chain=0, draw=0, drop=True),
+        "pareto_k": 0.0,
+        "influence_pareto_k": 0.0,
+        "p_loo_i": 0.0,
+        "n_eff_i": float(n_samples),
+        "log_weights": -np.log(n_samples),
+    }
+    for name, value in fill.items():
+        part = getattr(result, name, None)
+        if not isinstance(part, xr.DataArray) or DIM_PAGE not in part.dims:
+            continue
+        if not isinstance(value, xr.DataArray):
+            template = exact if "chain" in part.dims else exact.isel(chain=0, draw=0, drop=True)
+            value = xr.full_like(template, value, dtype=float).transpose(*part.dims)
+        whole = xr.concat([part, value], dim=DIM_PAGE)
+        setattr(result, name, whole.sel({DIM_PAGE: loglik[DIM_PAGE].values}))
+    values = result.elpd_i.values
+    result.elpd = float(values.sum())
+    result.se = float(np.sqrt(values.size * values.var()))
+    result.n_data_points = values.size
+    return result
+
+
+def _exact_loo(model):
+    from scipy.special import logsumexp
+
+    tree = marginal_idata(model)
+    loglik = tree["log_likelihood"][LOGLIK_VAR]
+    elpd_i = loglik.isel(chain=0, draw=0, drop=True)
+    conditional = model.page_loglik(MAX_LOO_DRAWS)
+    lppd = logsumexp(conditional, axis=0) - np.log(len(conditional))
+    result = _elpd_data(elpd_i, float(lppd.sum() - elpd_i.values.sum()), loglik.sizes)
+    result.n_samples = len(conditional)
+    return result
 
 
 def pareto_k_counts(result) -> dict[str, int]:

@@ -319,10 +319,15 @@ def _toeplitz_index(k: int) -> np.ndarray:
 def importance_summary(log_ratio: np.ndarray, draws: dict[str, np.ndarray]) -> dict[str, Any]:
     """Importance weights ``exp(log_ratio)`` on ``draws`` (Pareto-smoothed): the spread of
     the log ratios, the weights' ``k̂`` and effective sample fraction, and how far they
-    move the mean of each scalar parameter of ``draws``, in its posterior sds."""
+    move the mean of each scalar parameter of ``draws``, in its posterior sds. Equal
+    ratios (an approximation exact at every draw) are equal weights, ``k̂`` 0: PSIS
+    cannot fit a tail to them."""
     from arviz_stats.base import array_stats
 
-    log_w, k = array_stats.psislw(log_ratio - log_ratio.max())
+    if np.ptp(log_ratio) == 0:
+        log_w, k = np.zeros(len(log_ratio)), 0.0
+    else:
+        log_w, k = array_stats.psislw(log_ratio - log_ratio.max())
     weights = np.exp(log_w - np.logaddexp.reduce(log_w))
     shifts = {
         name: float(abs(weights @ values - values.mean()) / values.std())

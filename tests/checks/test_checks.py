@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 
 from bayesrate import simulate as sim
 from bayesrate.checks import marginal
@@ -172,6 +172,41 @@ def test_loo_prefers_pooling_and_has_reliable_k(hierarchical_fit):
     k = result.pareto_k["hierarchical"]
     assert k["very_bad"] == 0 and k["bad"] <= 0.05 * data.n_pages
     assert "hierarchical" in result.verdict
+
+
+def test_loo_puts_pages_with_a_constant_loglik_back_exactly(hierarchical_fit):
+    import xarray as xr
+
+    from bayesrate.checks.compare import LOGLIK_VAR, loo, marginal_idata
+
+    tree = marginal_idata(hierarchical_fit)
+    ll = tree["log_likelihood"][LOGLIK_VAR]
+    # two pages whose terms do not depend on the draw (visited once: 0), put among the others
+    extra = xr.full_like(ll.isel(page=[0, 1]), 0.0).assign_coords(page=["once-a", "once-b"])
+    extra[dict(page=1)] = -2.5
+    whole = xr.concat([extra.isel(page=[0]), ll, extra.isel(page=[1])], dim="page")
+    with_constant = xr.DataTree.from_dict(
+        {"posterior": tree["posterior"].to_dataset(), "log_likelihood": whole.to_dataset()}
+    )
+    result, _ = loo(with_constant)
+    plain, _ = loo(tree)
+    assert list(result.elpd_i["page"].values) == list(whole["page"].values)
+    assert result.elpd_i.sel(page="once-a") == 0.0 and result.elpd_i.sel(page="once-b") == -2.5
+    assert float(result.pareto_k.sel(page=["once-a", "once-b"]).max()) == 0.0
+    np.testing.assert_allclose(result.elpd_i.isel(page=slice(1, -1)), plain.elpd_i, rtol=1e-12)
+    assert result.elpd == pytest.approx(plain.elpd - 2.5, rel=1e-12)
+    assert result.p == pytest.approx(plain.p, rel=1e-12)
+    assert result.n_data_points == ll.sizes["page"] + 2
+    # the oracle: plain importance-sampling LOO, log of the harmonic mean of each page's
+    # likelihood over the draws (PSIS smooths its largest weights, close where k is small)
+    draws = whole.stack(sample=("chain", "draw")).transpose("page", "sample").values
+    is_loo = -(special.logsumexp(-draws, axis=1) - np.log(draws.shape[1]))
+    good = np.asarray(result.pareto_k) < 0.5
+    np.testing.assert_allclose(np.asarray(result.elpd_i)[good], is_loo[good], atol=0.02)
+    np.testing.assert_allclose(is_loo[[0, -1]], [0.0, -2.5], atol=1e-12)
+    assert result.se == pytest.approx(np.sqrt(len(is_loo) * np.asarray(result.elpd_i).var()))
+    log_w = result.log_weights.sel(page="once-b")
+    assert special.logsumexp(log_w.values) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_exported_gamma_reproduces_predictive_moments(hierarchical_fit):

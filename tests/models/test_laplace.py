@@ -630,3 +630,7 @@ def test_importance_summary_of_a_known_tilt():
     assert got["ess_fraction"] == pytest.approx(math.exp(-1.0), abs=0.03)
     assert got["pareto_k"] < 0.5
     assert set(got["mean_shift_sd"]) == {"x"}  # scalars only
+    # equal ratios (the approximation exact at every draw): equal weights, nothing moves
+    same = importance_summary(np.full(500, -3.0), {"x": x[:500]})
+    assert same["pareto_k"] == 0.0 and same["ess_fraction"] == pytest.approx(1.0)
+    assert same["mean_shift_sd"]["x"] == pytest.approx(0.0, abs=1e-12)
