@@ -498,6 +498,45 @@ def test_parameterisation_follows_information(degenerate_obs, rng):
     assert page_c[0] and not page_c[1]
 
 
+@pytest.mark.parametrize("n_domains", [4, 12, 385])
+def test_domain_spread_lower_factor_is_the_sample_variance_quantile(n_domains):
+    """The factor is the 5% quantile of a variance estimated from ``n`` Normal draws,
+    relative to the truth: checked by simulating the estimates."""
+    from bayesrate.models.hierarchical import spread_lower_factor
+
+    rng = np.random.default_rng(seed_of(f"spread-factor-{n_domains}"))
+    draws = rng.standard_normal((40_000, n_domains))
+    ratios = draws.var(axis=1, ddof=1)
+    assert spread_lower_factor(n_domains) == pytest.approx(np.quantile(ratios, 0.05), rel=0.02)
+    assert spread_lower_factor(1) == 1.0
+
+
+def test_domain_means_centred_only_where_pages_pin_them_over_the_spread():
+    """Twelve domains of a few pages (ota-genai-eu, shipped): the spread of their means
+    comes from twelve values, and no domain is centred. Four domains of 60 busy pages
+    each, means a log-unit apart: pinned whatever the spread, all centred."""
+    from bayesrate import datasets
+
+    model = HierarchicalModel()
+    _, domain_c = model.choose_parameterisation(datasets.load("ota-genai-eu"))
+    assert len(domain_c) == 12 and not domain_c.any()
+    notes = model._build_notes["parameterisation"]
+    assert notes["domain_spread_lower_factor"] == pytest.approx(
+        stats.chi2.ppf(0.05, 11) / 11, rel=1e-12
+    )
+    rng = np.random.default_rng(seed_of("pinned-domains"))
+    rows = []
+    t = np.arange(0.0, 401.0)
+    for d in range(4):
+        for k in range(60):
+            lam = np.exp(d - 1.5 + 0.3 * rng.standard_normal())
+            flags = np.r_[0, (rng.random(400) < 1 - np.exp(-lam)).astype(int)]
+            rows.append(pd.DataFrame({"page": f"d{d}p{k}", "time": t, "changed": flags,
+                                      "domain": f"d{d}"}))  # fmt: skip
+    _, domain_c = model.choose_parameterisation(Observations.from_frame(pd.concat(rows)))
+    assert domain_c.all()
+
+
 # --------------------------------------------------------------------------- modulated
 
 
