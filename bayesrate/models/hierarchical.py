@@ -72,6 +72,8 @@ def spread_lower_factor(n_groups: int, quantile: float = SPREAD_QUANTILE) -> flo
     from scipy.stats import chi2
 
     return float(chi2.ppf(quantile, n_groups - 1) / (n_groups - 1))
+
+
 #: centred sampler variables and the whole-vector deterministic that holds their draws
 COVERED_BY = {"log_rate_centred": "log_rate", "mu_domain_centred": "mu_domain"}
 
