@@ -204,7 +204,8 @@ class HierarchicalModel(RateModel):
             dom_c = np.full(n_domains, choice == "centred")
         self._build_notes["parameterisation"] = {
             "rule": choice,
-            "criterion": f"Fisher information of the data x plug-in prior variance > {threshold}",
+            "criterion": f"Fisher information of the data x prior variance > {threshold} (pages: "
+            "the plug-in spread; domains: the 5% quantile of sigma_domain)",
             "plugin_page_sd": sd_page,
             "plugin_domain_sd": sd_domain,
             "domain_sd_q05": sd_low,
