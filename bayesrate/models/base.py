@@ -129,6 +129,26 @@ def library_versions() -> dict[str, str]:
 
 
 @contextlib.contextmanager
+def reproducible_compilation():
+    """Compile PyTensor graphs with IEEE arithmetic (numba ``fastmath`` off) in this block.
+
+    PyTensor's numba backend compiles with LLVM fast-math flags by default (``contract``,
+    ``reassoc``, ``afn``, ...). A graph compiled from scratch then differs in its last bits
+    from the same graph assembled from PyTensor's on-disk numba cache (cached kernels are
+    linked as object code, so the optimiser contracts and reorders different operations),
+    and NUTS amplifies one-ulp differences in the gradient into different draws: at a fixed
+    seed a fit's draws depended on whether the compile cache was cold or warm. With IEEE
+    arithmetic the compiled function is bit-identical either way (``docs/models.md``,
+    "Reproducibility"); its cost is within the timing noise. Every PyTensor compile of a
+    model (sampling, predictive draws, pointwise log-likelihood) runs inside this block.
+    """
+    import pytensor
+
+    with pytensor.config.change_flags(numba__fastmath=False):
+        yield
+
+
+@contextlib.contextmanager
 def _quiet_pymc_sampling_log():
     """Silence PyMC's ``Sampling: [...]`` info line (a library call is not a session)."""
     logger = logging.getLogger("pymc")
@@ -360,17 +380,18 @@ class RateModel:
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
         cfg = _merge(self.sampler_config, sampler_overrides, "sampler_config")
         start = time.perf_counter()
-        model = self.build_model(data)
         timing: dict[str, float] = {}
         method_failures: list[str] = []
-        if method == "nuts":
-            idata = self._fit_nuts(model, cfg, progressbar, timing)
-        elif method == "advi":
-            idata = self._fit_advi(model, cfg, progressbar, timing, method_failures)
-        else:
-            idata = self._fit_pathfinder(model, cfg, progressbar, timing, method_failures)
-        idata = self._postprocess(idata, data)
-        method_failures += self._fit_checks(idata, data)
+        with reproducible_compilation():
+            model = self.build_model(data)
+            if method == "nuts":
+                idata = self._fit_nuts(model, cfg, progressbar, timing)
+            elif method == "advi":
+                idata = self._fit_advi(model, cfg, progressbar, timing, method_failures)
+            else:
+                idata = self._fit_pathfinder(model, cfg, progressbar, timing, method_failures)
+            idata = self._postprocess(idata, data)
+            method_failures += self._fit_checks(idata, data)
         seconds = time.perf_counter() - start
         extra = dict(self._build_notes)
         if method_failures:
@@ -609,12 +630,13 @@ class RateModel:
 
         model = self._require_model()
         tree = xr.DataTree(self.thinned_posterior(max_draws), name="posterior")
-        out = pm.compute_log_likelihood(
-            xr.DataTree(children={"posterior": tree}),
-            model=model,
-            extend_inferencedata=False,
-            progressbar=False,
-        )
+        with reproducible_compilation():
+            out = pm.compute_log_likelihood(
+                xr.DataTree(children={"posterior": tree}),
+                model=model,
+                extend_inferencedata=False,
+                progressbar=False,
+            )
         self.idata_["log_likelihood"] = out
         return out
 
@@ -629,7 +651,7 @@ class RateModel:
         import pymc as pm
 
         model = self._require_model()
-        with _quiet_pymc_sampling_log():
+        with _quiet_pymc_sampling_log(), reproducible_compilation():
             out = pm.sample_posterior_predictive(
                 self.thinned_posterior(max_draws),
                 model=model,
@@ -690,7 +712,7 @@ class RateModel:
                 raise ValueError("page_rates='posterior' needs the fitted pages, in order")
         patterns = self._prediction_patterns(observations)
         model = self._predictive_model(observations, patterns, page_rates)
-        with _quiet_pymc_sampling_log():
+        with _quiet_pymc_sampling_log(), reproducible_compilation():
             out = pm.sample_posterior_predictive(
                 posterior,
                 model=model,
