@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make main   set up, then calibrate on the embedded default dataset (the main job)
 #   make test   set up, then run the whole test suite (CI runs exactly this)
-.PHONY: setup main test lint bench notebooks
+.PHONY: setup main test test-cold lint bench notebooks
 
 setup:
 	@bash scripts/setup.sh
@@ -11,6 +11,10 @@ main: setup
 
 test: setup
 	.venv/bin/python -m pytest -q -n 2
+
+# the same as CI: every compile cache empty, as on a user's first run
+test-cold:
+	bash scripts/cold_caches.sh $(MAKE) test
 
 lint: setup
 	.venv/bin/ruff check bayesrate tests benchmarks scripts notebooks
