@@ -16,10 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bayesrate.draws import stack_draws
 from bayesrate.likelihood import log1mexp_of_log, mixed_log_detection, mixed_log_quiet
 from bayesrate.models import BurstyModel, HierarchicalModel, get_model
 from bayesrate.observations import Observations
 from tests.helpers import seed_of
+from tests.recovery import assert_mixed, assert_truths_within, seed_name
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -207,14 +209,14 @@ def test_registered_and_predicts(small_obs):
 
 
 @pytest.mark.slow
-def test_kappa_recovered_on_gamma_mixed_visits():
+def test_kappa_recovered_on_gamma_mixed_visits(recovery_seed):
     """Simulated with κ = 0.3, 1, 5 and 40 in four domains on intervals of 1 h to two weeks:
-    each domain's 98% interval of κ holds the truth, and the medians are in order.
-
-    98%, not 90%: four calibrated 90% intervals all hold their truth only 66% of the time,
-    and the draws of a run alone differ from those in the suite at the same seed (cause
-    not pinned down); at 90% the test failed in one suite run and passed in another."""
-    rng = np.random.default_rng(seed_of("bursty-recovery"))
+    each domain's log κ within its Bonferroni band of the posterior, and the medians are
+    in order (``tests/recovery.py``; four calibrated 90% intervals all hold their truth
+    only 66% of the time). The draws at a seed used to depend on the compile cache (numba
+    fast-math; now off, ``tests/models/test_reproducible.py``)."""
+    world = seed_name("bursty-recovery", recovery_seed)
+    rng = np.random.default_rng(seed_of(world))
     truth = {"a": 0.3, "b": 1.0, "c": 5.0, "d": 40.0}
     domains = np.repeat(list(truth), 20)
     domain_log_mean = np.repeat(np.log([0.02, 0.05, 0.03, 0.1]), 20)
@@ -223,14 +225,12 @@ def test_kappa_recovered_on_gamma_mixed_visits():
     # κ far apart: a wide prior on the spread of log κ (truth 2.1)
     config = {"shape_parameterisation": "centred", "shape_sd_scale": 2.0}
     model = BurstyModel(config).fit(
-        obs, draws=2000, tune=1000, chains=4, seed="bursty-recovery", target_accept=0.95
+        obs, draws=2000, tune=1000, chains=4, seed=world, target_accept=0.95
     )
-    assert model.converged_
+    assert_mixed(model.diagnostics_)
     kappa = model.idata_["posterior"]["kappa"]
-    lo = kappa.quantile(0.01, dim=("chain", "draw"))
-    hi = kappa.quantile(0.99, dim=("chain", "draw"))
-    for d in truth:
-        assert float(lo.sel(domain=d)) <= truth[d] <= float(hi.sel(domain=d)), d
+    draws = stack_draws(kappa.sel(domain=list(truth)), "domain")
+    assert_truths_within(draws, list(truth.values()), "kappa", log=True)
     median = kappa.median(dim=("chain", "draw")).sel(domain=list(truth)).values
     assert np.all(np.diff(median) > 0)
     # the posterior predictive of every group draws from the mixed detection probability
