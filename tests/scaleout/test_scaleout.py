@@ -25,6 +25,7 @@ from bayesrate.observations import Observations
 from bayesrate.priors import GammaPrior, PriorSet
 from bayesrate.scaleout import aggregate as agg
 from bayesrate.scaleout import logs
+from bayesrate.scaleout import problems as P
 from bayesrate.scaleout.posteriors import posteriors
 from bayesrate.scaleout.rates import rates
 from bayesrate.scaleout.staging import read_table
@@ -210,7 +211,10 @@ def malformed_log(log: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     # a duplicate visit of p0007 (same time): the page's rows are excluded
     dup = text[text["page"] == "p0007"].iloc[[1]].copy()
     mixed = pd.concat([text, pd.DataFrame(bad), dup], ignore_index=True)
-    clean = log[log["page"] != "p0007"]
+    # p0003 and p0004's bad rows have no usable time (they may lie between two visits):
+    # those pages are excluded; p0005's is after its last visit, left out alone
+    assert log.loc[log["page"] == "p0005", "time"].max() < pd.Timestamp("2024-05-02", tz="UTC")
+    clean = log[~log["page"].isin(["p0003", "p0004", "p0007"])]
     return mixed, clean
 
 
@@ -222,11 +226,12 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
     mixed.iloc[: len(mixed) // 2].to_csv(src / "a.csv", index=False)
     mixed.iloc[len(mixed) // 2 :].to_csv(src / "b.csv", index=False)
     n_dup_page = int((mixed["page"] == "p0007").sum())
+    n_split = int(log["page"].isin(["p0003", "p0004"]).sum())
     if bad_rows == "error":
         with pytest.raises(ObservationError) as info:
             agg.aggregate(src, tmp_path / "stats", partitions=2)
         text = str(info.value)
-        assert f"{4 + n_dup_page:,} malformed row(s)" in text
+        assert f"{4 + n_dup_page + n_split:,} malformed row(s)" in text
         for reason in (
             "neither a number nor a timestamp",
             "without a time zone offset",
@@ -240,7 +245,8 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
         return
     manifest = agg.aggregate(src, tmp_path / "stats", partitions=2, bad_rows="skip")
     report = manifest["malformed_rows"]
-    assert report["rows"] == 4 + n_dup_page
+    assert report["rows"] == 4 + n_dup_page + n_split
+    assert report["counts"][P.REASONS[P.ROW_BETWEEN_VISITS]] == n_split
     assert sum(report["counts"].values()) == report["rows"]
     assert (
         report["counts"]["duplicate visit (same page, same time): the page's rows are excluded"]
@@ -253,6 +259,36 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
     saved = json.loads((tmp_path / "stats" / "_manifest.json").read_text())
     assert saved["malformed_rows"] == report
     check_same_statistics(tmp_path / "stats", in_memory(clean))
+
+
+def test_skipped_row_between_visits_excludes_its_page(client, tmp_path):
+    """Issue 54 row 3: a malformed row between two visits, left out, merged the intervals
+    under the next visit's flag (a page whose only change was on that row had 0 changes);
+    now the page is excluded and counted; a bad row after a page's last visit is not."""
+    rows = [
+        ("a", "2024-03-01T00:00:00Z", ""),
+        ("a", "2024-03-02T00:00:00Z", "0"),
+        ("a", "2024-03-03T00:00:00", "1"),  # no time zone: malformed; the only change
+        ("a", "2024-03-04T00:00:00Z", "0"),
+        ("b", "2024-03-01T00:00:00Z", ""),
+        ("b", "2024-03-02T00:00:00Z", "1"),
+        ("b", "2024-03-03T00:00:00Z", "0"),
+        ("b", "2024-03-05T00:00:00Z", "7"),  # bad flag after b's last good visit
+        ("c", "2024-03-01T00:00:00Z", ""),
+        ("c", "2024-03-02T00:00:00Z", "x"),  # bad flag between c's visits
+        ("c", "2024-03-03T00:00:00Z", "0"),
+    ]
+    frame = pd.DataFrame(rows, columns=["page", "time", "changed"]).assign(domain="s.org")
+    src = tmp_path / "log"
+    src.mkdir()
+    frame.to_csv(src / "log.csv", index=False)
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=1, bad_rows="skip")
+    pages = read_table(tmp_path / "stats", "pages").set_index("page")
+    assert list(pages.index) == ["b"]  # before: a with 3 visits and 0 changes, c with 2
+    assert pages.loc["b", "n_changes"] == 1 and pages.loc["b", "n_visits"] == 3
+    report = manifest["malformed_rows"]
+    assert report["counts"][P.REASONS[P.ROW_BETWEEN_VISITS]] == 3 + 2  # a's and c's others
+    assert report["rows"] == 3 + 5 and manifest["rows_used"] == 3
 
 
 PRIORS = PriorSet(
