@@ -114,9 +114,22 @@ def check_fetch_times(
 ) -> float:
     """Check fetch times: plausible dates, none after ``now + CLOCK_SKEW_HOURS``.
 
-    Returns the ``now`` used (the wall clock unless given).
+    Returns the ``now`` used (the wall clock unless given). A given ``now`` may be earlier
+    than the wall clock, not later than it plus the skew tolerance: a clock set in the
+    future would let future fetch times in, which block their URLs (issue 54).
     """
-    now = now_hours() if now is None else float(check_plausible(now, field="now")[0])
+    if now is None:
+        now = now_hours()
+    else:
+        now = float(check_plausible(now, field="now")[0])
+        wall = now_hours()
+        if now > wall + CLOCK_SKEW_HOURS:
+            raise ObservationError(
+                f"now ({now:.3f} h, the year {year_of(now)}) is later than the wall clock "
+                f"({wall:.3f} h) plus the {CLOCK_SKEW_HOURS:g} h clock-skew tolerance: the "
+                "future-time check cannot be moved into the future",
+                field="now",
+            )
     hours = check_plausible(hours, unit=unit, pages=urls)
     future = np.flatnonzero(hours > now + CLOCK_SKEW_HOURS)
     if len(future):

@@ -220,6 +220,37 @@ def test_future_fetch_time_is_rejected_and_due_keeps_working(tmp_path):
         decide.due(s.state, _now() + 0.6, 5)  # no "time going backwards"
 
 
+def test_fetch_within_the_skew_tolerance_does_not_block_due(tmp_path):
+    """Issue 54 row 1: a fetch 30 min in the future (accepted: within the skew) made every
+    ``due`` at the wall clock fail ("now is before the last fetch"); now that URL is not
+    eligible (just fetched) and the others are served. Beyond the tolerance is an error."""
+    path = tmp_path / "s.db"
+    now = _now()
+    with Store.create(path) as s:
+        s.observe(["u", "v"], [now - 48, now - 48], [0, 0], hosts=["h", "h"])
+        s.observe(["u"], [now + 0.5], [1])  # a crawler whose clock runs 30 min fast
+    with Store.open(path, readonly=True) as s:
+        rows = decide.due(s.state, now, 5)
+        assert [s.state.urls[i] for i in rows] == ["v"]
+        score = decide.priority(s.state, now)
+        assert score[s.state.urls.index("u")] == -np.inf
+        with pytest.raises(ObservationError, match="clock-skew") as err:
+            decide.due(s.state, now - 2.0, 5)  # u's fetch is 2.5 h later than this now
+        assert err.value.pages == ["u"]
+
+
+def test_observe_now_cannot_move_the_future_check_into_the_future(tmp_path):
+    """Issue 54 row 1: ``observe --now <future>`` let any future fetch time in."""
+    path = tmp_path / "s.db"
+    later = _now() + 24 * 365
+    with Store.create(path) as s:
+        with pytest.raises(ObservationError, match="later than the wall clock"):
+            s.observe(["u"], [later], [0], hosts=["h"], now=later + 1)
+        s.observe(["u"], [_now() - 1], [0], hosts=["h"], now=_now() + 0.5)  # within skew
+    with Store.open(path) as s:
+        assert s.state.n_fetch.tolist() == [1]
+
+
 def test_fetch_time_in_the_wrong_unit_names_the_unit(tmp_path):
     path = tmp_path / "s.db"
     with Store.create(path) as s:
