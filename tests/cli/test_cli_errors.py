@@ -83,6 +83,34 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path, capsys, command):
     assert not (tmp_path / "fit-out").exists()
 
 
+@pytest.mark.parametrize("command", ["data", "estimate", "fit", "calibrate"])
+def test_epoch_seconds_read_as_hours_are_refused_with_a_unit_hint(tmp_path, capsys, command):
+    """Issue 54 row 5: epoch seconds with the default unit (hours) gave rates 3,600x too low,
+    exit 0; 1e300 h was accepted. Now one line naming the rows and ``--time-unit s``."""
+    seconds = tmp_path / "seconds.csv"
+    seconds.write_text("page,time,changed\na,1700000000,\na,1700086400,1\na,1700172800,0\n")
+    huge = tmp_path / "huge.csv"
+    huge.write_text("page,time,changed\na,0,\na,1e300,1\n")
+    argv = {
+        "data": ["data", "summary"],
+        "estimate": ["estimate", "--method", "naive"],
+        "fit": ["fit", "--out", tmp_path / "fit-out"],
+        "calibrate": [
+            "calibrate",
+            "--name",
+            "x",
+            "--models-dir",
+            tmp_path / "models",
+            "--out",
+            tmp_path / "report",
+        ],
+    }[command]
+    line = assert_error([*argv, "--input", seconds], capsys, "--time-unit s")
+    assert "not plausible" in line and "rows: 0, 1, 2" in line
+    assert "not plausible" in assert_error([*argv, "--input", huge], capsys, "rows: 1")
+    assert not any((tmp_path / d).exists() for d in ("fit-out", "models", "report"))
+
+
 def test_missing_and_unsupported_inputs(tmp_path, capsys):
     assert_error(["data", "summary", "--input", tmp_path / "nope.csv"], capsys, "no such file")
     (tmp_path / "x.json").write_text("{}")
