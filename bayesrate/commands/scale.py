@@ -157,9 +157,17 @@ def _common(p: argparse.ArgumentParser, input_help: str, out_help: str) -> None:
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
 
+#: the stage whose output each stage reads (checked before the cluster starts)
+UPSTREAM = {"fit": "aggregate", "posteriors": "aggregate", "rates": "posteriors"}
+
+
 def _run(args: argparse.Namespace, stage: Callable[..., dict], *a: Any, **kw: Any) -> int:
     from bayesrate.scaleout.cluster import connect
 
+    if args.op in UPSTREAM:
+        from bayesrate.scaleout.staging import load_manifest
+
+        load_manifest(args.input, stage=UPSTREAM[args.op])
     check_output_dir(args.out)
     where = args.scheduler or "a local cluster"
     progress(f"scale {args.op}: {args.input} -> {args.out} on {where}")

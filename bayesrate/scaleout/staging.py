@@ -204,8 +204,23 @@ def read_table(directory: str | Path, table: str, parts: list[int] | None = None
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def load_manifest(directory: str | Path) -> dict[str, Any]:
-    """The manifest of a committed stage output."""
+def load_manifest(directory: str | Path, stage: str | None = None) -> dict[str, Any]:
+    """The manifest of a committed stage output.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The stage's output directory.
+    stage : str, optional
+        The stage that must have written it (``"aggregate"``, ``"posteriors"``,
+        ``"rates"``): a later stage given another stage's output would commit an empty
+        dataset or a plan of 0 URLs (issue 54).
+
+    Raises
+    ------
+    ObservationError
+        No manifest, an unreadable one, or one of another stage.
+    """
     from bayesrate.errors import ObservationError
 
     path = Path(directory) / MANIFEST
@@ -214,4 +229,17 @@ def load_manifest(directory: str | Path) -> dict[str, Any]:
             f"{directory} is not a committed bayesrate scale output (no {MANIFEST}); "
             "run the previous stage first"
         )
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ObservationError(f"{path} is not a valid manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ObservationError(f"{path} is not a valid manifest (not a JSON object)")
+    if stage is not None and manifest.get("stage") != stage:
+        got = manifest.get("stage")
+        what = f"the output of 'scale {got}'" if isinstance(got, str) else "of no known stage"
+        raise ObservationError(
+            f"{directory} is {what}; this stage reads the output of 'scale {stage}'",
+            field="input",
+        )
+    return manifest

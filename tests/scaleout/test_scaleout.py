@@ -724,6 +724,33 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
     assert "not a committed bayesrate scale output" in capsys.readouterr().err
 
 
+def test_a_stage_given_another_stages_output_is_refused(client, stats_dir, tmp_path, capsys):
+    """Issue 54 row 2: ``posteriors --input <posteriors output>`` and ``rates --input
+    <aggregate output>`` exited 0 with an empty dataset / a plan of 0 URLs."""
+    from bayesrate.cli import main
+
+    post = tmp_path / "post"
+    posteriors(stats_dir / "stats", post, stats_dir / "priors", n_grid=51)
+    address = client.scheduler.address
+    cases = [
+        (["posteriors", "--input", post, "--priors", stats_dir / "priors"], "scale posteriors"),
+        (["rates", "--input", stats_dir / "stats", "--budget", "30"], "scale aggregate"),
+        (["fit", "--input", post], "scale posteriors"),
+    ]
+    for argv, got in cases:
+        out = tmp_path / f"out-{argv[0]}"
+        code = main(["scale", *map(str, argv), "--out", str(out), "--scheduler", address])
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert f"is the output of '{got}'" in err and "Traceback" not in err
+        assert not out.exists()
+    with pytest.raises(ObservationError, match="reads the output of 'scale posteriors'"):
+        rates(stats_dir / "stats", tmp_path / "r", budget_per_day=30.0)
+    with pytest.raises(ObservationError, match="reads the output of 'scale aggregate'"):
+        posteriors(post, tmp_path / "p", stats_dir / "priors")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "p").exists()
+
+
 def test_sample_pages_rebuild_the_same_statistics(client, log, stats_dir):
     """The fit stage's sample: stratified like the scale path, independent of the
     partitioning, and its pages' visits rebuilt from groups give the same statistics."""
