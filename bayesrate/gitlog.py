@@ -111,13 +111,17 @@ def history_frame(
     Raises
     ------
     GitError
-        git missing, not a repository, an unknown revision, or no file matching ``glob``.
+        git missing, not a repository, an unknown revision or one that starts with ``-``
+        (git would read it as an option), or no file matching ``glob``.
     """
     naming = PageNaming.from_glob(glob, domain_depth)
+    if not rev or rev.startswith("-"):
+        # an option, not a revision: git would obey it (--output=FILE writes a file)
+        raise GitError(f"--rev {rev!r} is not a revision (it must not start with '-')", field="rev")
     run_git(repo, "rev-parse", "--git-dir")
     out = run_git(
         repo, "log", "--first-parent", "-m", "-M", "--name-status", "-z",
-        f"--format=%x00{_HEADER} %ct %H", rev, "--", f":(glob){glob}",
+        f"--format=%x00{_HEADER} %ct %H", "--end-of-options", rev, "--", f":(glob){glob}",
     )  # fmt: skip
     rows = _parse_log(out)
     if not rows:

@@ -112,3 +112,23 @@ def test_clear_errors(repo, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(gitlog.shutil, "which", lambda name: None)
     with pytest.raises(gitlog.GitError, match="git is not installed"):
         gitlog.history_frame(repo, "pages/**/*.md")
+
+
+def test_rev_cannot_inject_a_git_option(repo, tmp_path, capsys, monkeypatch):
+    """Issue 54 row 6: ``from-git --rev=--output=x.txt`` made git write its log to x.txt."""
+    target = tmp_path / "x.txt"
+    with pytest.raises(gitlog.GitError, match="not a revision"):
+        gitlog.history_frame(repo, "pages/**/*.md", rev=f"--output={target}")
+    out = str(tmp_path / "h.csv")
+    argv = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--out", out]
+    assert main([*argv, f"--rev=--output={target}"]) == 1
+    err = capsys.readouterr().err
+    assert "bayesrate data from-git: error: --rev" in err and "Traceback" not in err
+    assert not target.exists() and not (tmp_path / "h.csv").exists()
+    # and git itself is told where the options end
+    calls = []
+    real = gitlog.run_git
+    monkeypatch.setattr(gitlog, "run_git", lambda *a: calls.append(a) or real(*a))
+    gitlog.history_frame(repo, "pages/**/*.md", rev="HEAD")
+    log_call = next(c for c in calls if c[1] == "log")
+    assert log_call.index("--end-of-options") == log_call.index("HEAD") - 1
