@@ -177,17 +177,14 @@ def _parse_log(out: str) -> list[tuple[int, str, str]]:
     return rows
 
 
+#: output formats of an event table (what :func:`bayesrate.io.history.read_history` reads)
+HISTORY_FORMATS = ("csv", "parquet")
+
+
 def write_history_table(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write an event table as ``.csv``, ``.csv.gz`` or ``.parquet`` (by the file name)."""
-    path = Path(path)
-    suffixes = "".join(path.suffixes).lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if suffixes.endswith((".parquet", ".pq")):
-        frame.to_parquet(path, index=False)
-    elif suffixes.endswith((".csv", ".csv.gz")):
-        frame.to_csv(path, index=False)
-    else:
-        raise ObservationError(
-            f"unsupported output type for {path}; use .csv, .csv.gz or .parquet", field="out"
-        )
-    return path
+    """Write an event table as ``.csv``, ``.csv.gz`` or ``.parquet`` (by the file name),
+    atomically: a failed write leaves an existing file untouched."""
+    from bayesrate.io.table import output_format, write_table
+
+    output_format(path, HISTORY_FORMATS)
+    return write_table(frame, path)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from bayesrate.commands.common import add_input_options, load_observations, print_json, progress
+from bayesrate.commands.common import (
+    add_input_options,
+    check_output_file,
+    load_observations,
+    print_json,
+    progress,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -132,9 +138,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _from_git(args: argparse.Namespace) -> int:
-    from bayesrate.gitlog import history_frame, write_history_table
+    from bayesrate.gitlog import HISTORY_FORMATS, history_frame, write_history_table
     from bayesrate.history import ChangeHistory
+    from bayesrate.io.table import output_format
 
+    output_format(args.out, HISTORY_FORMATS)  # before any work
+    check_output_file(args.out)
     start = time.perf_counter()
     frame = history_frame(args.repo, args.pathspec, domain_depth=args.domain_depth, rev=args.rev)
     history = ChangeHistory.from_frame(frame, source=str(args.repo))  # validate before writing

@@ -203,6 +203,20 @@ def test_estimate_output_is_written_atomically(good_csv, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["est.csv", "good.csv"]
 
 
+def test_estimate_out_writes_the_format_its_name_says(good_csv, tmp_path, capsys):
+    """Issue 54 row 11: ``estimate --out rates.json`` wrote CSV text into the .json file."""
+    argv = ["estimate", "--input", good_csv, "--method", "mle", "--out"]
+    rc, _, _ = run([*argv, tmp_path / "rates.json"], capsys)
+    assert rc == 0
+    records = json.loads((tmp_path / "rates.json").read_text())
+    assert [r["page"] for r in records] == ["a", "b"] and "rate_per_day" in records[0]
+    rc, _, _ = run([*argv, tmp_path / "rates.tsv"], capsys)
+    assert rc == 0 and "\t" in (tmp_path / "rates.tsv").read_text().splitlines()[0]
+    (tmp_path / "rates.xlsx").write_text("keep me")
+    assert_error([*argv, tmp_path / "rates.xlsx"], capsys, "unsupported output type")
+    assert (tmp_path / "rates.xlsx").read_text() == "keep me"
+
+
 # ---------------------------------------------------------------------- scheduler
 @pytest.fixture
 def state(tmp_path, capsys):
