@@ -132,3 +132,28 @@ def test_rev_cannot_inject_a_git_option(repo, tmp_path, capsys, monkeypatch):
     gitlog.history_frame(repo, "pages/**/*.md", rev="HEAD")
     log_call = next(c for c in calls if c[1] == "log")
     assert log_call.index("--end-of-options") == log_call.index("HEAD") - 1
+
+
+def test_disk_full_keeps_an_existing_output(repo, tmp_path):
+    """Issue 54 row 4 (from-git): ``--out`` was written in place, so a full disk truncated
+    an existing good file. Now the write goes to a temporary file (removed on failure)."""
+    import resource
+    import sys
+
+    out = tmp_path / "h.csv"
+    good = "a good history from an earlier run\n" * 20
+    out.write_text(good)
+
+    def small_files() -> None:  # "disk full" for this process: files at most 64 bytes
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    argv = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "bayesrate.cli", *argv],
+        capture_output=True, text=True, preexec_fn=small_files, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "bayesrate data from-git: error:" in done.stderr and "Traceback" not in done.stderr
+    assert out.read_text() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "h.csv"]
