@@ -64,6 +64,9 @@ EVENTS = (CREATED, CHANGED, DELETED)
 _AWARE_ISO = re.compile(r"^\s*\d{4}-\d{2}-\d{2}[T ][0-9:.]+(Z|[+-]\d{2}(:?\d{2})?)\s*$")
 #: visit phases are rounded to 1/PHASE_TICKS hours so that grid intervals are exact
 PHASE_TICKS = 4096.0
+#: most visits one crawl may make (about 40 bytes each in memory, with the exact counts):
+#: a schedule asking for more is refused before any array is allocated
+MAX_CRAWL_VISITS = 200_000_000
 #: note attached to histories derived from crawl logs (detections as change times)
 APPROXIMATE_NOTE = (
     "approximate history: change times are the crawl log's detection times (each change "
@@ -705,6 +708,18 @@ class Crawl:
     history_page: np.ndarray
 
 
+def _check_visit_count(visits: float, schedule: Schedule) -> None:
+    """Raise if a crawl would make more than :data:`MAX_CRAWL_VISITS` visits (``visits``:
+    their number, or its expectation for random visits)."""
+    if visits > MAX_CRAWL_VISITS:
+        raise ObservationError(
+            f"the crawl {schedule.describe()} would make {visits:.3g} visits (at most "
+            f"{MAX_CRAWL_VISITS:,}, ~{MAX_CRAWL_VISITS * 40 / 2**30:.0f} GiB): visit less often "
+            "(a longer crawl interval) or crawl fewer pages or a shorter window",
+            field="schedule",
+        )
+
+
 def crawl(
     history: ChangeHistory,
     schedule: Schedule,
@@ -751,7 +766,9 @@ def crawl(
             phase = np.full(len(a), float(schedule.phase) % step)
         k0 = np.ceil((a - phase) / step)
         k1 = np.ceil((b - phase) / step) - 1
-        counts = np.maximum(k1 - k0 + 1, 0).astype(np.int64)
+        counts = np.maximum(k1 - k0 + 1, 0)
+        _check_visit_count(float(counts.sum()), schedule)
+        counts = counts.astype(np.int64)
         # visit j of the crawl is first[l] + (j - block[l])·step for its lifetime l: one repeat
         # and one arange (all terms are exact binary numbers, so the times are exact)
         block = np.cumsum(counts) - counts
@@ -759,6 +776,7 @@ def crawl(
         times += np.arange(int(counts.sum()), dtype=np.float64) * step
     elif isinstance(schedule, PoissonVisits):
         span = np.maximum(b - a, 0.0)
+        _check_visit_count(float(schedule.rate_per_hour * span.sum()), schedule)
         counts = rng.poisson(schedule.rate_per_hour * span).astype(np.int64)
         owner = np.repeat(np.arange(len(a)), counts)
         # uniform positions sorted within each lifetime: one sort of ``lifetime + position/2``

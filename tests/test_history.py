@@ -281,3 +281,12 @@ def test_embedded_tldr_history():
     assert "tldr-pages" in datasets.history_names() and "tldr-pages" not in datasets.names()
     approx = datasets.load_history("ota-pga")
     assert approx.notes[0] == APPROXIMATE_NOTE
+
+
+def test_a_crawl_asking_for_too_many_visits_is_refused_before_allocating():
+    """Issue 54 row 7: ``study forecast --crawl-every 0.00001`` asked for 198 TiB."""
+    history = datasets.load_history("tldr-pages")
+    with pytest.raises(ObservationError, match=r"would make .* visits"):
+        crawl(history, FixedInterval(1e-5, phase_step_hours=1e-5), seed=1)
+    with pytest.raises(ObservationError, match=r"would make .* visits"):
+        crawl(history, PoissonVisits(1e5), seed=1)

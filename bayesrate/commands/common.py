@@ -120,6 +120,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+def memory_size(text: str) -> str:
+    """argparse type: a memory size Dask understands (``4GiB``, ``500 MB``, ``1e9`` bytes)
+    or ``auto``; refused at parse time instead of inside the cluster's start."""
+    if text.strip().lower() == "auto":
+        return text
+    from dask.utils import parse_bytes
+
+    try:
+        size = parse_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a memory size such as 4GiB, 500MB or auto, got {text!r}"
+        ) from None
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"must be a memory size > 0, got {text!r}")
+    return text
+
+
 # ---------------------------------------------------------------------- outputs
 def _nearest_existing(path: Path) -> Path:
     path = path.absolute()

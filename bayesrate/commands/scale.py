@@ -23,6 +23,7 @@ from typing import Any
 
 from bayesrate.commands.common import (
     check_output_dir,
+    memory_size,
     positive_float,
     positive_int,
     print_json,
@@ -152,7 +153,11 @@ def _common(p: argparse.ArgumentParser, input_help: str, out_help: str) -> None:
         help="a running Dask scheduler (default: start a local cluster)",
     )
     p.add_argument("--workers", type=positive_int, help="local cluster workers (default: cores)")
-    p.add_argument("--memory-limit", help="per local worker, e.g. 4GiB (default: Dask's)")
+    p.add_argument(
+        "--memory-limit",
+        type=memory_size,
+        help="per local worker, e.g. 4GiB (default: Dask's)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 

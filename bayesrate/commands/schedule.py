@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from bayesrate.commands.common import (
+    check_output_file,
     non_negative_int,
     positive_float,
     positive_int,
@@ -429,6 +430,11 @@ def _stats(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from bayesrate.scheduler.harness import compare
 
+    if args.plot:  # before any work
+        from bayesrate.plots import check_image_path
+
+        check_image_path(args.plot)
+        check_output_file(args.plot, what="--plot")
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
     try:

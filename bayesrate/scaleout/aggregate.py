@@ -181,6 +181,11 @@ def aggregate(
     summaries = [done[k] for k in range(n_out)]
     problems = P.report(s["problems"] for s in summaries)
     try:
+        if not sum(s["rows"] for s in summaries):
+            raise ObservationError(
+                f"the log at {input_path} has no rows (its {len(spec.sources)} file(s) hold "
+                "headers only)"
+            )
         P.raise_if_any(problems, bad_rows)
         if chosen == "host":
             check_one_host_per_url(staging.path, n_out)
@@ -331,8 +336,12 @@ def reduce_partition(
         hit = np.unique(c[mask])
         page_code[hit] = np.where(page_code[hit] == 0, code, page_code[hit])
 
-    same_page = np.r_[False, c[1:] == c[:-1]]
-    flag(same_page & np.r_[False, t[1:] == t[:-1]], P.DUPLICATE)
+    # (an empty partition, e.g. of header-only files or more partitions than URLs, has none)
+    same_page = np.zeros(len(c), dtype=bool)
+    same_page[1:] = c[1:] == c[:-1]
+    same_time = np.zeros(len(t), dtype=bool)
+    same_time[1:] = t[1:] == t[:-1]
+    flag(same_page & same_time, P.DUPLICATE)
     flag(domain_sorted != np.repeat(domain_sorted[offsets[:-1]], counts), P.DOMAIN_VARIES)
     if spec.kind == "crawl":
         flags = frame[CHANGED].to_numpy(dtype=np.float64)[order]

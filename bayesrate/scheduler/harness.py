@@ -131,6 +131,13 @@ def make_world(
 
     if n_pages < 1 or days <= 0 or dt <= 0:
         raise ObservationError("need n_pages >= 1, days > 0, dt > 0", field="n_pages/days")
+    if days * 24.0 < 2 * dt:
+        raise ObservationError(
+            f"the fetch tick ({dt:g} h) leaves fewer than two ticks in the simulated "
+            f"{days:g} days ({days * 24.0:g} h): the policies could not fetch and be compared; "
+            "use a shorter --tick or more --days",
+            field="tick",
+        )
     rng = rng_from(seed)
     priors = priors if priors is not None else PriorSet.default()
     hosts, host_names, rate = _hosts_and_rates(priors, n_pages, n_hosts, rng)

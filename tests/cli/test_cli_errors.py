@@ -347,6 +347,33 @@ def test_schedule_simulate_options_are_validated(capsys, option):
     assert_error(["schedule", "simulate", *option], capsys, option[0].split("=")[0], rc=2)
 
 
+@pytest.mark.parametrize(
+    ("argv", "match", "rc"),
+    [
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--tick", "100000"],
+         "fewer than two ticks", 1),
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--tick", "48"],
+         "fewer than two ticks", 1),
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--plot", "{tmp}/f.xyz"],
+         "cannot write a figure as 'f.xyz'", 1),
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--plot", "/proc/f.png"],
+         "--plot /proc/f.png", 1),
+        (["study", "forecast", "--dataset", "tldr-pages", "--fast", "--crawl-every", "0.00001"],
+         "would make 2.72e+13 visits", 1),
+        (["scale", "aggregate", "--input", "{tmp}", "--out", "{tmp}/o", "--memory-limit",
+          "banana"], "argument --memory-limit", 2),
+    ],
+)  # fmt: skip
+def test_bad_options_are_one_line_errors_before_any_work(tmp_path, capsys, argv, match, rc):
+    """Issue 54 rows 7 and 8: these ended in tracebacks (ZeroDivisionError, matplotlib's
+    ValueError after the whole simulation, a 198 TiB allocation, Dask's ValueError)."""
+    start = time.perf_counter()
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert_error(argv, capsys, match, rc=rc)
+    assert time.perf_counter() - start < 30  # refused up front
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_reset_url_command(tmp_path, capsys, state):
     con = sqlite3.connect(state)
     con.execute("UPDATE urls SET last_fetch = 1700000000 WHERE url = 'https://a/1'")

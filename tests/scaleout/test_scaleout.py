@@ -291,6 +291,31 @@ def test_skipped_row_between_visits_excludes_its_page(client, tmp_path):
     assert report["rows"] == 3 + 5 and manifest["rows_used"] == 3
 
 
+def test_empty_and_header_only_csv_files_in_a_log(client, log, tmp_path):
+    """Issue 54 row 7: a 0-byte CSV in the log's directory (KeyError) and a header-only one
+    (IndexError on the empty partition) ended in tracebacks. Now: header-only files and
+    empty partitions are fine, a 0-byte file or a log of headers only is one clear error."""
+    src = tmp_path / "log"
+    src.mkdir()
+    text = log.assign(time=log["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    few = text[text["page"].isin(["p0001", "p0002"])]
+    few.to_csv(src / "a.csv", index=False)
+    (src / "b-header.csv").write_text(",".join(few.columns) + "\n")
+    # more partitions than URLs: some partitions are empty
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=6)
+    assert manifest["pages"] == 2 and manifest["rows"] == len(few)
+    check_same_statistics(tmp_path / "stats", in_memory(log[log["page"].isin(["p0001", "p0002"])]))
+    (src / "c-empty.csv").write_bytes(b"")
+    with pytest.raises(ObservationError, match=r"c-empty\.csv is empty"):
+        agg.aggregate(src, tmp_path / "stats2", partitions=2)
+    only = tmp_path / "headers"
+    only.mkdir()
+    (only / "h.csv").write_text(",".join(few.columns) + "\n")
+    with pytest.raises(ObservationError, match="has no rows"):
+        agg.aggregate(only, tmp_path / "stats3", partitions=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["headers", "log", "stats"]
+
+
 PRIORS = PriorSet(
     GammaPrior(0.7, 2.0),
     {
