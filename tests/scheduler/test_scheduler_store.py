@@ -416,3 +416,44 @@ def test_writer_that_cannot_get_the_lock_fails_clearly(tmp_path):
         blocker.close()
     with Store.open(path) as s:
         assert s.state.n == 0
+
+
+def _read_only_mount_available() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind -o ro / / 2>/dev/null || exit 1"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _read_only_mount_available(), reason="needs unshare -m and mount")
+def test_state_in_a_read_only_directory_is_not_called_damaged(tmp_path):
+    """Issue 54 row 9: a good state file in a read-only directory was reported as "not a
+    scheduler state file" (an operator may throw it away). Now readers work on a read-only
+    file system, and writers say the directory is the problem and not to delete the file."""
+    state_dir, mount = tmp_path / "state", tmp_path / "mnt"
+    state_dir.mkdir()
+    mount.mkdir()
+    with Store.create(state_dir / "s.db") as s:
+        s.observe(["u"], [_now() - 1], [0], hosts=["h"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = f"mount --bind -o ro {state_dir} {mount} || exit 99; " + "; ".join(
+        f"{sys.executable} -m bayesrate.cli schedule {op} {mount / 's.db'} {extra}; echo rc=$?"
+        for op, extra in (("stats", ""), ("due", "--json"), ("plan", "--budget 3"))
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env,
+        check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 99, done.stderr
+    codes = [line for line in done.stdout.splitlines() if line.startswith("rc=")]
+    assert codes == ["rc=0", "rc=0", "rc=1"], done.stdout + done.stderr
+    assert '"url": "u"' in done.stdout
+    assert "not a scheduler state file" not in done.stderr
+    assert "cannot access" in done.stderr and "do not delete it" in done.stderr
+    with Store.open(state_dir / "s.db", readonly=True) as s:  # untouched
+        assert s.state.n_fetch.tolist() == [1]
