@@ -363,9 +363,9 @@ def check_numeric_times(hours: np.ndarray, unit: str) -> None:
     rows = np.flatnonzero(bad)
     example = hours[rows[0]]
     raise ObservationError(
-        f"numeric times are not plausible: read as {UNIT_NAMES.get(unit, unit)} since the Unix "
-        f"epoch, {example / TIME_UNITS[unit]:.6g} is the year {year_of(example)} (at most "
-        f"2100){unit_hint(hours[bad], unit)}",
+        f"time is not a plausible date or duration: read as {UNIT_NAMES.get(unit, unit)} since "
+        f"the Unix epoch, {example / TIME_UNITS[unit]:.6g} is the year {year_of(example)} "
+        f"(numeric times stay within 2100 of the epoch){unit_hint(hours[bad], unit)}",
         field="time",
         rows=rows.tolist(),
     )

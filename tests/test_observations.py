@@ -74,10 +74,10 @@ def test_numeric_times_must_be_plausible_in_their_unit():
     assert Observations.from_frame(frame, time_unit="s").n_changes == 1
     relative = frame.assign(time=[0.0, 24.0, 48.0])
     assert Observations.from_frame(relative).n_visits == 3
-    with pytest.raises(ObservationError, match="not plausible") as err:
+    with pytest.raises(ObservationError, match="not a plausible date") as err:
         Observations.from_frame(relative.assign(time=[0.0, 24.0, 1e300]))
     assert err.value.rows == [2]
-    with pytest.raises(ObservationError, match="not plausible"):
+    with pytest.raises(ObservationError, match="not a plausible date"):
         Observations.from_frame(relative.assign(time=[0.0, 24.0, np.inf]))
 
 

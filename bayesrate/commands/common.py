@@ -112,6 +112,52 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    """A number or a fraction ``a/b`` (``1/7``: once a week), finite."""
+    import math
+
+    if "/" not in text:
+        return _number(text, float)
+    top, _, bottom = text.partition("/")
+    a, b = _number(top.strip(), float), _number(bottom.strip(), float)
+    if b == 0 or not math.isfinite(a / b):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return a / b
+
+
+def budget(text: str) -> float:
+    """argparse type: a budget > 0, as a number or a fraction (``--budget 1/7``)."""
+    value = _fraction(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 (e.g. 0.5 or 1/7), got {text!r}")
+    return value
+
+
+def non_negative_budget(text: str) -> float:
+    """argparse type: a budget >= 0, as a number or a fraction (``--budget 1/7``)."""
+    value = _fraction(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (e.g. 0.5 or 1/7), got {text!r}")
+    return value
+
+
+#: help text of options read by :func:`utc_time`
+UTC_TIME_HELP = "an ISO time with a time zone, or a date alone meaning 00:00 UTC (2020-01-01)"
+
+
+def utc_time(text: str) -> str:
+    """argparse type: a time option; a date alone (``2020-01-01``) means 00:00 UTC.
+
+    Other text is returned unchanged (a timestamp without a time zone is still refused
+    where it is read, as in data files: only a bare date has an obvious meaning).
+    """
+    import re
+
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+        return text.strip() + "T00:00:00Z"
+    return text
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0."""
     value = _number(text, float)

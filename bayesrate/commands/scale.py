@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bayesrate.commands.common import (
+    budget,
     check_output_dir,
     memory_size,
     positive_float,
@@ -120,7 +121,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ops.add_parser("rates", help="budgeted optimal revisit rates for every URL")
     _common(p, "posteriors dataset from 'scale posteriors'", "rates dataset (directory)")
     p.add_argument(
-        "--budget", type=positive_float, required=True, help="total fetches per day over all URLs"
+        "--budget",
+        type=budget,
+        required=True,
+        help="total fetches per day over all URLs (a number or a fraction such as 1/7)",
     )
     p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
     p.add_argument(

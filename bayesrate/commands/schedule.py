@@ -19,7 +19,9 @@ import sys
 from typing import Any
 
 from bayesrate.commands.common import (
+    budget,
     check_output_file,
+    non_negative_budget,
     non_negative_int,
     positive_float,
     positive_int,
@@ -109,7 +111,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = ops.add_parser("plan", help="store budget-optimal fetch rates (used by 'due')")
     p.add_argument("state")
-    p.add_argument("--budget", type=float, required=True, help="total fetches per day")
+    p.add_argument(
+        "--budget",
+        type=non_negative_budget,
+        required=True,
+        help="total fetches per day (a number or a fraction such as 1/7)",
+    )
     p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
@@ -135,7 +142,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ops.add_parser("simulate", help="compare policies on a synthetic web at equal budget")
     p.add_argument("--pages", type=positive_int, default=10_000)
     p.add_argument("--days", type=positive_float, default=60.0)
-    p.add_argument("--budget", type=positive_float, default=0.2, help="fetches per URL per day")
+    p.add_argument(
+        "--budget", type=budget, default=0.2, help="fetches per URL per day (e.g. 0.2 or 1/7)"
+    )
     p.add_argument("--seed", default="bayesrate-schedule-simulate")
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
     p.add_argument("--tick", type=positive_float, default=0.5, help="fetch tick in hours")
@@ -288,8 +297,18 @@ def _load_priors(path: str | None):
         return PriorSet.load(path), str(path)
     found = find_artifact()
     if found is not None:
-        return PriorSet.load(found), str(found)
-    return PriorSet.default(), "default Gamma(1, 1 day) (no artifact found)"
+        recommended = found.parent.parent / "recommended.json"
+        why = (
+            f"the model recommended in {recommended}"
+            if recommended.is_file() and f'"{found.parent.name}"' in recommended.read_text()
+            else "the newest artifact"
+        )
+        return PriorSet.load(found), (
+            f"{found}, found under ./models: {why}; pass --priors PATH to choose"
+        )
+    return PriorSet.default(), (
+        "default Gamma(1, 1 day): no artifact under ./models; pass --priors PATH to choose"
+    )
 
 
 def _iso(hours: float) -> str:

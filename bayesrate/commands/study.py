@@ -11,12 +11,14 @@ import argparse
 import importlib
 
 from bayesrate.commands.common import (
+    UTC_TIME_HELP,
     check_output_dir,
     non_negative_int,
     positive_float,
     positive_int,
     print_json,
     progress,
+    utc_time,
 )
 
 #: per study, its options (flag, argparse keywords): the flag's name is the keyword of the
@@ -61,7 +63,13 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
         ("--dataset", {"help": "embedded history (tldr-pages) or crawl log as approximate one"}),
         ("--history", {"metavar": "FILE", "help": "change-history table (.csv, .parquet)"}),
         ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
-        ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
+        (
+            "--split",
+            {
+                "type": utc_time,
+                "help": f"training/test split: {UTC_TIME_HELP} (default: end - horizon)",
+            },
+        ),
         ("--horizon-days", {"type": positive_float, "help": "test window (default 180)"}),
         ("--methods", {"help": "comma-separated (default: every method but bursty)"}),
         ("--max-pages", {"type": positive_int, "help": "score a random subset of pages"}),
@@ -106,7 +114,13 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
             },
         ),
         ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
-        ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
+        (
+            "--split",
+            {
+                "type": utc_time,
+                "help": f"training/test split: {UTC_TIME_HELP} (default: end - horizon)",
+            },
+        ),
         ("--horizon-days", {"type": positive_float, "help": "test window (default 365)"}),
         ("--max-pages", {"type": positive_int, "help": "a random subset of pages"}),
         ("--replicates", {"type": positive_int, "help": "gap-check replicates (default 200)"}),

@@ -106,8 +106,8 @@ def test_epoch_seconds_read_as_hours_are_refused_with_a_unit_hint(tmp_path, caps
         ],
     }[command]
     line = assert_error([*argv, "--input", seconds], capsys, "--time-unit s")
-    assert "not plausible" in line and "rows: 0, 1, 2" in line
-    assert "not plausible" in assert_error([*argv, "--input", huge], capsys, "rows: 1")
+    assert "not a plausible date" in line and "rows: 0, 1, 2" in line
+    assert "not a plausible date" in assert_error([*argv, "--input", huge], capsys, "rows: 1")
     assert not any((tmp_path / d).exists() for d in ("fit-out", "models", "report"))
 
 
@@ -408,3 +408,80 @@ def test_nan_in_numeric_output_is_not_json_nan():
     text = json.dumps(strict_json({"a": np.nan, "b": [np.inf, 1.5], "c": np.float32(2)}),
                       allow_nan=False)  # fmt: skip
     assert json.loads(text) == {"a": None, "b": [None, 1.5], "c": 2.0}
+
+
+# ---------------------------------------------------------------------- issue 54: new user
+def test_unknown_option_prints_the_subcommands_usage(capsys):
+    """The top-level usage ("bayesrate [-h] [--version] COMMAND ...") said nothing useful."""
+    rc = main(["schedule", "due", "state.db", "--bogus"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("usage: bayesrate schedule due ")
+    assert "bayesrate schedule due: error: unrecognized arguments: --bogus" in err
+    assert main(["study", "forecast", "--bogus"]) == 2
+    assert capsys.readouterr().err.startswith("usage: bayesrate study forecast ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["schedule", "plan", "s.db"],
+        ["schedule", "simulate"],
+        ["schedule", "replay", "--dataset", "x", "--start", "2020-01-01T00:00Z", "--days", "1"],
+        ["scale", "rates", "--input", "p", "--out", "r"],
+    ],
+)
+def test_budget_accepts_fractions(argv, capsys):
+    """``--budget 1/7`` (once a week) was refused as not a number."""
+    from bayesrate.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args([*argv, "--budget", "1/7"]).budget == pytest.approx(1 / 7)
+    assert parser.parse_args([*argv, "--budget", "0.25"]).budget == 0.25
+    for bad in ("1/0", "one/7", "inf/1"):
+        assert main([*argv, "--budget", bad]) == 2
+        assert "argument --budget" in capsys.readouterr().err
+
+
+def test_plan_with_a_fractional_budget_runs(state, capsys):
+    rc, out, _ = run(["schedule", "plan", state, "--budget", "1/7", "--json"], capsys)
+    assert rc == 0 and json.loads(out)
+
+
+def test_a_date_alone_means_midnight_utc(capsys):
+    """``--split 2020-01-01`` was refused for having no time zone; it means 00:00 UTC and
+    the help says so. A time of day without a zone is still refused where it is read."""
+    from bayesrate.cli import build_parser
+    from bayesrate.history import hours_of
+
+    parser = build_parser()
+    for argv in (
+        ["study", "forecast", "--split", "2020-01-01"],
+        ["study", "bursts", "--split", "2020-01-01"],
+    ):
+        split = parser.parse_args(argv).split
+        assert hours_of(split, "split") == hours_of("2020-01-01T00:00:00Z")
+    replay = ["schedule", "replay", "--dataset", "x", "--start", "2020-01-01", "--days", "1"]
+    assert parser.parse_args([*replay, "--budget", "1"]).start == "2020-01-01T00:00:00Z"
+    assert parser.parse_args(["study", "forecast", "--split", "2020-01-01T12:00"]).split == (
+        "2020-01-01T12:00"
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(["study", "forecast", "--help"])
+    assert "00:00 UTC" in " ".join(capsys.readouterr().out.split())
+
+
+def test_schedule_init_names_the_priors_it_picked(tmp_path, monkeypatch, capsys):
+    """``schedule init`` silently took the newest priors under ./models."""
+    from bayesrate.priors import GammaPrior, PriorSet
+
+    monkeypatch.chdir(tmp_path)
+    PriorSet(GammaPrior(2.0, 3.0), {"d": GammaPrior(1.0, 1.0)}).save(
+        tmp_path / "models" / "mine" / "hierarchical"
+    )
+    rc, out, _ = run(["schedule", "init", "a.db"], capsys)
+    assert rc == 0
+    assert "models/mine/hierarchical/priors.json, found under ./models" in out
+    assert "newest" in out and "--priors" in out
+    rc, out, _ = run(["schedule", "init", "b.db", "--priors", "models/mine/hierarchical"], capsys)
+    assert rc == 0 and "found under" not in out
