@@ -224,7 +224,9 @@ def test_cli_round_trip(tmp_path, capsys):
     assert "https://a/1" in capsys.readouterr().err
     assert main(["schedule", "stats", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["fetches"] == 5
-    assert main(["schedule", "plan", db, "--budget", "-1"]) == 1
+    # an invalid option value: refused by argparse (status 2) before the state is opened
+    assert main(["schedule", "plan", db, "--budget", "-1"]) == 2
+    assert "argument --budget" in capsys.readouterr().err
 
 
 def test_cli_simulate_json(capsys, tmp_path):
