@@ -83,13 +83,19 @@ class Staging:
         return done, [k for k in range(n_parts) if k not in done]
 
     def is_committed(self) -> bool:
-        """Whether ``out`` already holds this very run's output."""
+        """Whether ``out`` already holds this very run's output, whole.
+
+        An output of the same run with a part's marker or file missing (deleted by hand,
+        a damaged disk) is not: the rerun computes it again and replaces it, instead of
+        saying "done" over a hole (issue 54).
+        """
         manifest = self.out / MANIFEST
         if not manifest.is_file():
             return False
         try:
-            return json.loads(manifest.read_text()).get("run_key") == self.key
-        except (OSError, json.JSONDecodeError):
+            doc = json.loads(manifest.read_text())
+            return doc.get("run_key") == self.key and not missing_files(self.out, doc)
+        except (OSError, json.JSONDecodeError, AttributeError, TypeError, ValueError):
             return False
 
     def done(self) -> dict[int, dict[str, Any]]:
@@ -117,10 +123,32 @@ class Staging:
         os.replace(self.path, self.out)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        # staging directories of earlier runs into this output with other arguments (failed
+        # or killed and never resumed) would stay forever: this output supersedes them
+        for stale in self.out.parent.glob(f".{self.out.name}.staging-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         return self.out
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def missing_files(directory: str | Path, manifest: Mapping[str, Any]) -> list[str]:
+    """Markers and part files of a committed output that are not there (relative paths).
+
+    Every part ``0 .. partitions - 1`` of the manifest has a marker, and every file its
+    marker lists exists.
+    """
+    root = Path(directory)
+    missing = []
+    for k in range(int(manifest.get("partitions", 0))):
+        marker = root / MARKERS / f"{part_name(k)}.json"
+        if not marker.is_file():
+            missing.append(f"{MARKERS}/{marker.name}")
+            continue
+        listed = json.loads(marker.read_text()).get(FILES) or []
+        missing.extend(f for f in listed if not (root / f).is_file())
+    return missing
 
 
 def write_text(path: Path, text: str) -> None:

@@ -776,6 +776,36 @@ def test_a_stage_given_another_stages_output_is_refused(client, stats_dir, tmp_p
     assert not (tmp_path / "r").exists() and not (tmp_path / "p").exists()
 
 
+def test_rerun_repairs_a_deleted_part_and_stale_staging_is_removed(client, log, tmp_path):
+    """Issue 54 row 10: a rerun over an output with a deleted part said "done" and left the
+    hole; staging directories of failed or killed runs with other arguments stayed forever."""
+    src = write_by_time(log, tmp_path / "log", 3)
+    out = tmp_path / "stats"
+    agg.aggregate(src, out, partitions=3)
+    key = json.loads((out / "_manifest.json").read_text())["run_key"]
+    want = read_all(out)
+    # a killed run of other arguments into the same output, never resumed
+    stale = tmp_path / ".stats.staging-0123456789abcdef"
+    (stale / "_parts").mkdir(parents=True)
+    (stale / "pages").mkdir()
+    (stale / "pages" / "part-00000.parquet").write_bytes(b"PAR1 half")
+    victim = out / "groups" / "part-00001.parquet"
+    victim.unlink()
+    agg.aggregate(src, out, partitions=3)
+    assert victim.is_file()  # before: the missing part stayed missing
+    assert json.loads((out / "_manifest.json").read_text())["run_key"] == key
+    got = read_all(out)
+    assert got.keys() == want.keys()
+    for name in want:
+        pd.testing.assert_frame_equal(got[name], want[name])
+    assert not stale.exists()
+    assert not list(tmp_path.glob(".stats.*"))
+    # an intact output is still reused as it is
+    stamp = (out / "_manifest.json").stat().st_mtime_ns
+    agg.aggregate(src, out, partitions=3)
+    assert (out / "_manifest.json").stat().st_mtime_ns == stamp
+
+
 def test_sample_pages_rebuild_the_same_statistics(client, log, stats_dir):
     """The fit stage's sample: stratified like the scale path, independent of the
     partitioning, and its pages' visits rebuilt from groups give the same statistics."""
