@@ -26,7 +26,13 @@ def register(ops: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--dataset", help="embedded history (tldr-pages) or crawl log as approximate history"
     )
-    source.add_argument("--history", metavar="FILE", help="change-history table")
+    source.add_argument(
+        "--input",
+        "--history",
+        dest="history",
+        metavar="FILE",
+        help="change-history table (--history is the same)",
+    )
     p.add_argument(
         "--start", type=utc_time, required=True, help=f"start of the replay window: {UTC_TIME_HELP}"
     )

@@ -485,3 +485,21 @@ def test_schedule_init_names_the_priors_it_picked(tmp_path, monkeypatch, capsys)
     assert "newest" in out and "--priors" in out
     rc, out, _ = run(["schedule", "init", "b.db", "--priors", "models/mine/hierarchical"], capsys)
     assert rc == 0 and "found under" not in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["study", "forecast", "--fast"],
+        ["study", "bursts", "--fast"],
+        ["schedule", "replay", "--start", "2020-01-01", "--days", "1", "--budget", "1"],
+    ],
+)
+def test_histories_are_given_with_input_like_every_other_table(tmp_path, capsys, argv):
+    """forecast/replay took ``--history`` where every other command takes ``--input``; now
+    ``--input`` works and ``--history`` stays as its alias."""
+    missing = tmp_path / "history.csv"
+    out = ["--out", str(tmp_path / "o")] if argv[0] == "study" else []
+    for flag in ("--input", "--history"):
+        assert_error([*argv, *out, flag, missing], capsys, f"no such file: {missing}")
+    assert list(tmp_path.iterdir()) == []
