@@ -6,6 +6,7 @@ or the complete new one, and a failed write leaves no temporary file behind.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -22,6 +23,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     still work). On an exception the temporary file is removed and ``path`` is untouched.
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # a device or a pipe (``/dev/full``): the rename would replace it by a file
+        raise FileExistsError(
+            errno.EEXIST, "exists and is not a regular file; not replacing it", str(path)
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = "".join(path.suffixes)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)

@@ -219,6 +219,11 @@ def check_output_file(path: str | Path, what: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise ObservationError(f"{what} {path} is a directory; give a file name")
+    if path.exists() and not path.is_file():  # /dev/full, a FIFO: never replaced by a file
+        raise ObservationError(
+            f"{what} {path} exists and is not a regular file (a device, pipe or socket); "
+            "give a file name"
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise ObservationError(f"{what} {path} exists and is not writable")
     check_output_dir(path.parent, what=f"{what} {path}: directory")

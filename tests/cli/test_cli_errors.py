@@ -503,3 +503,25 @@ def test_histories_are_given_with_input_like_every_other_table(tmp_path, capsys,
     for flag in ("--input", "--history"):
         assert_error([*argv, *out, flag, missing], capsys, f"no such file: {missing}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_output_onto_a_pipe_or_device_is_refused_before_any_work(good_csv, tmp_path, capsys):
+    """Issue 54 probe: ``estimate --out /dev/full`` exited 0 and replaced the device by a
+    file (as root); a FIFO likewise."""
+    import os
+    import stat
+
+    fifo = tmp_path / "rates.csv"
+    os.mkfifo(fifo)
+    argv = ["estimate", "--input", good_csv, "--method", "mle", "--out", fifo]
+    assert_error(argv, capsys, "is not a regular file")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_simulate_on_a_tiny_world_does_not_divide_by_zero(capsys):
+    """Issue 54 probe: ``schedule simulate --pages 5 --days 1`` ended in ZeroDivisionError
+    (no baseline fetch in calibration; no staleness to compare). Undefined ratios are null."""
+    rc, out, _ = run(["schedule", "simulate", "--pages", "5", "--days", "1", "--json"], capsys)
+    assert rc == 0
+    summary = json.loads(out)["summary"]
+    assert summary["oracle_over_ours_harmonic"] is None or summary["oracle_over_ours_harmonic"] > 0
