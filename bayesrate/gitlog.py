@@ -91,6 +91,15 @@ def run_git(repo: str | Path, *args: str) -> str:
     return done.stdout
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` (decoded with ``surrogateescape``) was valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def history_frame(
     repo: str | Path, glob: str, *, domain_depth: int = 0, rev: str = "HEAD"
 ) -> pd.DataFrame:
@@ -112,7 +121,8 @@ def history_frame(
     ------
     GitError
         git missing, not a repository, an unknown revision or one that starts with ``-``
-        (git would read it as an option), or no file matching ``glob``.
+        (git would read it as an option), no file matching ``glob``, or file names that
+        are not valid UTF-8 (named).
     """
     naming = PageNaming.from_glob(glob, domain_depth)
     if not rev or rev.startswith("-"):
@@ -126,6 +136,14 @@ def history_frame(
     rows = _parse_log(out)
     if not rows:
         raise GitError(f"no commit of {rev} touches a file matching {glob!r}", field="pathspec")
+    undecodable = sorted({path for _, _, path in rows if not _is_utf8(path)})
+    if undecodable:
+        shown = ", ".join(repr(p.encode("utf-8", "surrogateescape"))[2:-1] for p in undecodable)
+        raise GitError(
+            f"{len(undecodable)} file name(s) are not valid UTF-8, so they cannot be page ids: "
+            f"{shown}; narrow --pathspec to leave them out",
+            field="pathspec",
+        )
     rows.reverse()  # git lists newest first; within a commit keep git's order
     frame = pd.DataFrame(rows, columns=["seconds", "status", PAGE])
     frame[PAGE] = frame[PAGE].map(naming.page)

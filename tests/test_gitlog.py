@@ -157,3 +157,22 @@ def test_disk_full_keeps_an_existing_output(repo, tmp_path):
     assert "bayesrate data from-git: error:" in done.stderr and "Traceback" not in done.stderr
     assert out.read_text() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "h.csv"]
+
+
+def test_file_names_that_are_not_utf8_are_named(tmp_path, capsys):
+    """Issue 54 row 7: a repository holding a file named with invalid UTF-8 ended in a
+    UnicodeEncodeError traceback when the table was written."""
+    r = tmp_path / "r"
+    (r / "pages").mkdir(parents=True)
+    git(r, "init", "-q", "-b", "main")
+    (r / "pages" / "ok.md").write_text("x\n")
+    (r / "pages").joinpath(os.fsdecode(b"bad\xff.md")).write_text("y\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "create", when=0)
+    out = tmp_path / "h.csv"
+    argv = ["data", "from-git", str(r), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "not valid UTF-8" in err and "pages/bad\\xff.md" in err and "Traceback" not in err
+    assert not out.exists()
+    assert main([*argv[:4], "pages/ok.md", *argv[5:]]) == 0  # left out: the rest works
