@@ -54,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Invalid options (argparse: a bad number, ``--draws -1``) print ``bayesrate CMD: error:
     ...`` and return 2. Expected failures (bad input, unusable artifacts or state files,
-    convergence, file system errors) print ``bayesrate CMD: error: ...`` and return 1; an
+    convergence, file system errors, running out of memory) print ``bayesrate CMD: error:
+    ...`` and return 1; an
     interrupt returns 130; anything else prints its traceback, says where to report it,
     and returns 70.
     """
@@ -73,6 +74,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except EXPECTED_ERRORS as exc:
         print(f"bayesrate {name}: error: {_message(exc)}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # a decompression bomb, options asking for too much
+        detail = f" ({exc})" if str(exc) else ""
+        print(
+            f"bayesrate {name}: error: out of memory{detail}: the input or the options need "
+            "more memory than this machine has (a smaller input, a coarser option, or "
+            "'bayesrate scale' for logs bigger than memory)",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(f"bayesrate {name}: interrupted", file=sys.stderr)

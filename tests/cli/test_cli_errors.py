@@ -525,3 +525,15 @@ def test_simulate_on_a_tiny_world_does_not_divide_by_zero(capsys):
     assert rc == 0
     summary = json.loads(out)["summary"]
     assert summary["oracle_over_ours_harmonic"] is None or summary["oracle_over_ours_harmonic"] > 0
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    """Issue 54 row 7: a decompression bomb ended in a MemoryError traceback (exit 70)."""
+    from bayesrate.commands import data
+
+    def bomb(args, **kwargs):
+        raise MemoryError("Unable to allocate 198. TiB")
+
+    monkeypatch.setattr(data, "load_observations", bomb)
+    line = assert_error(["data", "summary", "--input", "x.csv.gz"], capsys, "out of memory")
+    assert "198. TiB" in line
