@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from bayesrate.commands.common import (
     add_input_options,
@@ -19,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
 
     summary = actions.add_parser(
-        "summary", help="pages, visits, changes, span and changes per page of a dataset or file"
+        "summary",
+        help="pages, visits, changes, span and changes per page of a dataset or file "
+        "(an observation table, or a change history: columns page,time,event)",
     )
     add_input_options(summary)
     summary.add_argument("--json", action="store_true", help="print a JSON object")
@@ -58,13 +61,21 @@ def _summary(args: argparse.Namespace) -> int:
     if args.dataset in datasets.PROVENANCE and (
         datasets.PROVENANCE[args.dataset]["kind"] == datasets.CHANGE_HISTORY
     ):
-        return _history_summary(args)
+        return _history_summary(args, datasets.load_history(args.dataset))
     start = time.perf_counter()
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
-    obs = load_observations(args)
+    if args.input:  # an observation table or a change history: say which
+        from bayesrate.io.history import read_table_or_history
+        from bayesrate.observations import Observations
+
+        obs = read_table_or_history(args.input, time_unit=args.time_unit)
+        if not isinstance(obs, Observations):
+            return _history_summary(args, obs)
+    else:
+        obs = load_observations(args)
     progress(f"loaded {obs.n_visits:,} visits of {obs.n_pages:,} pages; computing statistics ...")
     stats = obs.interval_stats
-    summary = obs.summary()
+    summary = {"kind": "observation table", **obs.summary()}
     summary["interval_groups"] = stats.n_groups
     summary["seconds"] = round(time.perf_counter() - start, 3)
     if args.json:
@@ -72,7 +83,7 @@ def _summary(args: argparse.Namespace) -> int:
         return 0
     cpp = summary["changes_per_page"]
     lines = [
-        f"source        {summary['source']}",
+        f"source        {summary['source']} (observation table)",
         f"pages         {summary['pages']:,} in {summary['domains']:,} domains",
         f"visits        {summary['visits']:,} ({summary['intervals']:,} intervals)",
         f"changes       {summary['changes']:,} detected",
@@ -97,10 +108,8 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def _history_summary(args: argparse.Namespace) -> int:
-    from bayesrate import datasets
-
-    summary = datasets.load_history(args.dataset).summary()
+def _history_summary(args: argparse.Namespace, history: Any) -> int:
+    summary = history.summary()
     if args.json:
         print_json(summary)
         return 0

@@ -68,3 +68,32 @@ def test_data_list(capsys):
     assert main(["data", "list"]) == 0
     text = capsys.readouterr().out
     assert "tldr-pages [change history]" in text and "tldr-pages contributors" in text
+
+
+def test_summary_of_a_history_file_says_what_it_got(tmp_path, capsys):
+    """Issue 54 (new user): ``data summary --input history.csv`` failed on the missing
+    ``changed`` column; a history is summarised as one, and each summary names its kind."""
+    path = tmp_path / "history.csv"
+    pd.DataFrame(
+        {
+            "page": ["a", "a", "b", "a"],
+            "time": ["2024-01-01T00:00Z", "2024-01-03T00:00Z", "2024-01-02T00:00Z",
+                     "2024-01-05T00:00Z"],
+            "event": ["created", "changed", "created", "changed"],
+        }
+    ).to_csv(path, index=False)  # fmt: skip
+    assert main(["data", "summary", "--input", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "change history" and (out["pages"], out["changes"]) == (2, 2)
+    assert main(["data", "summary", "--input", str(path)]) == 0
+    assert "(change history)" in capsys.readouterr().out
+    table = tmp_path / "obs.csv"
+    pd.DataFrame({"page": ["a", "a"], "time": [0, 1], "changed": [None, 1]}).to_csv(
+        table, index=False
+    )
+    assert main(["data", "summary", "--input", str(table), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "observation table"
+    neither = tmp_path / "neither.csv"
+    pd.DataFrame({"page": ["a"], "time": [0]}).to_csv(neither, index=False)
+    assert main(["data", "summary", "--input", str(neither)]) == 1
+    assert "changed" in capsys.readouterr().err
