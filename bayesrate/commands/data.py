@@ -7,11 +7,15 @@ import time
 from typing import Any
 
 from bayesrate.commands.common import (
+    UTC_TIME_HELP,
     add_input_options,
+    budget,
     check_output_file,
     load_observations,
+    positive_float,
     print_json,
     progress,
+    utc_time,
 )
 
 
@@ -52,7 +56,79 @@ def register(sub: argparse._SubParsersAction) -> None:
     git.add_argument("--rev", default="HEAD", help="commit to read from (default HEAD)")
     git.add_argument("--out", required=True, metavar="FILE", help=".csv, .csv.gz or .parquet")
     git.set_defaults(func=_from_git)
+    crawl = actions.add_parser(
+        "crawl",
+        help="a change history -> the observation table a crawler on a schedule would log",
+        description="Censor an exact change history with a visit schedule (a fixed "
+        "interval with a random phase per page, Poisson visits, or one explicit grid of "
+        "visit times): the canonical observation table page,domain,time,changed plus "
+        "true_changes, the exact number of changes in each interval (docs/histories.md).",
+    )
+    source = crawl.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", "--history", dest="history", metavar="FILE",
+                        help="change-history table (.csv, .csv.gz, .parquet)")  # fmt: skip
+    source.add_argument("--dataset", help="embedded history (tldr-pages)")
+    schedule = crawl.add_mutually_exclusive_group(required=True)
+    schedule.add_argument(
+        "--every", type=positive_float, metavar="HOURS", help="a visit every HOURS per page"
+    )
+    schedule.add_argument(
+        "--poisson", type=budget, metavar="PER_DAY", help="Poisson visits, PER_DAY per page"
+    )
+    schedule.add_argument(
+        "--grid", metavar="FILE", help="a table with a time column: every page's visit times"
+    )
+    crawl.add_argument("--start", type=utc_time, help=f"crawl from here: {UTC_TIME_HELP}")
+    crawl.add_argument("--end", type=utc_time, help=f"crawl until here: {UTC_TIME_HELP}")
+    crawl.add_argument("--seed", default="bayesrate-crawl", help="seed of phases / visit times")
+    crawl.add_argument(
+        "--out", required=True, metavar="FILE", help=".csv, .csv.gz, .tsv or .parquet"
+    )
+    crawl.set_defaults(func=_crawl)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+#: formats of an observation table that the loaders read back
+TABLE_FORMATS = ("csv", "tsv", "parquet")
+
+
+def _crawl(args: argparse.Namespace) -> int:
+    """``data crawl``: a history censored by a schedule, written as an observation table."""
+    from bayesrate.constants import HOURS_PER_DAY, TIME
+    from bayesrate.history import FixedInterval, PoissonVisits, VisitGrid, crawl, hours_of
+    from bayesrate.io.history import load_history
+    from bayesrate.io.table import load_table, output_format, write_table
+    from bayesrate.observations import times_to_hours
+
+    output_format(args.out, TABLE_FORMATS)  # before any work
+    check_output_file(args.out)
+    start = None if args.start is None else hours_of(args.start, "start")
+    end = None if args.end is None else hours_of(args.end, "end")
+    if args.every is not None:
+        schedule: Any = FixedInterval(args.every)
+    elif args.poisson is not None:
+        schedule = PoissonVisits(args.poisson / HOURS_PER_DAY)
+    else:
+        grid = load_table(args.grid)
+        if TIME not in grid.columns:
+            from bayesrate.errors import ObservationError
+
+            raise ObservationError(f"{args.grid} has no {TIME!r} column", field=TIME)
+        schedule = VisitGrid(tuple(times_to_hours(grid[TIME], "h", None)[0].tolist()))
+    history = load_history(dataset=args.dataset, path=args.history)
+    progress(f"crawling {history.n_pages:,} pages: {schedule.describe()} ...")
+    result = crawl(history, schedule, args.seed, start=start, end=end)
+    obs = result.observations
+    frame = obs.to_frame().assign(true_changes=result.true_changes)
+    write_table(frame, args.out)
+    print(
+        f"wrote {obs.n_visits:,} visits of {obs.n_pages:,} pages to {args.out} "
+        f"({obs.n_changes:,} intervals with a change; "
+        f"{int(result.true_changes.sum()):,} exact changes)"
+    )
+    for note in obs.notes:
+        print(f"  - {note}")
+    return 0
 
 
 def _summary(args: argparse.Namespace) -> int:
