@@ -125,9 +125,7 @@ def history_frame(
         are not valid UTF-8 (named).
     """
     naming = PageNaming.from_glob(glob, domain_depth)
-    if not rev or rev.startswith("-"):
-        # an option, not a revision: git would obey it (--output=FILE writes a file)
-        raise GitError(f"--rev {rev!r} is not a revision (it must not start with '-')", field="rev")
+    check_rev(rev)
     run_git(repo, "rev-parse", "--git-dir")
     out = run_git(
         repo, "log", "--first-parent", "-m", "-M", "--name-status", "-z",
@@ -197,6 +195,58 @@ def _parse_log(out: str) -> list[tuple[int, str, str]]:
 
 #: output formats of an event table (what :func:`bayesrate.io.history.read_history` reads)
 HISTORY_FORMATS = ("csv", "parquet")
+
+
+#: a first-parent merge is reported when its second parent brings at least this many
+#: commits touching the glob (and more than the first-parent line made meanwhile)
+COLLAPSE_WARN_COMMITS = 3
+
+
+def check_rev(rev: str) -> str:
+    """Raise unless ``rev`` can be a revision: git would obey one starting with ``-`` as an
+    option (``--output=FILE`` writes a file)."""
+    if not rev or rev.startswith("-"):
+        raise GitError(f"--rev {rev!r} is not a revision (it must not start with '-')", field="rev")
+    return rev
+
+
+def first_parent_warnings(repo: str | Path, glob: str, *, rev: str = "HEAD") -> list[str]:
+    """Merges on the first-parent line that collapse many commits into one instant.
+
+    A merge's diff against its first parent lands at the merge's time. That is the intent
+    for a merged feature branch, but a branch that merged the main line into itself and was
+    then fast-forwarded ("foxtrot" merge) puts the *branch* on the first-parent line, and
+    the main line's commits collapse into the merge (issue 54: 65 commits of two months in
+    one instant). Reported: first-parent merges whose second parent is newer than their
+    first and brings at least :data:`COLLAPSE_WARN_COMMITS` commits touching ``glob``, more
+    than the first-parent side made since the two split. One sentence per merge.
+    """
+    check_rev(rev)
+    spec = f":(glob){glob}"
+    merges = run_git(
+        repo, "log", "--first-parent", "--merges", "--format=%H %ct %P", "--end-of-options", rev
+    )
+    out = []
+    for line in merges.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        merge, when, first, second = fields[0], int(fields[1]), fields[2], fields[3]
+        times = run_git(repo, "show", "-s", "--format=%ct", first, second).split()
+        if len(times) < 2 or int(times[1]) <= int(times[0]):
+            continue
+        side = int(run_git(repo, "rev-list", "--count", f"{first}..{second}", "--", spec))
+        own = int(run_git(repo, "rev-list", "--count", f"{second}..{first}", "--", spec))
+        if side >= COLLAPSE_WARN_COMMITS and side > own:
+            stamp = pd.Timestamp(when, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append(
+                f"merge {merge[:12]} ({stamp}) brings {side} commit(s) touching {glob!r} from "
+                f"its second parent, newer than its first parent (whose side made {own}): "
+                "they all count at the merge's instant. If the main line was merged into a "
+                "branch that was then fast-forwarded, the first-parent line is the branch's; "
+                "check the history, or pass --rev a commit before that merge"
+            )
+    return out
 
 
 def write_history_table(frame: pd.DataFrame, path: str | Path) -> Path:

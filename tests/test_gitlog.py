@@ -176,3 +176,34 @@ def test_file_names_that_are_not_utf8_are_named(tmp_path, capsys):
     assert "not valid UTF-8" in err and "pages/bad\\xff.md" in err and "Traceback" not in err
     assert not out.exists()
     assert main([*argv[:4], "pages/ok.md", *argv[5:]]) == 0  # left out: the rest works
+
+
+def test_foxtrot_merge_collapsing_the_main_line_is_warned_about(tmp_path, repo, capsys):
+    """Issue 54 (new user): a feature branch that merged master into itself and was then
+    fast-forwarded became the first-parent line; 65 commits collapsed into one instant
+    with no warning. The plain repository (a normal merge) gives none."""
+    r = tmp_path / "fox"
+    (r / "pages").mkdir(parents=True)
+    git(r, "init", "-q", "-b", "main")
+    (r / "pages" / "a.md").write_text("a\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "create", when=0)
+    git(r, "checkout", "-qb", "feature")
+    (r / "pages" / "f.md").write_text("f\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "feature work", when=100)
+    git(r, "checkout", "-q", "main")
+    for i in range(5):  # the main line moves on
+        (r / "pages" / "a.md").write_text(f"a{i}\n")
+        git(r, "commit", "-qam", f"main {i}", when=200 + 100 * i)
+    git(r, "checkout", "-q", "feature")
+    git(r, "merge", "-q", "--no-ff", "main", "-m", "Merge branch 'main' into feature", when=900)
+    git(r, "checkout", "-q", "main")
+    git(r, "merge", "-q", "--ff-only", "feature", when=900)
+    warnings = gitlog.first_parent_warnings(r, "pages/**/*.md")
+    assert len(warnings) == 1 and "brings 5 commit(s)" in warnings[0]
+    assert gitlog.first_parent_warnings(repo, "pages/**/*.md") == []
+    out = tmp_path / "h.csv"
+    argv = ["data", "from-git", str(r), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    assert main(argv) == 0
+    assert "warning: merge " in capsys.readouterr().err and out.exists()

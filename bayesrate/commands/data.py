@@ -223,7 +223,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _from_git(args: argparse.Namespace) -> int:
-    from bayesrate.gitlog import HISTORY_FORMATS, history_frame, write_history_table
+    from bayesrate.gitlog import (
+        HISTORY_FORMATS,
+        first_parent_warnings,
+        history_frame,
+        write_history_table,
+    )
     from bayesrate.history import ChangeHistory
     from bayesrate.io.table import output_format
 
@@ -232,6 +237,8 @@ def _from_git(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     frame = history_frame(args.repo, args.pathspec, domain_depth=args.domain_depth, rev=args.rev)
     history = ChangeHistory.from_frame(frame, source=str(args.repo))  # validate before writing
+    for warning in first_parent_warnings(args.repo, args.pathspec, rev=args.rev):
+        progress(f"warning: {warning}")
     path = write_history_table(frame, args.out)
     print(
         f"wrote {len(frame):,} events of {frame['page'].nunique():,} pages to {path} "
