@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -37,8 +38,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write error names no file
+            exc.filename = str(path)
         raise
 
 
@@ -73,3 +76,20 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def write_netcdf(data: Any, path: str | Path, **kwargs: Any) -> Path:
+    """Write an xarray ``DataTree``/``Dataset`` as NetCDF4 (h5netcdf) at ``path``, atomically.
+
+    The file is built in memory and written with a plain write: HDF5 writing straight to a
+    full disk crashed the process (segfault, issue 54), where a plain write fails with an
+    ``OSError`` (the temporary file is removed and an existing ``path`` kept).
+    ``kwargs`` go to ``to_netcdf`` (``encoding=``).
+    """
+    import io
+
+    buffer = io.BytesIO()
+    data.to_netcdf(buffer, engine="h5netcdf", **kwargs)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
+    return Path(path)
