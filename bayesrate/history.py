@@ -708,6 +708,11 @@ class Crawl:
     history_page: np.ndarray
 
 
+def _stamp(hours: float) -> str:
+    """A time in hours since the epoch as an ISO timestamp, for messages."""
+    return str(to_timestamp(hours)) if np.isfinite(hours) else str(hours)
+
+
 def _check_visit_count(visits: float, schedule: Schedule) -> None:
     """Raise if a crawl would make more than :data:`MAX_CRAWL_VISITS` visits (``visits``:
     their number, or its expectation for random visits)."""
@@ -752,7 +757,11 @@ def crawl(
     lo = history.start if start is None else float(start)
     hi = history.end if end is None else float(end)
     if not hi > lo:
-        raise ObservationError(f"crawl window is empty ({lo} .. {hi})", field="end")
+        raise ObservationError(
+            f"crawl window is empty ({_stamp(lo)} .. {_stamp(hi)}; the history spans "
+            f"{_stamp(history.start)} .. {_stamp(history.end)})",
+            field="end",
+        )
     a = np.maximum(history.life_start, lo)
     b = np.minimum(history.life_end, hi)
     life_page = history.life_page

@@ -290,3 +290,10 @@ def test_a_crawl_asking_for_too_many_visits_is_refused_before_allocating():
         crawl(history, FixedInterval(1e-5, phase_step_hours=1e-5), seed=1)
     with pytest.raises(ObservationError, match=r"would make .* visits"):
         crawl(history, PoissonVisits(1e5), seed=1)
+
+
+def test_an_empty_crawl_window_is_named_in_dates():
+    """Issue 54 probe: the error gave hours since the epoch (525960.0 .. 496497.29)."""
+    history = datasets.load_history("tldr-pages")
+    with pytest.raises(ObservationError, match=r"2030-01-01 00:00:00\+00:00 \.\. .*spans"):
+        crawl(history, FixedInterval(24.0), start=525_960.0)

@@ -125,16 +125,16 @@ def _fraction(text: str) -> float:
     return a / b
 
 
-def budget(text: str) -> float:
-    """argparse type: a budget > 0, as a number or a fraction (``--budget 1/7``)."""
+def positive_fraction(text: str) -> float:
+    """argparse type: a number > 0, or a fraction (``--budget 1/7``: once a week)."""
     value = _fraction(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a number > 0 (e.g. 0.5 or 1/7), got {text!r}")
     return value
 
 
-def non_negative_budget(text: str) -> float:
-    """argparse type: a budget >= 0, as a number or a fraction (``--budget 1/7``)."""
+def non_negative_fraction(text: str) -> float:
+    """argparse type: a number >= 0, or a fraction (``--budget 1/7``: once a week)."""
     value = _fraction(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a number >= 0 (e.g. 0.5 or 1/7), got {text!r}")

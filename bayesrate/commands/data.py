@@ -9,10 +9,10 @@ from typing import Any
 from bayesrate.commands.common import (
     UTC_TIME_HELP,
     add_input_options,
-    budget,
     check_output_file,
     load_observations,
     positive_float,
+    positive_fraction,
     print_json,
     progress,
     utc_time,
@@ -73,7 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--every", type=positive_float, metavar="HOURS", help="a visit every HOURS per page"
     )
     schedule.add_argument(
-        "--poisson", type=budget, metavar="PER_DAY", help="Poisson visits, PER_DAY per page"
+        "--poisson",
+        type=positive_fraction,
+        metavar="PER_DAY",
+        help="Poisson visits, PER_DAY per page (a number or a fraction such as 1/7)",
     )
     schedule.add_argument(
         "--grid", metavar="FILE", help="a table with a time column: every page's visit times"

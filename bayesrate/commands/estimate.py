@@ -25,6 +25,7 @@ from bayesrate.commands.common import (
     check_output_file,
     load_observations,
     positive_float,
+    positive_fraction,
     progress,
 )
 from bayesrate.estimators.estimate import METHODS, estimate
@@ -56,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--crawl-rate",
-        type=positive_float,
-        help="for lln/sa/sam: known crawl rate p in visits per day (default: each page's own)",
+        type=positive_fraction,
+        help="for lln/sa/sam: known crawl rate p in visits per day, a number or a fraction "
+        "such as 1/7 (default: each page's own)",
     )
     parser.add_argument(
         "--online-raw",

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from bayesrate.commands.common import (
-    budget,
     check_output_dir,
     memory_size,
     positive_float,
+    positive_fraction,
     positive_int,
     print_json,
     progress,
@@ -122,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p, "posteriors dataset from 'scale posteriors'", "rates dataset (directory)")
     p.add_argument(
         "--budget",
-        type=budget,
+        type=positive_fraction,
         required=True,
         help="total fetches per day over all URLs (a number or a fraction such as 1/7)",
     )

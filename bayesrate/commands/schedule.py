@@ -19,14 +19,16 @@ import sys
 from typing import Any
 
 from bayesrate.commands.common import (
-    budget,
+    UTC_TIME_HELP,
     check_output_file,
-    non_negative_budget,
+    non_negative_fraction,
     non_negative_int,
     positive_float,
+    positive_fraction,
     positive_int,
     print_json,
     progress,
+    utc_time,
 )
 from bayesrate.constants import DEFAULT_TIME_UNIT, HOURS_PER_DAY, TIME_UNITS
 from bayesrate.errors import ObservationError
@@ -97,14 +99,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--now",
-        help="the scheduler's clock for the future-time check: hours since the epoch or ISO "
-        "time (default: current time)",
+        type=utc_time,
+        help="the scheduler's clock for the future-time check, no later than the wall clock "
+        f"plus 1 h: hours since the epoch, or {UTC_TIME_HELP} (default: current time)",
     )
     p.set_defaults(func=_observe)
 
     p = ops.add_parser("due", help="the K most valuable URLs to fetch now")
     p.add_argument("state")
-    p.add_argument("--now", help="hours since the epoch or ISO time (default: current time)")
+    p.add_argument(
+        "--now",
+        type=utc_time,
+        help=f"hours since the epoch, or {UTC_TIME_HELP} (default: current time)",
+    )
     p.add_argument("--k", type=non_negative_int, default=10)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_due)
@@ -113,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("state")
     p.add_argument(
         "--budget",
-        type=non_negative_budget,
+        type=non_negative_fraction,
         required=True,
         help="total fetches per day (a number or a fraction such as 1/7)",
     )
@@ -143,7 +150,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pages", type=positive_int, default=10_000)
     p.add_argument("--days", type=positive_float, default=60.0)
     p.add_argument(
-        "--budget", type=budget, default=0.2, help="fetches per URL per day (e.g. 0.2 or 1/7)"
+        "--budget",
+        type=positive_fraction,
+        default=0.2,
+        help="fetches per URL per day (e.g. 0.2 or 1/7)",
     )
     p.add_argument("--seed", default="bayesrate-schedule-simulate")
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")

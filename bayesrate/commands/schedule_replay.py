@@ -10,7 +10,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from bayesrate.commands.common import UTC_TIME_HELP, budget, print_json, progress, utc_time
+from bayesrate.commands.common import (
+    UTC_TIME_HELP,
+    positive_fraction,
+    print_json,
+    progress,
+    utc_time,
+)
 from bayesrate.errors import ObservationError
 
 
@@ -38,7 +44,10 @@ def register(ops: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--days", type=float, required=True, help="length of the window")
     p.add_argument(
-        "--budget", type=budget, required=True, help="fetches per live page per day (e.g. 1/3)"
+        "--budget",
+        type=positive_fraction,
+        required=True,
+        help="fetches per live page per day (e.g. 0.333 or 1/3)",
     )
     p.add_argument("--weights", metavar="FILE", help="CSV page,weight (default: equal weights)")
     p.add_argument(

@@ -535,5 +535,26 @@ def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
         raise MemoryError("Unable to allocate 198. TiB")
 
     monkeypatch.setattr(data, "load_observations", bomb)
-    line = assert_error(["data", "summary", "--input", "x.csv.gz"], capsys, "out of memory")
+    line = assert_error(["data", "summary", "--dataset", "ota-pga"], capsys, "out of memory")
     assert "198. TiB" in line
+
+
+def test_dates_and_fractions_in_scheduler_and_estimate_options(state, good_csv, capsys):
+    """Issue 54 probe: ``observe --now 2099-01-01`` said "no offset" (a date alone is 00:00
+    UTC, and that now is then refused as later than the wall clock); ``estimate
+    --crawl-rate 1/7`` was refused as not a number."""
+    import datetime
+
+    fetches = good_csv.parent / "fetches.csv"
+    fetches.write_text(f"url,time,changed\nhttps://a/1,{time.time() / 3600 - 1},0\n")
+    line = assert_error(["schedule", "observe", state, fetches, "--now", "2099-01-01"], capsys,
+                        "later than the wall clock")  # fmt: skip
+    assert "the year 2099" in line
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    rc, out, _ = run(["schedule", "due", state, "--now", today, "--json"], capsys)
+    assert rc == 0 and json.loads(out)["now_iso"].startswith(f"{today}T00:00:00")
+    argv = ["estimate", "--input", good_csv, "--method", "sa", "--crawl-rate"]
+    rc, weekly, _ = run([*argv, "1/7"], capsys)
+    assert rc == 0
+    rc, same, _ = run([*argv, str(1 / 7)], capsys)
+    assert weekly == same
