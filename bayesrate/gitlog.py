@@ -210,6 +210,12 @@ def check_rev(rev: str) -> str:
     return rev
 
 
+def revision_time(repo: str | Path, rev: str = "HEAD") -> pd.Timestamp:
+    """The committer time of ``rev`` (UTC): when the repository was last seen at it."""
+    seconds = run_git(repo, "log", "-1", "--format=%ct", "--end-of-options", check_rev(rev))
+    return pd.Timestamp(int(seconds.strip()), unit="s", tz="UTC")
+
+
 def first_parent_warnings(repo: str | Path, glob: str, *, rev: str = "HEAD") -> list[str]:
     """Merges on the first-parent line that collapse many commits into one instant.
 

@@ -60,6 +60,9 @@ from bayesrate.seeds import rng_from
 EVENT = "event"
 CREATED, CHANGED, DELETED = "created", "changed", "deleted"
 EVENTS = (CREATED, CHANGED, DELETED)
+#: optional column of an event table: when the record ends, the same time on every row
+#: (``bayesrate data from-git --end``); default the last event
+RECORD_END = "record_end"
 #: ISO 8601 timestamps with an explicit offset (``Z``, ``+HH:MM``, ``+HHMM``, ``+HH``)
 _AWARE_ISO = re.compile(r"^\s*\d{4}-\d{2}-\d{2}[T ][0-9:.]+(Z|[+-]\d{2}(:?\d{2})?)\s*$")
 #: visit phases are rounded to 1/PHASE_TICKS hours so that grid intervals are exact
@@ -130,13 +133,13 @@ class ChangeHistory:
         Parameters
         ----------
         frame
-            Columns ``page``, ``time``, optionally ``domain`` and ``event``; rows in any
-            order.
+            Columns ``page``, ``time``, optionally ``domain``, ``event`` and
+            :data:`RECORD_END`; rows in any order.
         time_unit
             Unit of numeric times (hours since the epoch by default).
         end
-            When the record ends (default: the last event). Pages still alive are alive
-            until then.
+            When the record ends (default: the table's :data:`RECORD_END`, else the last
+            event). Pages still alive are alive until then.
         source, notes
             Provenance carried along.
 
@@ -296,6 +299,7 @@ def _build(
     notes: tuple[str, ...],
 ) -> ChangeHistory:
     frame, hours = _checked_frame(frame, time_unit)
+    end = _record_end(frame, end, time_unit)
     pages_text = frame[PAGE].to_numpy(dtype=object)
     kind, kind_notes = _event_kinds(frame)
     notes_out = [*notes, *kind_notes]
@@ -349,6 +353,37 @@ def _build(
         notes=tuple(notes_out),
         source=source,
     )
+
+
+def _record_end(
+    frame: pd.DataFrame, end: pd.Timestamp | str | float | None, time_unit: str
+) -> pd.Timestamp | str | float | None:
+    """The record's end: ``end`` if given, else the table's :data:`RECORD_END` column (one
+    time on every row), else ``None`` (the last event)."""
+    if RECORD_END not in frame.columns or end is not None:
+        return end
+    column = frame[RECORD_END]
+    null = _missing(column)
+    if null.any():
+        raise ObservationError(
+            f"missing values in {RECORD_END!r}", field=RECORD_END, rows=_rows(null)
+        )
+    try:
+        hours = _event_times(column, time_unit)
+    except ObservationError as exc:
+        raise ObservationError(
+            f"{RECORD_END!r} values are not times (timestamps with a zone, or numbers)",
+            field=RECORD_END,
+            rows=exc.rows,
+        ) from exc
+    differ = hours != hours[0]
+    if differ.any() or not np.isfinite(hours[0]):
+        raise ObservationError(
+            f"{RECORD_END!r} must be one time, the same on every row",
+            field=RECORD_END,
+            rows=_rows(differ),
+        )
+    return float(hours[0])
 
 
 def _checked_frame(frame: pd.DataFrame, time_unit: str) -> tuple[pd.DataFrame, np.ndarray]:

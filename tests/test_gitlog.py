@@ -207,3 +207,29 @@ def test_foxtrot_merge_collapsing_the_main_line_is_warned_about(tmp_path, repo, 
     argv = ["data", "from-git", str(r), "--pathspec", "pages/**/*.md", "--out", str(out)]
     assert main(argv) == 0
     assert "warning: merge " in capsys.readouterr().err and out.exists()
+
+
+def test_end_of_the_record_from_the_revision_or_a_time(repo, tmp_path, capsys):
+    """Issue 54 (new user): the history ended at the last matching event, not at the
+    revision's time, with no option to set the end. ``--end rev`` / ``--end TIME`` write
+    it in the table (column ``record_end``), which every reader of the table uses."""
+    (repo / "README.md").write_text("edited later, not a page\n")
+    git(repo, "commit", "-qam", "readme", when=20000)
+    out = tmp_path / "h.csv"
+    argv = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    assert main(argv) == 0
+    assert read_history(out).end == pytest.approx((T0 + 14400) / 3600)  # the last event
+    assert main([*argv, "--end", "rev"]) == 0
+    history = read_history(out)
+    assert history.end == pytest.approx((T0 + 20000) / 3600)  # the revision's time
+    by = dict(zip(history.pages.index, range(history.n_pages), strict=True))
+    assert history.alive_at(history.end - 1e-6)[by["osx/open"]]
+    assert main([*argv, "--end", "2030-01-01"]) == 0
+    assert read_history(out).end == pytest.approx(
+        pd.Timestamp("2030-01-01", tz="UTC").value / 3.6e12
+    )
+    capsys.readouterr()
+    before = out.read_text()
+    assert main([*argv, "--end", "2023-01-01"]) == 1  # before the last event
+    assert "events after the given end" in capsys.readouterr().err
+    assert out.read_text() == before

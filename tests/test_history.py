@@ -16,6 +16,7 @@ from bayesrate.history import (
     VisitGrid,
     crawl,
     from_observations,
+    hours_of,
     segment_searchsorted,
 )
 from bayesrate.io.history import read_history
@@ -297,3 +298,25 @@ def test_an_empty_crawl_window_is_named_in_dates():
     history = datasets.load_history("tldr-pages")
     with pytest.raises(ObservationError, match=r"2030-01-01 00:00:00\+00:00 \.\. .*spans"):
         crawl(history, FixedInterval(24.0), start=525_960.0)
+
+
+def test_record_end_column_sets_the_end_and_must_be_one_time():
+    frame = pd.DataFrame(
+        {"page": ["a", "a"], "time": ["2024-01-01T00:00Z", "2024-01-02T00:00Z"],
+         "event": ["created", "changed"]}
+    )  # fmt: skip
+    assert ChangeHistory.from_frame(frame).end == hours_of("2024-01-02T00:00Z")
+    ended = frame.assign(record_end="2024-01-10T00:00Z")
+    history = ChangeHistory.from_frame(ended)
+    assert history.end == hours_of("2024-01-10T00:00Z") and history.alive_at(history.end - 1)[0]
+    assert ChangeHistory.from_frame(ended, end="2024-01-05T00:00Z").end == hours_of(
+        "2024-01-05T00:00Z"
+    )  # an explicit end wins
+    with pytest.raises(ObservationError, match="one time") as err:
+        ChangeHistory.from_frame(ended.assign(record_end=["2024-01-10T00:00Z", "2024-01-11T00Z"]))
+    assert err.value.rows == [1]
+    with pytest.raises(ObservationError, match="not times") as err:
+        ChangeHistory.from_frame(ended.assign(record_end=["2024-01-10T00:00Z", "soon"]))
+    assert err.value.field == "record_end" and err.value.rows == [1]
+    with pytest.raises(ObservationError, match="events after the given end"):
+        ChangeHistory.from_frame(frame.assign(record_end="2024-01-01T12:00Z"))

@@ -54,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="leading directories of the page id that form its domain (default 0: none)",
     )
     git.add_argument("--rev", default="HEAD", help="commit to read from (default HEAD)")
+    git.add_argument(
+        "--end",
+        type=utc_time,
+        help="when the record ends: 'rev' (the revision's commit time) or "
+        f"{UTC_TIME_HELP}; written as the column record_end (default: the last event)",
+    )
     git.add_argument("--out", required=True, metavar="FILE", help=".csv, .csv.gz or .parquet")
     git.set_defaults(func=_from_git)
     crawl = actions.add_parser(
@@ -226,10 +232,13 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _from_git(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from bayesrate.gitlog import (
         HISTORY_FORMATS,
         first_parent_warnings,
         history_frame,
+        revision_time,
         write_history_table,
     )
     from bayesrate.history import ChangeHistory
@@ -239,6 +248,15 @@ def _from_git(args: argparse.Namespace) -> int:
     check_output_file(args.out)
     start = time.perf_counter()
     frame = history_frame(args.repo, args.pathspec, domain_depth=args.domain_depth, rev=args.rev)
+    if args.end is not None:
+        from bayesrate.history import RECORD_END, hours_of
+
+        if args.end == "rev":
+            end = revision_time(args.repo, args.rev)
+        else:
+            hours_of(args.end, "end")  # a time with a zone, else a clear error
+            end = pd.Timestamp(args.end).tz_convert("UTC")
+        frame = frame.assign(**{RECORD_END: end.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
     history = ChangeHistory.from_frame(frame, source=str(args.repo))  # validate before writing
     for warning in first_parent_warnings(args.repo, args.pathspec, rev=args.rev):
         progress(f"warning: {warning}")
