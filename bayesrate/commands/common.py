@@ -45,11 +45,33 @@ def load_observations(args: argparse.Namespace, *, default_dataset: bool = True)
     from bayesrate.io import read_observations
 
     if getattr(args, "input", None):
-        return read_observations(args.input, time_unit=args.time_unit)
+        from bayesrate.errors import ObservationError
+
+        try:
+            return read_observations(args.input, time_unit=args.time_unit)
+        except ObservationError as exc:
+            if exc.field == "changed" and _is_history_table(args.input):
+                raise ObservationError(
+                    f"{args.input} is a change history (page,time,event), not a visit table: "
+                    f"'bayesrate data crawl --input {args.input} --every HOURS --out visits.csv' "
+                    "makes the visit table a crawl on that schedule would log",
+                    field="changed",
+                ) from exc
+            raise
     name = getattr(args, "dataset", None)
     if name is None and default_dataset:
         name = datasets.DEFAULT
     return datasets.load(name, merge_silences=not getattr(args, "keep_silent_runs", False))
+
+
+def _is_history_table(path: str) -> bool:
+    """Whether ``path`` is an event table (``event`` column, no ``changed``)."""
+    from bayesrate.constants import CHANGED
+    from bayesrate.history import EVENT
+    from bayesrate.io.table import load_table
+
+    columns = load_table(path).columns
+    return EVENT in columns and CHANGED not in columns
 
 
 def progress(message: str) -> None:

@@ -558,3 +558,20 @@ def test_dates_and_fractions_in_scheduler_and_estimate_options(state, good_csv, 
     assert rc == 0
     rc, same, _ = run([*argv, str(1 / 7)], capsys)
     assert weekly == same
+
+
+@pytest.mark.parametrize("command", ["estimate", "fit", "calibrate"])
+def test_a_history_given_as_a_visit_table_says_how_to_crawl_it(tmp_path, capsys, command):
+    """Issue 54 (new user): a history given where a visit table is expected failed on the
+    missing ``changed`` column; the error now says what the file is and how to crawl it."""
+    history = tmp_path / "history.csv"
+    history.write_text(
+        "page,time,event\na,2024-01-01T00:00Z,created\na,2024-01-02T00:00Z,changed\n"
+    )
+    argv = {
+        "estimate": ["estimate", "--method", "naive"],
+        "fit": ["fit", "--out", tmp_path / "f"],
+        "calibrate": ["calibrate", "--models-dir", tmp_path / "m", "--out", tmp_path / "r"],
+    }[command]
+    line = assert_error([*argv, "--input", history], capsys, "is a change history")
+    assert "bayesrate data crawl --input" in line
