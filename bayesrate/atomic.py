@@ -6,12 +6,14 @@ or the complete new one, and a failed write leaves no temporary file behind.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -22,6 +24,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     still work). On an exception the temporary file is removed and ``path`` is untouched.
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # a device or a pipe (``/dev/full``): the rename would replace it by a file
+        raise FileExistsError(
+            errno.EEXIST, "exists and is not a regular file; not replacing it", str(path)
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = "".join(path.suffixes)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)
@@ -31,8 +38,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write error names no file
+            exc.filename = str(path)
         raise
 
 
@@ -67,3 +76,20 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def write_netcdf(data: Any, path: str | Path, **kwargs: Any) -> Path:
+    """Write an xarray ``DataTree``/``Dataset`` as NetCDF4 (h5netcdf) at ``path``, atomically.
+
+    The file is built in memory and written with a plain write: HDF5 writing straight to a
+    full disk crashed the process (segfault, issue 54), where a plain write fails with an
+    ``OSError`` (the temporary file is removed and an existing ``path`` kept).
+    ``kwargs`` go to ``to_netcdf`` (``encoding=``).
+    """
+    import io
+
+    buffer = io.BytesIO()
+    data.to_netcdf(buffer, engine="h5netcdf", **kwargs)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
+    return Path(path)

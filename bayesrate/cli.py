@@ -54,27 +54,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Invalid options (argparse: a bad number, ``--draws -1``) print ``bayesrate CMD: error:
     ...`` and return 2. Expected failures (bad input, unusable artifacts or state files,
-    convergence, file system errors) print ``bayesrate CMD: error: ...`` and return 1; an
+    convergence, file system errors, running out of memory) print ``bayesrate CMD: error:
+    ...`` and return 1; an
     interrupt returns 130; anything else prints its traceback, says where to report it,
     and returns 70.
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # the subcommand's usage, not the top level's
+            innermost(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
     except SystemExit as exc:  # usage errors (status 2, message printed), --help, --version
         return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    name = " ".join(
-        str(v)
-        for v in (args.command, getattr(args, "op", None), getattr(args, "action", None))
-        if v
-    )
+    name = innermost(parser, args).prog.removeprefix("bayesrate ")
     try:
         return int(args.func(args) or 0)
     except EXPECTED_ERRORS as exc:
         print(f"bayesrate {name}: error: {_message(exc)}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # a decompression bomb, options asking for too much
+        detail = f" ({exc})" if str(exc) else ""
+        print(
+            f"bayesrate {name}: error: out of memory{detail}: the input or the options need "
+            "more memory than this machine has (a smaller input, a coarser option, or "
+            "'bayesrate scale' for logs bigger than memory)",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(f"bayesrate {name}: interrupted", file=sys.stderr)
@@ -89,6 +97,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return INTERNAL_ERROR
+
+
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the deepest subcommand named in ``args`` (``schedule due``)."""
+    current = parser
+    while True:
+        sub = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, sub.dest, None) if sub is not None else None
+        if chosen not in getattr(sub, "choices", {}):
+            return current
+        current = sub.choices[chosen]
 
 
 def _message(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK, N_HOUR_OF_WEEK
+from bayesrate.constants import EPOCH_HOUR_OF_WEEK, HOURS_PER_WEEK, N_HOUR_OF_WEEK, TIME_UNITS
 from bayesrate.errors import ObservationError
 
 NS_PER_HOUR = 3_600_000_000_000
@@ -309,3 +309,63 @@ def cumulative_multiplier(
         mask = rows == row
         out[mask] = evaluate_cumulative(terms.select(mask), m[row])
     return out
+
+
+# ---------------------------------------------------------------------- plausible dates
+#: 1990-01-01T00:00Z in hours since the Unix epoch (7305 days)
+EARLIEST_PLAUSIBLE = 7305 * 24.0
+#: 2100-01-01T00:00Z in hours since the Unix epoch (47482 days)
+LATEST_PLAUSIBLE = 47482 * 24.0
+#: names of the time units, for messages
+UNIT_NAMES = {"s": "seconds", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def year_of(hours: float) -> str:
+    """The calendar year of a time in hours since the epoch (approximate, for messages)."""
+    if not np.isfinite(hours):
+        return str(hours)
+    return f"{1970 + hours / (24 * 365.2425):.0f}"
+
+
+def plausible(hours: np.ndarray) -> np.ndarray:
+    """Mask of times that are plausible dates: finite, 1990-01-01 to 2100-01-01."""
+    hours = np.asarray(hours, dtype=np.float64)
+    return np.isfinite(hours) & (hours >= EARLIEST_PLAUSIBLE) & (hours <= LATEST_PLAUSIBLE)
+
+
+def unit_hint(hours: np.ndarray, unit: str) -> str:
+    """Which other unit, if any, makes these numbers (``hours``, read in ``unit``) plausible
+    dates: ``"; they would be plausible dates in seconds (--time-unit s)"`` or ``""``."""
+    raw = np.asarray(hours, dtype=np.float64) / TIME_UNITS[unit]
+    for other in ("s", "min", "h", "d"):
+        if other != unit and plausible(raw * TIME_UNITS[other]).all():
+            return f"; they would be plausible dates in {UNIT_NAMES[other]} (--time-unit {other})"
+    return ""
+
+
+def check_numeric_times(hours: np.ndarray, unit: str) -> None:
+    """Raise unless numeric times, read in ``unit`` and converted to ``hours``, could be
+    times: finite and no further from the epoch than :data:`LATEST_PLAUSIBLE` (2100).
+
+    Numbers may be relative (0, 24, …), so only the magnitude is checked: epoch seconds
+    read as hours (year ~196,000) and ``1e300`` are refused, with the unit that would make
+    them dates when one does.
+
+    Raises
+    ------
+    ObservationError
+        Naming the rows, the unit and the year the first one would be.
+    """
+    hours = np.asarray(hours, dtype=np.float64)
+    bad = np.abs(hours) > LATEST_PLAUSIBLE  # infinities too; NaN is a missing value
+    if not bad.any():
+        return
+    rows = np.flatnonzero(bad)
+    example = hours[rows[0]]
+    raise ObservationError(
+        f"time is not a plausible date or duration: read as {UNIT_NAMES.get(unit, unit)} since "
+        f"the Unix epoch, {example / TIME_UNITS[unit]:.6g} is the year {year_of(example)} "
+        f"(numeric times stay within 2100 of the epoch){unit_hint(hours[bad], unit)}",
+        field="time",
+        rows=rows.tolist(),
+    )

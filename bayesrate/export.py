@@ -437,8 +437,9 @@ def save_compact_fit(model, path: Path, max_draws: int = ARTIFACT_DRAWS) -> Path
         }
         for g, ds in groups.items()
     }
-    compact.to_netcdf(path, engine="h5netcdf", encoding=encoding)
-    return path
+    from bayesrate.atomic import write_netcdf
+
+    return write_netcdf(compact, path, encoding=encoding)
 
 
 def _diagnostics_table(diag: Mapping[str, Any]) -> str:

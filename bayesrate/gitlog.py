@@ -91,6 +91,15 @@ def run_git(repo: str | Path, *args: str) -> str:
     return done.stdout
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` (decoded with ``surrogateescape``) was valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def history_frame(
     repo: str | Path, glob: str, *, domain_depth: int = 0, rev: str = "HEAD"
 ) -> pd.DataFrame:
@@ -111,17 +120,28 @@ def history_frame(
     Raises
     ------
     GitError
-        git missing, not a repository, an unknown revision, or no file matching ``glob``.
+        git missing, not a repository, an unknown revision or one that starts with ``-``
+        (git would read it as an option), no file matching ``glob``, or file names that
+        are not valid UTF-8 (named).
     """
     naming = PageNaming.from_glob(glob, domain_depth)
+    check_rev(rev)
     run_git(repo, "rev-parse", "--git-dir")
     out = run_git(
         repo, "log", "--first-parent", "-m", "-M", "--name-status", "-z",
-        f"--format=%x00{_HEADER} %ct %H", rev, "--", f":(glob){glob}",
+        f"--format=%x00{_HEADER} %ct %H", "--end-of-options", rev, "--", f":(glob){glob}",
     )  # fmt: skip
     rows = _parse_log(out)
     if not rows:
         raise GitError(f"no commit of {rev} touches a file matching {glob!r}", field="pathspec")
+    undecodable = sorted({path for _, _, path in rows if not _is_utf8(path)})
+    if undecodable:
+        shown = ", ".join(repr(p.encode("utf-8", "surrogateescape"))[2:-1] for p in undecodable)
+        raise GitError(
+            f"{len(undecodable)} file name(s) are not valid UTF-8, so they cannot be page ids: "
+            f"{shown}; narrow --pathspec to leave them out",
+            field="pathspec",
+        )
     rows.reverse()  # git lists newest first; within a commit keep git's order
     frame = pd.DataFrame(rows, columns=["seconds", "status", PAGE])
     frame[PAGE] = frame[PAGE].map(naming.page)
@@ -173,17 +193,72 @@ def _parse_log(out: str) -> list[tuple[int, str, str]]:
     return rows
 
 
+#: output formats of an event table (what :func:`bayesrate.io.history.read_history` reads)
+HISTORY_FORMATS = ("csv", "parquet")
+
+
+#: a first-parent merge is reported when its second parent brings at least this many
+#: commits touching the glob (and more than the first-parent line made meanwhile)
+COLLAPSE_WARN_COMMITS = 3
+
+
+def check_rev(rev: str) -> str:
+    """Raise unless ``rev`` can be a revision: git would obey one starting with ``-`` as an
+    option (``--output=FILE`` writes a file)."""
+    if not rev or rev.startswith("-"):
+        raise GitError(f"--rev {rev!r} is not a revision (it must not start with '-')", field="rev")
+    return rev
+
+
+def revision_time(repo: str | Path, rev: str = "HEAD") -> pd.Timestamp:
+    """The committer time of ``rev`` (UTC): when the repository was last seen at it."""
+    seconds = run_git(repo, "log", "-1", "--format=%ct", "--end-of-options", check_rev(rev))
+    return pd.Timestamp(int(seconds.strip()), unit="s", tz="UTC")
+
+
+def first_parent_warnings(repo: str | Path, glob: str, *, rev: str = "HEAD") -> list[str]:
+    """Merges on the first-parent line that collapse many commits into one instant.
+
+    A merge's diff against its first parent lands at the merge's time. That is the intent
+    for a merged feature branch, but a branch that merged the main line into itself and was
+    then fast-forwarded ("foxtrot" merge) puts the *branch* on the first-parent line, and
+    the main line's commits collapse into the merge (issue 54: 65 commits of two months in
+    one instant). Reported: first-parent merges whose second parent is newer than their
+    first and brings at least :data:`COLLAPSE_WARN_COMMITS` commits touching ``glob``, more
+    than the first-parent side made since the two split. One sentence per merge.
+    """
+    check_rev(rev)
+    spec = f":(glob){glob}"
+    merges = run_git(
+        repo, "log", "--first-parent", "--merges", "--format=%H %ct %P", "--end-of-options", rev
+    )
+    out = []
+    for line in merges.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        merge, when, first, second = fields[0], int(fields[1]), fields[2], fields[3]
+        times = run_git(repo, "show", "-s", "--format=%ct", first, second).split()
+        if len(times) < 2 or int(times[1]) <= int(times[0]):
+            continue
+        side = int(run_git(repo, "rev-list", "--count", f"{first}..{second}", "--", spec))
+        own = int(run_git(repo, "rev-list", "--count", f"{second}..{first}", "--", spec))
+        if side >= COLLAPSE_WARN_COMMITS and side > own:
+            stamp = pd.Timestamp(when, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append(
+                f"merge {merge[:12]} ({stamp}) brings {side} commit(s) touching {glob!r} from "
+                f"its second parent, newer than its first parent (whose side made {own}): "
+                "they all count at the merge's instant. If the main line was merged into a "
+                "branch that was then fast-forwarded, the first-parent line is the branch's; "
+                "check the history, or pass --rev a commit before that merge"
+            )
+    return out
+
+
 def write_history_table(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write an event table as ``.csv``, ``.csv.gz`` or ``.parquet`` (by the file name)."""
-    path = Path(path)
-    suffixes = "".join(path.suffixes).lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if suffixes.endswith((".parquet", ".pq")):
-        frame.to_parquet(path, index=False)
-    elif suffixes.endswith((".csv", ".csv.gz")):
-        frame.to_csv(path, index=False)
-    else:
-        raise ObservationError(
-            f"unsupported output type for {path}; use .csv, .csv.gz or .parquet", field="out"
-        )
-    return path
+    """Write an event table as ``.csv``, ``.csv.gz`` or ``.parquet`` (by the file name),
+    atomically: a failed write leaves an existing file untouched."""
+    from bayesrate.io.table import output_format, write_table
+
+    output_format(path, HISTORY_FORMATS)
+    return write_table(frame, path)

@@ -60,10 +60,16 @@ from bayesrate.seeds import rng_from
 EVENT = "event"
 CREATED, CHANGED, DELETED = "created", "changed", "deleted"
 EVENTS = (CREATED, CHANGED, DELETED)
+#: optional column of an event table: when the record ends, the same time on every row
+#: (``bayesrate data from-git --end``); default the last event
+RECORD_END = "record_end"
 #: ISO 8601 timestamps with an explicit offset (``Z``, ``+HH:MM``, ``+HHMM``, ``+HH``)
 _AWARE_ISO = re.compile(r"^\s*\d{4}-\d{2}-\d{2}[T ][0-9:.]+(Z|[+-]\d{2}(:?\d{2})?)\s*$")
 #: visit phases are rounded to 1/PHASE_TICKS hours so that grid intervals are exact
 PHASE_TICKS = 4096.0
+#: most visits one crawl may make (about 40 bytes each in memory, with the exact counts):
+#: a schedule asking for more is refused before any array is allocated
+MAX_CRAWL_VISITS = 200_000_000
 #: note attached to histories derived from crawl logs (detections as change times)
 APPROXIMATE_NOTE = (
     "approximate history: change times are the crawl log's detection times (each change "
@@ -127,13 +133,13 @@ class ChangeHistory:
         Parameters
         ----------
         frame
-            Columns ``page``, ``time``, optionally ``domain`` and ``event``; rows in any
-            order.
+            Columns ``page``, ``time``, optionally ``domain``, ``event`` and
+            :data:`RECORD_END`; rows in any order.
         time_unit
             Unit of numeric times (hours since the epoch by default).
         end
-            When the record ends (default: the last event). Pages still alive are alive
-            until then.
+            When the record ends (default: the table's :data:`RECORD_END`, else the last
+            event). Pages still alive are alive until then.
         source, notes
             Provenance carried along.
 
@@ -293,6 +299,7 @@ def _build(
     notes: tuple[str, ...],
 ) -> ChangeHistory:
     frame, hours = _checked_frame(frame, time_unit)
+    end = _record_end(frame, end, time_unit)
     pages_text = frame[PAGE].to_numpy(dtype=object)
     kind, kind_notes = _event_kinds(frame)
     notes_out = [*notes, *kind_notes]
@@ -346,6 +353,37 @@ def _build(
         notes=tuple(notes_out),
         source=source,
     )
+
+
+def _record_end(
+    frame: pd.DataFrame, end: pd.Timestamp | str | float | None, time_unit: str
+) -> pd.Timestamp | str | float | None:
+    """The record's end: ``end`` if given, else the table's :data:`RECORD_END` column (one
+    time on every row), else ``None`` (the last event)."""
+    if RECORD_END not in frame.columns or end is not None:
+        return end
+    column = frame[RECORD_END]
+    null = _missing(column)
+    if null.any():
+        raise ObservationError(
+            f"missing values in {RECORD_END!r}", field=RECORD_END, rows=_rows(null)
+        )
+    try:
+        hours = _event_times(column, time_unit)
+    except ObservationError as exc:
+        raise ObservationError(
+            f"{RECORD_END!r} values are not times (timestamps with a zone, or numbers)",
+            field=RECORD_END,
+            rows=exc.rows,
+        ) from exc
+    differ = hours != hours[0]
+    if differ.any() or not np.isfinite(hours[0]):
+        raise ObservationError(
+            f"{RECORD_END!r} must be one time, the same on every row",
+            field=RECORD_END,
+            rows=_rows(differ),
+        )
+    return float(hours[0])
 
 
 def _checked_frame(frame: pd.DataFrame, time_unit: str) -> tuple[pd.DataFrame, np.ndarray]:
@@ -705,6 +743,23 @@ class Crawl:
     history_page: np.ndarray
 
 
+def _stamp(hours: float) -> str:
+    """A time in hours since the epoch as an ISO timestamp, for messages."""
+    return str(to_timestamp(hours)) if np.isfinite(hours) else str(hours)
+
+
+def _check_visit_count(visits: float, schedule: Schedule) -> None:
+    """Raise if a crawl would make more than :data:`MAX_CRAWL_VISITS` visits (``visits``:
+    their number, or its expectation for random visits)."""
+    if visits > MAX_CRAWL_VISITS:
+        raise ObservationError(
+            f"the crawl {schedule.describe()} would make {visits:.3g} visits (at most "
+            f"{MAX_CRAWL_VISITS:,}, ~{MAX_CRAWL_VISITS * 40 / 2**30:.0f} GiB): visit less often "
+            "(a longer crawl interval) or crawl fewer pages or a shorter window",
+            field="schedule",
+        )
+
+
 def crawl(
     history: ChangeHistory,
     schedule: Schedule,
@@ -737,7 +792,11 @@ def crawl(
     lo = history.start if start is None else float(start)
     hi = history.end if end is None else float(end)
     if not hi > lo:
-        raise ObservationError(f"crawl window is empty ({lo} .. {hi})", field="end")
+        raise ObservationError(
+            f"crawl window is empty ({_stamp(lo)} .. {_stamp(hi)}; the history spans "
+            f"{_stamp(history.start)} .. {_stamp(history.end)})",
+            field="end",
+        )
     a = np.maximum(history.life_start, lo)
     b = np.minimum(history.life_end, hi)
     life_page = history.life_page
@@ -751,7 +810,9 @@ def crawl(
             phase = np.full(len(a), float(schedule.phase) % step)
         k0 = np.ceil((a - phase) / step)
         k1 = np.ceil((b - phase) / step) - 1
-        counts = np.maximum(k1 - k0 + 1, 0).astype(np.int64)
+        counts = np.maximum(k1 - k0 + 1, 0)
+        _check_visit_count(float(counts.sum()), schedule)
+        counts = counts.astype(np.int64)
         # visit j of the crawl is first[l] + (j - block[l])·step for its lifetime l: one repeat
         # and one arange (all terms are exact binary numbers, so the times are exact)
         block = np.cumsum(counts) - counts
@@ -759,6 +820,7 @@ def crawl(
         times += np.arange(int(counts.sum()), dtype=np.float64) * step
     elif isinstance(schedule, PoissonVisits):
         span = np.maximum(b - a, 0.0)
+        _check_visit_count(float(schedule.rate_per_hour * span.sum()), schedule)
         counts = rng.poisson(schedule.rate_per_hour * span).astype(np.int64)
         owner = np.repeat(np.arange(len(a)), counts)
         # uniform positions sorted within each lifetime: one sort of ``lifetime + position/2``

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bayesrate.clock import NS_PER_HOUR, to_hours, to_timestamp, to_timestamps
+from bayesrate.clock import (
+    NS_PER_HOUR,
+    check_numeric_times,
+    to_hours,
+    to_timestamp,
+    to_timestamps,
+)
 from bayesrate.constants import (
     CHANGED,
     DEFAULT_TIME_UNIT,
@@ -354,6 +360,7 @@ def times_to_hours(
                 field=TIME,
             )
         hours = col.to_numpy(dtype=np.float64) * TIME_UNITS[time_unit]
+        check_numeric_times(hours, time_unit)
         if origin is not None:
             origin_ts = pd.Timestamp(origin)
             if origin_ts.tzinfo is None:

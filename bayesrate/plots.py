@@ -38,6 +38,29 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return ax if ax is not None else figure(figsize).subplots()
 
 
+def check_image_path(path: str | Path) -> Path:
+    """Raise unless ``path``'s suffix is an image format matplotlib writes (before any work).
+
+    Raises
+    ------
+    ObservationError
+        Naming the suffix and the supported ones (``f.xyz``, or no suffix).
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from bayesrate.errors import ObservationError
+
+    path = Path(path)
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in formats:
+        raise ObservationError(
+            f"cannot write a figure as {path.name!r}: use one of "
+            + ", ".join(f".{f}" for f in sorted(formats)),
+            field="plot",
+        )
+    return path
+
+
 def save(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     """Write ``fig`` as an image (format from the suffix); returns the path."""
     path = Path(path)

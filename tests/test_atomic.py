@@ -47,3 +47,18 @@ def test_outputs_get_ordinary_permissions_not_the_temporaries_private_ones(tmp_p
         os.umask(old)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "artifact").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_device_or_pipe_is_never_replaced_by_a_file(tmp_path):
+    """Issue 54 probe: ``estimate --out /dev/full`` (as root) replaced the device node by a
+    regular file; a FIFO likewise. Now the write is refused and the node stays."""
+    import os
+    import stat
+
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(FileExistsError, match="not a regular file"):
+        with atomic_path(fifo) as tmp:
+            tmp.write_text("x")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]

@@ -112,3 +112,124 @@ def test_clear_errors(repo, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(gitlog.shutil, "which", lambda name: None)
     with pytest.raises(gitlog.GitError, match="git is not installed"):
         gitlog.history_frame(repo, "pages/**/*.md")
+
+
+def test_rev_cannot_inject_a_git_option(repo, tmp_path, capsys, monkeypatch):
+    """Issue 54 row 6: ``from-git --rev=--output=x.txt`` made git write its log to x.txt."""
+    target = tmp_path / "x.txt"
+    with pytest.raises(gitlog.GitError, match="not a revision"):
+        gitlog.history_frame(repo, "pages/**/*.md", rev=f"--output={target}")
+    out = str(tmp_path / "h.csv")
+    argv = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--out", out]
+    assert main([*argv, f"--rev=--output={target}"]) == 1
+    err = capsys.readouterr().err
+    assert "bayesrate data from-git: error: --rev" in err and "Traceback" not in err
+    assert not target.exists() and not (tmp_path / "h.csv").exists()
+    # and git itself is told where the options end
+    calls = []
+    real = gitlog.run_git
+    monkeypatch.setattr(gitlog, "run_git", lambda *a: calls.append(a) or real(*a))
+    gitlog.history_frame(repo, "pages/**/*.md", rev="HEAD")
+    log_call = next(c for c in calls if c[1] == "log")
+    assert log_call.index("--end-of-options") == log_call.index("HEAD") - 1
+
+
+def test_disk_full_keeps_an_existing_output(repo, tmp_path):
+    """Issue 54 row 4 (from-git): ``--out`` was written in place, so a full disk truncated
+    an existing good file. Now the write goes to a temporary file (removed on failure)."""
+    import resource
+    import sys
+
+    out = tmp_path / "h.csv"
+    good = "a good history from an earlier run\n" * 20
+    out.write_text(good)
+
+    def small_files() -> None:  # "disk full" for this process: files at most 64 bytes
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    argv = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "bayesrate.cli", *argv],
+        capture_output=True, text=True, preexec_fn=small_files, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "bayesrate data from-git: error:" in done.stderr and "Traceback" not in done.stderr
+    assert out.read_text() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "h.csv"]
+
+
+def test_file_names_that_are_not_utf8_are_named(tmp_path, capsys):
+    """Issue 54 row 7: a repository holding a file named with invalid UTF-8 ended in a
+    UnicodeEncodeError traceback when the table was written."""
+    r = tmp_path / "r"
+    (r / "pages").mkdir(parents=True)
+    git(r, "init", "-q", "-b", "main")
+    (r / "pages" / "ok.md").write_text("x\n")
+    (r / "pages").joinpath(os.fsdecode(b"bad\xff.md")).write_text("y\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "create", when=0)
+    out = tmp_path / "h.csv"
+    argv = ["data", "from-git", str(r), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "not valid UTF-8" in err and "pages/bad\\xff.md" in err and "Traceback" not in err
+    assert not out.exists()
+    assert main([*argv[:4], "pages/ok.md", *argv[5:]]) == 0  # left out: the rest works
+
+
+def test_foxtrot_merge_collapsing_the_main_line_is_warned_about(tmp_path, repo, capsys):
+    """Issue 54 (new user): a feature branch that merged master into itself and was then
+    fast-forwarded became the first-parent line; 65 commits collapsed into one instant
+    with no warning. The plain repository (a normal merge) gives none."""
+    r = tmp_path / "fox"
+    (r / "pages").mkdir(parents=True)
+    git(r, "init", "-q", "-b", "main")
+    (r / "pages" / "a.md").write_text("a\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "create", when=0)
+    git(r, "checkout", "-qb", "feature")
+    (r / "pages" / "f.md").write_text("f\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "feature work", when=100)
+    git(r, "checkout", "-q", "main")
+    for i in range(5):  # the main line moves on
+        (r / "pages" / "a.md").write_text(f"a{i}\n")
+        git(r, "commit", "-qam", f"main {i}", when=200 + 100 * i)
+    git(r, "checkout", "-q", "feature")
+    git(r, "merge", "-q", "--no-ff", "main", "-m", "Merge branch 'main' into feature", when=900)
+    git(r, "checkout", "-q", "main")
+    git(r, "merge", "-q", "--ff-only", "feature", when=900)
+    warnings = gitlog.first_parent_warnings(r, "pages/**/*.md")
+    assert len(warnings) == 1 and "brings 5 commit(s)" in warnings[0]
+    assert gitlog.first_parent_warnings(repo, "pages/**/*.md") == []
+    out = tmp_path / "h.csv"
+    argv = ["data", "from-git", str(r), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    assert main(argv) == 0
+    assert "warning: merge " in capsys.readouterr().err and out.exists()
+
+
+def test_end_of_the_record_from_the_revision_or_a_time(repo, tmp_path, capsys):
+    """Issue 54 (new user): the history ended at the last matching event, not at the
+    revision's time, with no option to set the end. ``--end rev`` / ``--end TIME`` write
+    it in the table (column ``record_end``), which every reader of the table uses."""
+    (repo / "README.md").write_text("edited later, not a page\n")
+    git(repo, "commit", "-qam", "readme", when=20000)
+    out = tmp_path / "h.csv"
+    argv = ["data", "from-git", str(repo), "--pathspec", "pages/**/*.md", "--out", str(out)]
+    assert main(argv) == 0
+    assert read_history(out).end == pytest.approx((T0 + 14400) / 3600)  # the last event
+    assert main([*argv, "--end", "rev"]) == 0
+    history = read_history(out)
+    assert history.end == pytest.approx((T0 + 20000) / 3600)  # the revision's time
+    by = dict(zip(history.pages.index, range(history.n_pages), strict=True))
+    assert history.alive_at(history.end - 1e-6)[by["osx/open"]]
+    assert main([*argv, "--end", "2030-01-01"]) == 0
+    assert read_history(out).end == pytest.approx(
+        pd.Timestamp("2030-01-01", tz="UTC").value / 3.6e12
+    )
+    capsys.readouterr()
+    before = out.read_text()
+    assert main([*argv, "--end", "2023-01-01"]) == 1  # before the last event
+    assert "events after the given end" in capsys.readouterr().err
+    assert out.read_text() == before

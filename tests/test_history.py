@@ -16,6 +16,7 @@ from bayesrate.history import (
     VisitGrid,
     crawl,
     from_observations,
+    hours_of,
     segment_searchsorted,
 )
 from bayesrate.io.history import read_history
@@ -281,3 +282,41 @@ def test_embedded_tldr_history():
     assert "tldr-pages" in datasets.history_names() and "tldr-pages" not in datasets.names()
     approx = datasets.load_history("ota-pga")
     assert approx.notes[0] == APPROXIMATE_NOTE
+
+
+def test_a_crawl_asking_for_too_many_visits_is_refused_before_allocating():
+    """Issue 54 row 7: ``study forecast --crawl-every 0.00001`` asked for 198 TiB."""
+    history = datasets.load_history("tldr-pages")
+    with pytest.raises(ObservationError, match=r"would make .* visits"):
+        crawl(history, FixedInterval(1e-5, phase_step_hours=1e-5), seed=1)
+    with pytest.raises(ObservationError, match=r"would make .* visits"):
+        crawl(history, PoissonVisits(1e5), seed=1)
+
+
+def test_an_empty_crawl_window_is_named_in_dates():
+    """Issue 54 probe: the error gave hours since the epoch (525960.0 .. 496497.29)."""
+    history = datasets.load_history("tldr-pages")
+    with pytest.raises(ObservationError, match=r"2030-01-01 00:00:00\+00:00 \.\. .*spans"):
+        crawl(history, FixedInterval(24.0), start=525_960.0)
+
+
+def test_record_end_column_sets_the_end_and_must_be_one_time():
+    frame = pd.DataFrame(
+        {"page": ["a", "a"], "time": ["2024-01-01T00:00Z", "2024-01-02T00:00Z"],
+         "event": ["created", "changed"]}
+    )  # fmt: skip
+    assert ChangeHistory.from_frame(frame).end == hours_of("2024-01-02T00:00Z")
+    ended = frame.assign(record_end="2024-01-10T00:00Z")
+    history = ChangeHistory.from_frame(ended)
+    assert history.end == hours_of("2024-01-10T00:00Z") and history.alive_at(history.end - 1)[0]
+    assert ChangeHistory.from_frame(ended, end="2024-01-05T00:00Z").end == hours_of(
+        "2024-01-05T00:00Z"
+    )  # an explicit end wins
+    with pytest.raises(ObservationError, match="one time") as err:
+        ChangeHistory.from_frame(ended.assign(record_end=["2024-01-10T00:00Z", "2024-01-11T00Z"]))
+    assert err.value.rows == [1]
+    with pytest.raises(ObservationError, match="not times") as err:
+        ChangeHistory.from_frame(ended.assign(record_end=["2024-01-10T00:00Z", "soon"]))
+    assert err.value.field == "record_end" and err.value.rows == [1]
+    with pytest.raises(ObservationError, match="events after the given end"):
+        ChangeHistory.from_frame(frame.assign(record_end="2024-01-01T12:00Z"))

@@ -61,6 +61,26 @@ def test_time_units_and_datetimes():
     assert np.array_equal(strings.time, obs.time)
 
 
+def test_numeric_times_must_be_plausible_in_their_unit():
+    """Issue 54 row 5: the scheduler's plausibility check (``bayesrate.clock``) applies to
+    every loader's numeric times; relative times (0, 24, ...) stay accepted."""
+    frame = pd.DataFrame(
+        {"page": ["a"] * 3, "time": [1.7e9, 1.7e9 + 86400, 1.7e9 + 2 * 86400], "changed": [0, 1, 0]}
+    )
+    frame.loc[0, "changed"] = None
+    with pytest.raises(ObservationError, match="--time-unit s") as err:
+        Observations.from_frame(frame)
+    assert err.value.rows == [0, 1, 2] and "hours" in str(err.value)
+    assert Observations.from_frame(frame, time_unit="s").n_changes == 1
+    relative = frame.assign(time=[0.0, 24.0, 48.0])
+    assert Observations.from_frame(relative).n_visits == 3
+    with pytest.raises(ObservationError, match="not a plausible date") as err:
+        Observations.from_frame(relative.assign(time=[0.0, 24.0, 1e300]))
+    assert err.value.rows == [2]
+    with pytest.raises(ObservationError, match="not a plausible date"):
+        Observations.from_frame(relative.assign(time=[0.0, 24.0, np.inf]))
+
+
 def test_domain_is_optional():
     obs = Observations.from_frame(frame().drop(columns="domain"))
     assert obs.pages["domain"].nunique() == 1

@@ -20,6 +20,11 @@ from bayesrate.constants import DIM_PAGE
 
 LOGLIK_VAR = "loglik_marginal"
 MAX_LOO_DRAWS = 1000
+#: a page's log-likelihood whose spread over the draws is within this many units in the last
+#: place of its magnitude (at least 1) is constant: float noise of the integration (8.9e-16
+#: seen on a page visited once, whose term is 0); PSIS cannot fit a tail to it, and its
+#: exact term is used instead
+CONSTANT_ULPS = 64
 #: Pareto k thresholds (ArviZ 1 uses a sample-size dependent "good" bound, ~0.7 at most)
 K_VERY_BAD = 1.0
 
@@ -135,8 +140,9 @@ def loo(fit: Any):
     A ``censored`` model has a fixed prior, so leaving a page out is exact: its ELPD terms
     are the pages' marginal likelihoods, with no importance sampling (Pareto k = 0). So is
     leaving out a page whose log-likelihood is the same under every draw (a page visited
-    once has no interval, and its term is 0): its importance weights are equal, and PSIS,
-    which cannot fit a tail to equal values, is run on the other pages only.
+    once has no interval, and its term is 0), also when it varies by float noise only
+    (:func:`constant_pages`): its importance weights are equal, and PSIS, which cannot fit
+    a tail to equal values, is run on the other pages only.
     """
     import arviz as az
 
@@ -144,7 +150,7 @@ def loo(fit: Any):
         return _exact_loo(fit), []
     tree = _idata(fit)
     loglik = tree["log_likelihood"][LOGLIK_VAR]
-    constant = (loglik.max(("chain", "draw")) == loglik.min(("chain", "draw"))).values
+    constant = constant_pages(loglik)
     if constant.all():
         return _elpd_data(loglik.isel(chain=0, draw=0, drop=True), 0.0, loglik.sizes), []
     if constant.any():
@@ -156,6 +162,29 @@ def loo(fit: Any):
     if constant.any():
         result = _with_exact_pages(result, loglik, constant)
     return result, [str(w.message) for w in caught]
+
+
+def constant_pages(loglik) -> np.ndarray:
+    """Which pages' log-likelihood is the same under every draw, up to float noise.
+
+    Parameters
+    ----------
+    loglik : xarray.DataArray
+        Per-page log-likelihood with dimensions ``chain``, ``draw`` and ``page``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean per page: exactly equal over the draws, or its spread is at most
+        :data:`CONSTANT_ULPS` units in the last place of its largest magnitude (at least 1).
+    """
+    high = loglik.max(("chain", "draw")).values
+    low = loglik.min(("chain", "draw")).values
+    # at least 1: a page visited once has a term of 0 computed from terms of order 1
+    scale = np.maximum(np.maximum(np.abs(high), np.abs(low)), 1.0)
+    with np.errstate(invalid="ignore"):
+        tolerance = CONSTANT_ULPS * np.spacing(scale)
+        return (high == low) | (np.isfinite(scale) & (high - low <= tolerance))
 
 
 def _elpd_data(elpd_i, p: float, sizes):

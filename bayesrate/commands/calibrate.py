@@ -42,8 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"models to fit and compare (default: {' '.join(DEFAULT_MODELS)}; excursion with "
         "annual epochs unless --model-config says otherwise)",
     )
-    parser.add_argument("--out", help="report directory (default reports/<name>)")
-    parser.add_argument("--models-dir", default="models", help="artifact root (default models/)")
+    parser.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="where models/ and reports/ go (default: the current directory)",
+    )
+    parser.add_argument("--out", help="report directory (default OUT_DIR/reports/<name>)")
+    parser.add_argument("--models-dir", help="artifact root (default OUT_DIR/models)")
     parser.add_argument("--method", default="nuts", choices=("nuts", "advi", "pathfinder"))
     parser.add_argument("--draws", type=positive_int, help="posterior draws per chain")
     parser.add_argument("--tune", type=non_negative_int, help="warm-up draws per chain")
@@ -79,11 +84,16 @@ def run(args: argparse.Namespace) -> int:
     configs = parse_model_configs(args.model_config, args.models)
     if "modulated" in args.models:
         configs["modulated"] = {"timezone": args.timezone, **configs.get("modulated", {})}
-    check_output_dir(args.models_dir, what="--models-dir")
-    check_output_dir(args.out or Path("reports") / name)
+    base = Path(args.out_dir) if args.out_dir else Path()
+    models_dir = Path(args.models_dir) if args.models_dir else base / "models"
+    out = Path(args.out) if args.out else base / "reports" / name
+    check_output_dir(models_dir, what="--models-dir")
+    # the artifacts' own directory too (--name README.md next to a models/README.md file)
+    check_output_dir(models_dir / name, what=f"--name {name}: artifact directory")
+    check_output_dir(out)
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
     obs = load_observations(args)
-    check_artifact_owner(args.models_dir, name, obs.fingerprint, force=args.force)
+    check_artifact_owner(models_dir, name, obs.fingerprint, force=args.force)
     progress(f"{obs.n_pages:,} pages, {obs.n_visits:,} visits, {obs.n_changes:,} changes")
     sampler = {
         k: getattr(args, k) for k in ("draws", "tune", "chains") if getattr(args, k) is not None
@@ -92,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
         obs,
         dataset=name,
         models=args.models,
-        out=args.out,
-        models_root=args.models_dir,
+        out=out,
+        models_root=models_dir,
         method=args.method,
         sampler=sampler,
         model_configs=configs,

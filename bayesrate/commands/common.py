@@ -45,11 +45,33 @@ def load_observations(args: argparse.Namespace, *, default_dataset: bool = True)
     from bayesrate.io import read_observations
 
     if getattr(args, "input", None):
-        return read_observations(args.input, time_unit=args.time_unit)
+        from bayesrate.errors import ObservationError
+
+        try:
+            return read_observations(args.input, time_unit=args.time_unit)
+        except ObservationError as exc:
+            if exc.field == "changed" and _is_history_table(args.input):
+                raise ObservationError(
+                    f"{args.input} is a change history (page,time,event), not a visit table: "
+                    f"'bayesrate data crawl --input {args.input} --every HOURS --out visits.csv' "
+                    "makes the visit table a crawl on that schedule would log",
+                    field="changed",
+                ) from exc
+            raise
     name = getattr(args, "dataset", None)
     if name is None and default_dataset:
         name = datasets.DEFAULT
     return datasets.load(name, merge_silences=not getattr(args, "keep_silent_runs", False))
+
+
+def _is_history_table(path: str) -> bool:
+    """Whether ``path`` is an event table (``event`` column, no ``changed``)."""
+    from bayesrate.constants import CHANGED
+    from bayesrate.history import EVENT
+    from bayesrate.io.table import load_table
+
+    columns = load_table(path).columns
+    return EVENT in columns and CHANGED not in columns
 
 
 def progress(message: str) -> None:
@@ -112,12 +134,76 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    """A number or a fraction ``a/b`` (``1/7``: once a week), finite."""
+    import math
+
+    if "/" not in text:
+        return _number(text, float)
+    top, _, bottom = text.partition("/")
+    a, b = _number(top.strip(), float), _number(bottom.strip(), float)
+    if b == 0 or not math.isfinite(a / b):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return a / b
+
+
+def positive_fraction(text: str) -> float:
+    """argparse type: a number > 0, or a fraction (``--budget 1/7``: once a week)."""
+    value = _fraction(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 (e.g. 0.5 or 1/7), got {text!r}")
+    return value
+
+
+def non_negative_fraction(text: str) -> float:
+    """argparse type: a number >= 0, or a fraction (``--budget 1/7``: once a week)."""
+    value = _fraction(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (e.g. 0.5 or 1/7), got {text!r}")
+    return value
+
+
+#: help text of options read by :func:`utc_time`
+UTC_TIME_HELP = "an ISO time with a time zone, or a date alone meaning 00:00 UTC (2020-01-01)"
+
+
+def utc_time(text: str) -> str:
+    """argparse type: a time option; a date alone (``2020-01-01``) means 00:00 UTC.
+
+    Other text is returned unchanged (a timestamp without a time zone is still refused
+    where it is read, as in data files: only a bare date has an obvious meaning).
+    """
+    import re
+
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+        return text.strip() + "T00:00:00Z"
+    return text
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0."""
     value = _number(text, float)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
+
+
+def memory_size(text: str) -> str:
+    """argparse type: a memory size Dask understands (``4GiB``, ``500 MB``, ``1e9`` bytes)
+    or ``auto``; refused at parse time instead of inside the cluster's start."""
+    if text.strip().lower() == "auto":
+        return text
+    from dask.utils import parse_bytes
+
+    try:
+        size = parse_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a memory size such as 4GiB, 500MB or auto, got {text!r}"
+        ) from None
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"must be a memory size > 0, got {text!r}")
+    return text
 
 
 # ---------------------------------------------------------------------- outputs
@@ -155,6 +241,11 @@ def check_output_file(path: str | Path, what: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise ObservationError(f"{what} {path} is a directory; give a file name")
+    if path.exists() and not path.is_file():  # /dev/full, a FIFO: never replaced by a file
+        raise ObservationError(
+            f"{what} {path} exists and is not a regular file (a device, pipe or socket); "
+            "give a file name"
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise ObservationError(f"{what} {path} exists and is not writable")
     check_output_dir(path.parent, what=f"{what} {path}: directory")

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from bayesrate.commands.common import (
     add_input_options,
     check_output_file,
     load_observations,
     positive_float,
+    positive_fraction,
     progress,
 )
 from bayesrate.estimators.estimate import METHODS, estimate
@@ -57,23 +57,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--crawl-rate",
-        type=positive_float,
-        help="for lln/sa/sam: known crawl rate p in visits per day (default: each page's own)",
+        type=positive_fraction,
+        help="for lln/sa/sam: known crawl rate p in visits per day, a number or a fraction "
+        "such as 1/7 (default: each page's own)",
     )
     parser.add_argument(
         "--online-raw",
         action="store_true",
         help="for lln/sa/sam: the paper's raw estimate even on a regular visit grid",
     )
-    parser.add_argument("--out", metavar="FILE", help="output .csv or .parquet (default stdout)")
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="output file, format by its name: .csv, .csv.gz, .tsv, .parquet or .json "
+        "(default: CSV on stdout)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from bayesrate.errors import ObservationError
 
-    if args.out:
-        check_output_file(args.out)  # before any work
+    if args.out:  # before any work
+        from bayesrate.io.table import output_format
+
+        output_format(args.out)
+        check_output_file(args.out)
     if not 0 < args.level < 1:
         raise ObservationError(f"--level must be in (0, 1), got {args.level}", field="level")
     progress(f"loading {args.input or args.dataset or 'ota-contrib'} ...")
@@ -103,18 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         frame.to_csv(sys.stdout, index=False)
         return 0
-    write_atomic(frame, Path(args.out))
+    from bayesrate.io.table import write_table
+
+    write_table(frame, args.out)
     progress(f"wrote {len(frame):,} rows to {args.out}")
     return 0
-
-
-def write_atomic(frame, path: Path) -> None:
-    """Write CSV/Parquet to a temporary file next to ``path``, then rename it into place."""
-    from bayesrate.atomic import atomic_path
-
-    suffix = "".join(path.suffixes) or ".csv"
-    with atomic_path(path) as tmp:
-        if suffix.endswith(".parquet"):
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False, compression="gzip" if suffix.endswith(".gz") else None)

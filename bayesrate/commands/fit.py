@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 
 from bayesrate.commands.common import (
     add_input_options,
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         model.sample_posterior_predictive(
             max_draws=args.predictive_draws, seed=model.sampler_config["seed"]
         )
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     diag = model.diagnostics_.to_dict()
     diag.update(
@@ -117,13 +119,21 @@ def run(args: argparse.Namespace) -> int:
         config_hash=model.config_hash,
         source=obs.source,
     )
-    # each output is written to a temporary name and renamed into place when complete
-    with atomic_path(out / "fit.nc") as tmp:
-        model.save(tmp)
-    with atomic_path(out / "pages.csv") as tmp:
-        model.page_summary_.to_csv(tmp, index=False)
-    with atomic_path(out / "diagnostics.json") as tmp:
-        tmp.write_text(json.dumps(diag, indent=2, default=str) + "\n")
+    # every output is written to a temporary name; all three are renamed into place only
+    # when all three are complete (a full disk leaves the old set, or no directory)
+    try:
+        with (
+            atomic_path(out / "fit.nc") as fit_tmp,
+            atomic_path(out / "pages.csv") as pages_tmp,
+            atomic_path(out / "diagnostics.json") as diag_tmp,
+        ):
+            model.save(fit_tmp)
+            model.page_summary_.to_csv(pages_tmp, index=False)
+            diag_tmp.write_text(json.dumps(diag, indent=2, default=str) + "\n")
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     d = model.diagnostics_
     progress(
         f"{'converged' if d.converged else 'NOT CONVERGED'}: r_hat_max={d.r_hat_max:.4f} "

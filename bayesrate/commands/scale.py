@@ -23,7 +23,9 @@ from typing import Any
 
 from bayesrate.commands.common import (
     check_output_dir,
+    memory_size,
     positive_float,
+    positive_fraction,
     positive_int,
     print_json,
     progress,
@@ -119,7 +121,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ops.add_parser("rates", help="budgeted optimal revisit rates for every URL")
     _common(p, "posteriors dataset from 'scale posteriors'", "rates dataset (directory)")
     p.add_argument(
-        "--budget", type=positive_float, required=True, help="total fetches per day over all URLs"
+        "--budget",
+        type=positive_fraction,
+        required=True,
+        help="total fetches per day over all URLs (a number or a fraction such as 1/7)",
     )
     p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
     p.add_argument(
@@ -152,14 +157,26 @@ def _common(p: argparse.ArgumentParser, input_help: str, out_help: str) -> None:
         help="a running Dask scheduler (default: start a local cluster)",
     )
     p.add_argument("--workers", type=positive_int, help="local cluster workers (default: cores)")
-    p.add_argument("--memory-limit", help="per local worker, e.g. 4GiB (default: Dask's)")
+    p.add_argument(
+        "--memory-limit",
+        type=memory_size,
+        help="per local worker, e.g. 4GiB (default: Dask's)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+
+
+#: the stage whose output each stage reads (checked before the cluster starts)
+UPSTREAM = {"fit": "aggregate", "posteriors": "aggregate", "rates": "posteriors"}
 
 
 def _run(args: argparse.Namespace, stage: Callable[..., dict], *a: Any, **kw: Any) -> int:
     from bayesrate.scaleout.cluster import connect
 
+    if args.op in UPSTREAM:
+        from bayesrate.scaleout.staging import load_manifest
+
+        load_manifest(args.input, stage=UPSTREAM[args.op])
     check_output_dir(args.out)
     where = args.scheduler or "a local cluster"
     progress(f"scale {args.op}: {args.input} -> {args.out} on {where}")

@@ -19,11 +19,16 @@ import sys
 from typing import Any
 
 from bayesrate.commands.common import (
+    UTC_TIME_HELP,
+    check_output_file,
+    non_negative_fraction,
     non_negative_int,
     positive_float,
+    positive_fraction,
     positive_int,
     print_json,
     progress,
+    utc_time,
 )
 from bayesrate.constants import DEFAULT_TIME_UNIT, HOURS_PER_DAY, TIME_UNITS
 from bayesrate.errors import ObservationError
@@ -94,21 +99,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--now",
-        help="the scheduler's clock for the future-time check: hours since the epoch or ISO "
-        "time (default: current time)",
+        type=utc_time,
+        help="the scheduler's clock for the future-time check, no later than the wall clock "
+        f"plus 1 h: hours since the epoch, or {UTC_TIME_HELP} (default: current time)",
     )
     p.set_defaults(func=_observe)
 
     p = ops.add_parser("due", help="the K most valuable URLs to fetch now")
     p.add_argument("state")
-    p.add_argument("--now", help="hours since the epoch or ISO time (default: current time)")
+    p.add_argument(
+        "--now",
+        type=utc_time,
+        help=f"hours since the epoch, or {UTC_TIME_HELP} (default: current time)",
+    )
     p.add_argument("--k", type=non_negative_int, default=10)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_due)
 
     p = ops.add_parser("plan", help="store budget-optimal fetch rates (used by 'due')")
     p.add_argument("state")
-    p.add_argument("--budget", type=float, required=True, help="total fetches per day")
+    p.add_argument(
+        "--budget",
+        type=non_negative_fraction,
+        required=True,
+        help="total fetches per day (a number or a fraction such as 1/7)",
+    )
     p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
@@ -134,7 +149,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ops.add_parser("simulate", help="compare policies on a synthetic web at equal budget")
     p.add_argument("--pages", type=positive_int, default=10_000)
     p.add_argument("--days", type=positive_float, default=60.0)
-    p.add_argument("--budget", type=positive_float, default=0.2, help="fetches per URL per day")
+    p.add_argument(
+        "--budget",
+        type=positive_fraction,
+        default=0.2,
+        help="fetches per URL per day (e.g. 0.2 or 1/7)",
+    )
     p.add_argument("--seed", default="bayesrate-schedule-simulate")
     p.add_argument("--priors", metavar="PATH", help="priors.json (default: as for init)")
     p.add_argument("--tick", type=positive_float, default=0.5, help="fetch tick in hours")
@@ -287,8 +307,18 @@ def _load_priors(path: str | None):
         return PriorSet.load(path), str(path)
     found = find_artifact()
     if found is not None:
-        return PriorSet.load(found), str(found)
-    return PriorSet.default(), "default Gamma(1, 1 day) (no artifact found)"
+        recommended = found.parent.parent / "recommended.json"
+        why = (
+            f"the model recommended in {recommended}"
+            if recommended.is_file() and f'"{found.parent.name}"' in recommended.read_text()
+            else "the newest artifact"
+        )
+        return PriorSet.load(found), (
+            f"{found}, found under ./models: {why}; pass --priors PATH to choose"
+        )
+    return PriorSet.default(), (
+        "default Gamma(1, 1 day): no artifact under ./models; pass --priors PATH to choose"
+    )
 
 
 def _iso(hours: float) -> str:
@@ -429,6 +459,11 @@ def _stats(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from bayesrate.scheduler.harness import compare
 
+    if args.plot:  # before any work
+        from bayesrate.plots import check_image_path
+
+        check_image_path(args.plot)
+        check_output_file(args.plot, what="--plot")
     priors, where = _load_priors(args.priors)
     progress(f"priors: {where}")
     try:

@@ -10,7 +10,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from bayesrate.commands.common import print_json, progress
+from bayesrate.commands.common import (
+    UTC_TIME_HELP,
+    positive_fraction,
+    print_json,
+    progress,
+    utc_time,
+)
 from bayesrate.errors import ObservationError
 
 
@@ -26,11 +32,22 @@ def register(ops: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--dataset", help="embedded history (tldr-pages) or crawl log as approximate history"
     )
-    source.add_argument("--history", metavar="FILE", help="change-history table")
-    p.add_argument("--start", required=True, help="tz-aware start of the replay window")
+    source.add_argument(
+        "--input",
+        "--history",
+        dest="history",
+        metavar="FILE",
+        help="change-history table (--history is the same)",
+    )
+    p.add_argument(
+        "--start", type=utc_time, required=True, help=f"start of the replay window: {UTC_TIME_HELP}"
+    )
     p.add_argument("--days", type=float, required=True, help="length of the window")
     p.add_argument(
-        "--budget", type=float, required=True, help="fetches per live page per day (e.g. 0.333)"
+        "--budget",
+        type=positive_fraction,
+        required=True,
+        help="fetches per live page per day (e.g. 0.333 or 1/3)",
     )
     p.add_argument("--weights", metavar="FILE", help="CSV page,weight (default: equal weights)")
     p.add_argument(

@@ -11,17 +11,19 @@ import argparse
 import importlib
 
 from bayesrate.commands.common import (
+    UTC_TIME_HELP,
     check_output_dir,
     non_negative_int,
     positive_float,
     positive_int,
     print_json,
     progress,
+    utc_time,
 )
 
 #: per study, its options (flag, argparse keywords): the flag's name is the keyword of the
 #: study's ``run``; an option not given is not passed, so ``run``'s own default applies
-OPTIONS: dict[str, list[tuple[str, dict]]] = {
+OPTIONS: dict[str, list[tuple[str | tuple[str, ...], dict]]] = {
     "case-study": [
         ("--replications", {"type": positive_int, "help": "replications (default 2,000)"})
     ],
@@ -59,9 +61,22 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
     ],
     "forecast": [
         ("--dataset", {"help": "embedded history (tldr-pages) or crawl log as approximate one"}),
-        ("--history", {"metavar": "FILE", "help": "change-history table (.csv, .parquet)"}),
+        (
+            ("--input", "--history"),
+            {
+                "dest": "history",
+                "metavar": "FILE",
+                "help": "change-history table (.csv, .parquet); --history is the same",
+            },
+        ),
         ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
-        ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
+        (
+            "--split",
+            {
+                "type": utc_time,
+                "help": f"training/test split: {UTC_TIME_HELP} (default: end - horizon)",
+            },
+        ),
         ("--horizon-days", {"type": positive_float, "help": "test window (default 180)"}),
         ("--methods", {"help": "comma-separated (default: every method but bursty)"}),
         ("--max-pages", {"type": positive_int, "help": "score a random subset of pages"}),
@@ -97,7 +112,14 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
     ],
     "bursts": [
         ("--dataset", {"help": "embedded dataset (default ota-contrib)"}),
-        ("--history", {"metavar": "FILE", "help": "change-history table (.csv, .parquet)"}),
+        (
+            ("--input", "--history"),
+            {
+                "dest": "history",
+                "metavar": "FILE",
+                "help": "change-history table (.csv, .parquet); --history is the same",
+            },
+        ),
         (
             "--crawl-log",
             {
@@ -106,7 +128,13 @@ OPTIONS: dict[str, list[tuple[str, dict]]] = {
             },
         ),
         ("--crawl-every", {"type": positive_float, "metavar": "HOURS", "help": "default 24"}),
-        ("--split", {"help": "tz-aware training/test split (default: end - horizon)"}),
+        (
+            "--split",
+            {
+                "type": utc_time,
+                "help": f"training/test split: {UTC_TIME_HELP} (default: end - horizon)",
+            },
+        ),
         ("--horizon-days", {"type": positive_float, "help": "test window (default 365)"}),
         ("--max-pages", {"type": positive_int, "help": "a random subset of pages"}),
         ("--replicates", {"type": positive_int, "help": "gap-check replicates (default 200)"}),
@@ -130,7 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--seed", default=f"bayesrate-{name}", help="seed (int or string)")
         sp.add_argument("--fast", action="store_true", help="smaller run for smoke tests")
         for flag, kwargs in OPTIONS.get(name, []):
-            sp.add_argument(flag, **kwargs)
+            sp.add_argument(*((flag,) if isinstance(flag, str) else flag), **kwargs)
         sp.set_defaults(func=run)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -140,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out)  # before any work
     module = importlib.import_module(STUDIES[args.study])
-    names = [flag.removeprefix("--").replace("-", "_") for flag, _ in OPTIONS.get(args.study, [])]
+    names = [_keyword(flag, kwargs) for flag, kwargs in OPTIONS.get(args.study, [])]
     keywords = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     as_json = bool(keywords.pop("json", False))  # a way of printing, not a study option
     result = module.run(seed=args.seed, fast=args.fast, progress=progress, **keywords)
@@ -151,3 +179,9 @@ def run(args: argparse.Namespace) -> int:
         print(result.text)
     progress(f"{args.study}: wrote {args.out}")
     return 0
+
+
+def _keyword(flag: str | tuple[str, ...], kwargs: dict) -> str:
+    """The study's keyword of an option: its ``dest``, else its (first) flag's name."""
+    first = flag if isinstance(flag, str) else flag[0]
+    return kwargs.get("dest") or first.removeprefix("--").replace("-", "_")

@@ -16,6 +16,7 @@ from bayesrate.constants import DEFAULT_TIME_UNIT, DOMAIN, PAGE
 from bayesrate.errors import ObservationError
 from bayesrate.history import EVENT, ChangeHistory
 from bayesrate.io.table import load_table
+from bayesrate.observations import Observations
 
 #: columns read as text
 TEXT_COLUMNS = (PAGE, DOMAIN, EVENT)
@@ -40,6 +41,23 @@ def read_history(
     """
     frame = load_table(path, id_columns=TEXT_COLUMNS)
     return ChangeHistory.from_frame(frame, time_unit=time_unit, end=end, source=str(path))
+
+
+def read_table_or_history(
+    path: str | Path, *, time_unit: str = DEFAULT_TIME_UNIT
+) -> Observations | ChangeHistory:
+    """A file that is either an observation table or a change history, told by its columns.
+
+    A table with an ``event`` column and no ``changed`` column is a change history
+    (:func:`read_history`); anything else is read as an observation table (and validated
+    as one: a table with neither column is refused for its missing ``changed``).
+    """
+    from bayesrate.constants import CHANGED
+
+    frame = load_table(path, id_columns=TEXT_COLUMNS)
+    if EVENT in frame.columns and CHANGED not in frame.columns:
+        return ChangeHistory.from_frame(frame, time_unit=time_unit, source=str(path))
+    return Observations.from_frame(frame, time_unit=time_unit, source=str(path))
 
 
 def load_history(*, dataset: str | None = None, path: str | Path | None = None) -> ChangeHistory:

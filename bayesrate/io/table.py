@@ -1,7 +1,9 @@
-"""The canonical observation table from CSV, CSV.gz, TSV or Parquet files.
+"""The canonical observation table from CSV, CSV.gz, TSV or Parquet files; tables out.
 
 Columns ``page``, ``time``, ``changed`` and optionally ``domain`` (``docs/data.md``).
 Identifiers are read as text exactly as written and no cell is guessed to be missing.
+:func:`write_table` writes a result table in the format its file name says (atomically),
+:func:`output_format` checks that name before any work.
 """
 
 from __future__ import annotations
@@ -83,3 +85,69 @@ def read_observations(
     """
     frame = load_table(path)
     return Observations.from_frame(frame, time_unit=time_unit, origin=origin, source=str(path))
+
+
+#: output formats by the file name's ending (lower case)
+OUTPUT_FORMATS = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".tsv": "tsv",
+    ".tsv.gz": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".json": "json",
+}
+
+
+def output_format(path: str | Path, allowed: Iterable[str] | None = None) -> str:
+    """The format of an output table from its file name (no suffix: CSV).
+
+    Parameters
+    ----------
+    path : str or Path
+        The output file.
+    allowed : iterable of str, optional
+        Formats the caller writes (default: every one of :data:`OUTPUT_FORMATS`).
+
+    Raises
+    ------
+    ObservationError
+        An ending that is not a supported format (``rates.xlsx``), so that a file's
+        name never says one format while it holds another.
+    """
+    path = Path(path)
+    allowed = tuple(allowed) if allowed is not None else tuple(set(OUTPUT_FORMATS.values()))
+    suffixes = "".join(path.suffixes).lower()
+    if not suffixes:
+        return "csv"
+    for ending, kind in sorted(OUTPUT_FORMATS.items(), key=lambda kv: -len(kv[0])):
+        if suffixes.endswith(ending) and kind in allowed:
+            return kind
+    endings = ", ".join(e for e, k in OUTPUT_FORMATS.items() if k in allowed)
+    raise ObservationError(f"unsupported output type for {path}: use one of {endings}", field="out")
+
+
+def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``frame`` in the format of ``path``'s name, atomically (:mod:`bayesrate.atomic`).
+
+    CSV (``.gz``: compressed), TSV, Parquet, or JSON (a list of records; NaN and infinities
+    become ``null``). A failed write leaves any existing file untouched.
+    """
+    from bayesrate.atomic import atomic_path
+
+    path = Path(path)
+    kind = output_format(path)
+    gz = "".join(path.suffixes).lower().endswith(".gz")
+    with atomic_path(path) as tmp:
+        if kind == "parquet":
+            frame.to_parquet(tmp, index=False)
+        elif kind == "json":
+            frame.to_json(tmp, orient="records", indent=2, double_precision=15)
+        else:
+            frame.to_csv(
+                tmp,
+                index=False,
+                sep="\t" if kind == "tsv" else ",",
+                compression="gzip" if gz else None,
+            )
+    return path

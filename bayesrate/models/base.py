@@ -932,13 +932,11 @@ class RateModel:
     def save(self, path: str | Path) -> Path:
         """Write the fitted result (NetCDF4, self-describing root attributes, compressed
         ``fit_data``)."""
+        from bayesrate.atomic import write_netcdf
         from bayesrate.models.fit_data import netcdf_encoding
 
         self._require_fit()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.idata_.to_netcdf(path, engine="h5netcdf", encoding=netcdf_encoding(self.idata_))
-        return path
+        return write_netcdf(self.idata_, path, encoding=netcdf_encoding(self.idata_))
 
     @classmethod
     def load(

@@ -181,6 +181,11 @@ def aggregate(
     summaries = [done[k] for k in range(n_out)]
     problems = P.report(s["problems"] for s in summaries)
     try:
+        if not sum(s["rows"] for s in summaries):
+            raise ObservationError(
+                f"the log at {input_path} has no rows (its {len(spec.sources)} file(s) hold "
+                "headers only)"
+            )
         P.raise_if_any(problems, bad_rows)
         if chosen == "host":
             check_one_host_per_url(staging.path, n_out)
@@ -304,13 +309,16 @@ def reduce_partition(
     n_rows = len(frame)
     problem = frame["problem"].to_numpy(dtype=np.uint8).copy()
     good = problem == 0
+    hours = frame[TIME].to_numpy(dtype=np.float64)
+    split = pages_split_by_bad_rows(frame[PAGE], hours, problem)
+    problem[split] = P.ROW_BETWEEN_VISITS
+    good = problem == 0
     # integer codes of the ids (hashing the column, no Python string per row); labels sorted
     codes, labels = pd.factorize(frame[PAGE].where(good), sort=True)
     codes = codes.astype(np.int64)
     labels = np.asarray(labels, dtype=object)
     domain_codes, domain_labels = pd.factorize(frame[DOMAIN])
     rows = np.flatnonzero(good)
-    hours = frame[TIME].to_numpy(dtype=np.float64)
     # (page, time) order; ties are duplicate visits, whose pages are excluded whatever
     # their order, so the result does not depend on how the shuffle ordered the rows
     order = rows[np.lexsort((hours[rows], codes[rows]))]
@@ -328,8 +336,12 @@ def reduce_partition(
         hit = np.unique(c[mask])
         page_code[hit] = np.where(page_code[hit] == 0, code, page_code[hit])
 
-    same_page = np.r_[False, c[1:] == c[:-1]]
-    flag(same_page & np.r_[False, t[1:] == t[:-1]], P.DUPLICATE)
+    # (an empty partition, e.g. of header-only files or more partitions than URLs, has none)
+    same_page = np.zeros(len(c), dtype=bool)
+    same_page[1:] = c[1:] == c[:-1]
+    same_time = np.zeros(len(t), dtype=bool)
+    same_time[1:] = t[1:] == t[:-1]
+    flag(same_page & same_time, P.DUPLICATE)
     flag(domain_sorted != np.repeat(domain_sorted[offsets[:-1]], counts), P.DOMAIN_VARIES)
     if spec.kind == "crawl":
         flags = frame[CHANGED].to_numpy(dtype=np.float64)[order]
@@ -376,6 +388,46 @@ def reduce_partition(
         "problems": P.partition_problems(bad, list(spec.sources)),
     }
     return tables, summary
+
+
+def pages_split_by_bad_rows(page: pd.Series, hours: np.ndarray, problem: np.ndarray) -> np.ndarray:
+    """The good rows of pages that a malformed row of theirs may split.
+
+    A malformed row left out (``--bad-rows skip``) that lies between two of its page's
+    visits would merge their intervals into one carrying the later visit's flag: a change
+    seen only on the left-out row would be lost (issue 54). The page's rows are excluded
+    instead when the row's time is unknown or within the page's good visits. Rows without
+    a page, failed fetches (no digest: no observation) and rows before the first or after
+    the last good visit are left out alone.
+
+    Parameters
+    ----------
+    page : pandas.Series
+        Page id per row (missing where unknown).
+    hours : numpy.ndarray
+        Time per row in hours (NaN where malformed).
+    problem : numpy.ndarray
+        Problem code per row (0: none).
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean per row: a good row of such a page.
+    """
+    good = problem == 0
+    dropped = (problem > 0) & (problem != P.MISSING_DIGEST) & page.notna().to_numpy()
+    if not dropped.any():
+        return np.zeros(len(page), dtype=bool)
+    ids = page.to_numpy(dtype=object)
+    span = (
+        pd.DataFrame({"page": ids[good], "t": hours[good]})
+        .groupby("page", sort=False)["t"]
+        .agg(["min", "max"])
+        .reindex(ids[dropped])
+    )
+    t = hours[dropped]
+    inside = np.isnan(t) | ((t >= span["min"].to_numpy()) & (t <= span["max"].to_numpy()))
+    return good & page.isin(set(ids[dropped][inside])).to_numpy()
 
 
 def page_table(obs: Observations) -> pd.DataFrame:

@@ -82,7 +82,7 @@ def draw_sample(stats_dir: str | Path, n_sample: int, seed: str) -> tuple[pd.Dat
     from bayesrate.scaleout.cluster import compute
 
     src = str(Path(stats_dir).absolute())
-    n_parts = int(load_manifest(stats_dir)["partitions"])
+    n_parts = int(load_manifest(stats_dir, stage="aggregate")["partitions"])
     delayed = dask.delayed
     sizes = compute([delayed(part_domain_sizes)(src, k) for k in range(n_parts)])
     total = pd.concat(sizes).groupby(level=0).sum().sort_index()

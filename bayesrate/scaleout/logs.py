@@ -179,7 +179,12 @@ def scan(path: str | Path, *, kind: str = "crawl", time_unit: str = DEFAULT_TIME
         else:
             pieces.append((i, -1, 0))
             piece_rows.append(-1)
-            columns = _csv_header(name) if host_key else []
+            columns = _csv_header(name)
+            if not columns:  # 0 bytes: not even a header (a failed or truncated export?)
+                raise ObservationError(
+                    f"{name} is empty (no header, no rows): remove it from the log, or write "
+                    "at least its header line"
+                )
         own = any(c in columns for c in DOMAIN_NAMES)
         hosts.append(hive[host_key] if host_key and not own else None)
     return LogSpec(

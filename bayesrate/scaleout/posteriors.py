@@ -139,7 +139,7 @@ def posteriors(
     from bayesrate.scaleout.cluster import compute
 
     t0 = time.perf_counter()
-    upstream = load_manifest(stats_dir)
+    upstream = load_manifest(stats_dir, stage="aggregate")
     priors = PriorSet.load(priors_path)
     doc = priors.to_json()
     n_parts = int(upstream["partitions"])

@@ -36,10 +36,12 @@ REASONS: dict[int, str] = {
     10: "change flag on the page's first (baseline) visit: the page's rows are excluded",
     11: "domain varies within the page: the page's rows are excluded",
     12: "number among timestamps in the time column",
+    13: "another row of the page is malformed and may lie between its visits (leaving it "
+    "out would merge two intervals under the next visit's flag): the page's rows are excluded",
 }
 MISSING_PAGE, MISSING_TIME, BAD_TIME, NAIVE_TIME, NONFINITE_TIME = 1, 2, 3, 4, 5
 BAD_CHANGED, MISSING_DIGEST, DUPLICATE, MISSING_FLAG, BASELINE_FLAG = 6, 7, 8, 9, 10
-DOMAIN_VARIES, MIXED_TIME = 11, 12
+DOMAIN_VARIES, MIXED_TIME, ROW_BETWEEN_VISITS = 11, 12, 13
 BAD_ROWS = ("error", "skip")
 #: sample rows kept per reason and partition (and in the report)
 SAMPLE_ROWS = 5

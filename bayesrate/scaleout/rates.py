@@ -133,7 +133,7 @@ def rates(
     if not 0 <= min_interval_hours <= max_interval_hours:
         raise ObservationError("intervals must satisfy 0 <= min_interval <= max_interval")
     t0 = time.perf_counter()
-    upstream = load_manifest(posteriors_dir)
+    upstream = load_manifest(posteriors_dir, stage="posteriors")
     n_parts = int(upstream["partitions"])
     layout = layout_of(upstream)
     src = str(Path(posteriors_dir).absolute())

@@ -83,13 +83,19 @@ class Staging:
         return done, [k for k in range(n_parts) if k not in done]
 
     def is_committed(self) -> bool:
-        """Whether ``out`` already holds this very run's output."""
+        """Whether ``out`` already holds this very run's output, whole.
+
+        An output of the same run with a part's marker or file missing (deleted by hand,
+        a damaged disk) is not: the rerun computes it again and replaces it, instead of
+        saying "done" over a hole (issue 54).
+        """
         manifest = self.out / MANIFEST
         if not manifest.is_file():
             return False
         try:
-            return json.loads(manifest.read_text()).get("run_key") == self.key
-        except (OSError, json.JSONDecodeError):
+            doc = json.loads(manifest.read_text())
+            return doc.get("run_key") == self.key and not missing_files(self.out, doc)
+        except (OSError, json.JSONDecodeError, AttributeError, TypeError, ValueError):
             return False
 
     def done(self) -> dict[int, dict[str, Any]]:
@@ -117,10 +123,32 @@ class Staging:
         os.replace(self.path, self.out)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        # staging directories of earlier runs into this output with other arguments (failed
+        # or killed and never resumed) would stay forever: this output supersedes them
+        for stale in self.out.parent.glob(f".{self.out.name}.staging-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         return self.out
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def missing_files(directory: str | Path, manifest: Mapping[str, Any]) -> list[str]:
+    """Markers and part files of a committed output that are not there (relative paths).
+
+    Every part ``0 .. partitions - 1`` of the manifest has a marker, and every file its
+    marker lists exists.
+    """
+    root = Path(directory)
+    missing = []
+    for k in range(int(manifest.get("partitions", 0))):
+        marker = root / MARKERS / f"{part_name(k)}.json"
+        if not marker.is_file():
+            missing.append(f"{MARKERS}/{marker.name}")
+            continue
+        listed = json.loads(marker.read_text()).get(FILES) or []
+        missing.extend(f for f in listed if not (root / f).is_file())
+    return missing
 
 
 def write_text(path: Path, text: str) -> None:
@@ -204,8 +232,23 @@ def read_table(directory: str | Path, table: str, parts: list[int] | None = None
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def load_manifest(directory: str | Path) -> dict[str, Any]:
-    """The manifest of a committed stage output."""
+def load_manifest(directory: str | Path, stage: str | None = None) -> dict[str, Any]:
+    """The manifest of a committed stage output.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The stage's output directory.
+    stage : str, optional
+        The stage that must have written it (``"aggregate"``, ``"posteriors"``,
+        ``"rates"``): a later stage given another stage's output would commit an empty
+        dataset or a plan of 0 URLs (issue 54).
+
+    Raises
+    ------
+    ObservationError
+        No manifest, an unreadable one, or one of another stage.
+    """
     from bayesrate.errors import ObservationError
 
     path = Path(directory) / MANIFEST
@@ -214,4 +257,17 @@ def load_manifest(directory: str | Path) -> dict[str, Any]:
             f"{directory} is not a committed bayesrate scale output (no {MANIFEST}); "
             "run the previous stage first"
         )
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ObservationError(f"{path} is not a valid manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ObservationError(f"{path} is not a valid manifest (not a JSON object)")
+    if stage is not None and manifest.get("stage") != stage:
+        got = manifest.get("stage")
+        what = f"the output of 'scale {got}'" if isinstance(got, str) else "of no known stage"
+        raise ObservationError(
+            f"{directory} is {what}; this stage reads the output of 'scale {stage}'",
+            field="input",
+        )
+    return manifest

@@ -27,6 +27,7 @@ import numpy as np
 from bayesrate.errors import ObservationError
 from bayesrate.scheduler.optimal import expected_optimal_rates, optimal_rates
 from bayesrate.scheduler.state import SchedulerState
+from bayesrate.scheduler.wallclock import CLOCK_SKEW_HOURS
 
 #: priority of never-fetched URLs and URLs past the revisit floor (above any finite score)
 URGENT = np.inf
@@ -83,18 +84,27 @@ def next_check(
 def priority(
     state: SchedulerState, now: float, *, rates: np.ndarray | None = None, use_plan: bool = True
 ) -> np.ndarray:
-    """Value of fetching each URL at ``now`` (higher first; ``-inf`` = not eligible)."""
+    """Value of fetching each URL at ``now`` (higher first; ``-inf`` = not eligible).
+
+    A URL fetched after ``now`` by at most the clock-skew tolerance
+    (:data:`~bayesrate.scheduler.wallclock.CLOCK_SKEW_HOURS`: the store accepts such
+    times from a crawler whose clock runs fast) is not eligible, as if just fetched;
+    later than that is an error naming the URLs.
+    """
     cfg = state.config
     last = state.last_fetch
     never = np.isnan(last)
-    if (last[~never] > now).any():
-        bad = np.flatnonzero(~never & (last > now))
+    ahead = ~never & (last > now)
+    if (last[ahead] > now + CLOCK_SKEW_HOURS).any():
+        bad = np.flatnonzero(ahead & (last > now + CLOCK_SKEW_HOURS))
         raise ObservationError(
-            "now is before the last fetch of some URLs (time going backwards); if their "
-            "fetch times are wrong, reset them (Store.reset, 'bayesrate schedule reset-url')",
+            f"now is before the last fetch of some URLs by more than the {CLOCK_SKEW_HOURS:g} h "
+            "clock-skew tolerance (time going backwards); if their fetch times are wrong, "
+            "reset them (Store.reset, 'bayesrate schedule reset-url')",
             field="now",
             pages=[state.urls[i] for i in bad[:10]],
         )
+    last = np.where(ahead, now, last)
     elapsed_from = np.where(never, now, last)
     integrated = state.modulation.integral(elapsed_from, np.full_like(elapsed_from, now))
     if use_plan and state.target.any():
@@ -105,7 +115,7 @@ def priority(
         score = state.weight * rates * integrated
     elapsed = now - elapsed_from
     score = np.where(never | (elapsed >= cfg.max_interval), URGENT, score)
-    return np.where(~never & (elapsed < cfg.min_interval), -np.inf, score)
+    return np.where(ahead | (~never & (elapsed < cfg.min_interval)), -np.inf, score)
 
 
 def drift_growth(state: SchedulerState, now: float) -> np.ndarray:

@@ -131,6 +131,13 @@ def make_world(
 
     if n_pages < 1 or days <= 0 or dt <= 0:
         raise ObservationError("need n_pages >= 1, days > 0, dt > 0", field="n_pages/days")
+    if days * 24.0 < 2 * dt:
+        raise ObservationError(
+            f"the fetch tick ({dt:g} h) leaves fewer than two ticks in the simulated "
+            f"{days:g} days ({days * 24.0:g} h): the policies could not fetch and be compared; "
+            "use a shorter --tick or more --days",
+            field="tick",
+        )
     rng = rng_from(seed)
     priors = priors if priors is not None else PriorSet.default()
     hosts, host_names, rate = _hosts_and_rates(priors, n_pages, n_hosts, rng)
@@ -501,11 +508,12 @@ def calibrate(
         ratio = fetches / target
         if abs(ratio - 1) <= 0.005:
             break
-        if prev is not None and fetches != prev[1] and scale != prev[0]:
+        if prev is not None and fetches > 0 < prev[1] and fetches != prev[1] and scale != prev[0]:
             g = -np.log(fetches / prev[1]) / np.log(scale / prev[0])
             gamma = float(np.clip(g, 0.2, 5.0))
         prev = (scale, fetches)
-        scale *= ratio ** (1.0 / gamma)
+        # no fetch at all (a tiny world): no secant step, and a finite shrink of the scale
+        scale *= max(ratio, 1e-3) ** (1.0 / gamma)
     scale = _shrink_to_budget(sub, name, budget, scale, 1 - tol / 2, seed)
     return scale, runs
 
@@ -520,7 +528,7 @@ def _shrink_to_budget(
         ratio = run(world, [pol], budget, seed=seed)[name]["fetches"] / target
         if ratio >= need:
             break
-        scale *= ratio**2
+        scale *= max(ratio, 1e-3) ** 2
     return scale
 
 
@@ -546,14 +554,21 @@ def _summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     best = max(prod, key=lambda n: results[n]["freshness"])
     best_h = min(prod, key=lambda n: results[n]["harmonic_staleness"])
     ours, oracle = results["bayesrate"], results["oracle"]
+
+    def ratio(a: float, b: float) -> float:  # NaN where undefined (a tiny world: no staleness)
+        return float(a) / float(b) if b else float("nan")
+
     return {
-        "ours_vs_oracle_freshness": ours["freshness"] / oracle["freshness"],
+        "ours_vs_oracle_freshness": ratio(ours["freshness"], oracle["freshness"]),
         "best_production_baseline": best,
-        "ours_vs_best_production_freshness": ours["freshness"] / results[best]["freshness"],
-        "oracle_over_ours_harmonic": oracle["harmonic_staleness"] / ours["harmonic_staleness"],
+        "ours_vs_best_production_freshness": ratio(ours["freshness"], results[best]["freshness"]),
+        "oracle_over_ours_harmonic": ratio(
+            oracle["harmonic_staleness"], ours["harmonic_staleness"]
+        ),
         "best_production_harmonic": best_h,
-        "best_production_over_ours_harmonic": results[best_h]["harmonic_staleness"]
-        / ours["harmonic_staleness"],
+        "best_production_over_ours_harmonic": ratio(
+            results[best_h]["harmonic_staleness"], ours["harmonic_staleness"]
+        ),
     }
 
 

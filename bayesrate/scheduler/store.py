@@ -197,6 +197,9 @@ class Store:
         if not path.is_file():
             raise ArtifactError(f"{path} is not a file (a scheduler state file was expected)")
         uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+        if readonly and _read_only_file_system(path):
+            # no writer can exist, and SQLite cannot create the -shm file it reads through
+            uri += "&immutable=1"
         try:
             ro = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
         except sqlite3.Error as exc:
@@ -215,7 +218,9 @@ class Store:
                 con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
-            raise ArtifactError(f"cannot open {path} for writing: {exc}") from exc
+            raise _access_error(path, exc) or ArtifactError(
+                f"cannot open {path} for writing: {exc}"
+            ) from exc
         return cls(path, con, config, priors, timeout=timeout)
 
     def close(self) -> None:
@@ -254,7 +259,9 @@ class Store:
             finally:
                 con.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            raise ArtifactError(f"{self.path} is damaged: {exc}") from exc
+            raise _access_error(self.path, exc) or ArtifactError(
+                f"{self.path} is damaged: {exc}"
+            ) from exc
         state = self._state_of(hosts, rows, counters)
         if log:
             h, t = (np.asarray(v, dtype=np.float64) for v in zip(*log, strict=True))
@@ -446,6 +453,36 @@ class Store:
 
 
 # ---------------------------------------------------------------------- file checks
+#: SQLite's primary result codes of failures to reach a file, not of its content
+#: (PERM, BUSY, LOCKED, READONLY, IOERR, CANTOPEN)
+ACCESS_CODES = frozenset({3, 5, 6, 8, 10, 14})
+
+
+def _access_error(path: Path, exc: sqlite3.Error) -> ArtifactError | None:
+    """An error saying the file could not be *reached* (its directory read-only, no
+    permission, I/O), or ``None`` when ``exc`` is about the file's content.
+
+    A state file in a read-only directory used to be reported as "not a scheduler state
+    file", and an operator may then throw a good state away (issue 54).
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in ACCESS_CODES:
+        return None
+    return ArtifactError(
+        f"cannot access {path}: {exc}. The file itself may be a good state: do not delete "
+        f"it. SQLite creates {path.name}-wal and {path.name}-shm beside it, also to read "
+        "it: check that its directory is writable and on a writable file system"
+    )
+
+
+def _read_only_file_system(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only (nobody can write it)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _verify(con: sqlite3.Connection, path: Path) -> tuple[SchedulerConfig, PriorSet]:
     """Check that ``con`` holds a scheduler state of this schema; parse its metadata."""
     try:
@@ -463,7 +500,9 @@ def _verify(con: sqlite3.Connection, path: Path) -> tuple[SchedulerConfig, Prior
         finally:
             con.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
-        raise ArtifactError(f"{path} is not a scheduler state file: {exc}") from exc
+        raise _access_error(path, exc) or ArtifactError(
+            f"{path} is not a scheduler state file: {exc}"
+        ) from exc
     if "meta" not in tables:
         raise ArtifactError(f"{path} is not a scheduler state file (no 'meta' table)")
     if meta.get("kind") != KIND:

@@ -12,7 +12,8 @@ only if it is
   crawler's machines and the scheduler's).
 
 Errors name the rows, the unit the numbers were read in and, when one fits, the unit that
-would make them plausible dates.
+would make them plausible dates (:func:`bayesrate.clock.unit_hint`; the plausible range and
+the hint live in :mod:`bayesrate.clock`, shared with the numeric times of every loader).
 """
 
 from __future__ import annotations
@@ -22,44 +23,35 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bayesrate.clock import (
+    EARLIEST_PLAUSIBLE,
+    LATEST_PLAUSIBLE,
+    UNIT_NAMES,
+    plausible,
+    unit_hint,
+    year_of,
+)
 from bayesrate.constants import TIME_UNITS
 from bayesrate.errors import ObservationError
 
-#: 1990-01-01T00:00Z in hours since the Unix epoch (7305 days)
-EARLIEST_PLAUSIBLE = 7305 * 24.0
-#: 2100-01-01T00:00Z in hours since the Unix epoch (47482 days)
-LATEST_PLAUSIBLE = 47482 * 24.0
+__all__ = [
+    "CLOCK_SKEW_HOURS",
+    "EARLIEST_PLAUSIBLE",
+    "LATEST_PLAUSIBLE",
+    "check_fetch_times",
+    "check_plausible",
+    "now_hours",
+    "plausible",
+    "year_of",
+]
+
 #: fetch times may be this many hours later than the scheduler's clock (clock skew)
 CLOCK_SKEW_HOURS = 1.0
-
-_UNIT_NAMES = {"s": "seconds", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def now_hours() -> float:
     """The current time in hours since the Unix epoch."""
     return time.time() / 3600.0
-
-
-def year_of(hours: float) -> str:
-    """The calendar year of a time in hours since the epoch (approximate, for messages)."""
-    if not np.isfinite(hours):
-        return str(hours)
-    return f"{1970 + hours / (24 * 365.2425):.0f}"
-
-
-def plausible(hours: np.ndarray) -> np.ndarray:
-    """Mask of times that are plausible dates (see the module docstring)."""
-    hours = np.asarray(hours, dtype=np.float64)
-    return np.isfinite(hours) & (hours >= EARLIEST_PLAUSIBLE) & (hours <= LATEST_PLAUSIBLE)
-
-
-def _unit_hint(hours: np.ndarray, unit: str) -> str:
-    """Which other unit, if any, makes these numbers plausible dates."""
-    raw = np.asarray(hours, dtype=np.float64) / TIME_UNITS[unit]
-    for other in ("s", "min", "h", "d"):
-        if other != unit and plausible(raw * TIME_UNITS[other]).all():
-            return f"; they would be plausible dates in {_UNIT_NAMES[other]} (--time-unit {other})"
-    return ""
 
 
 def check_plausible(
@@ -95,9 +87,9 @@ def check_plausible(
     if len(bad):
         example = hours[bad[0]]
         raise ObservationError(
-            f"{field} is not a plausible date: read as {_UNIT_NAMES.get(unit, unit)} since the "
+            f"{field} is not a plausible date: read as {UNIT_NAMES.get(unit, unit)} since the "
             f"Unix epoch, {example / TIME_UNITS[unit]:.6g} is the year {year_of(example)} "
-            f"(accepted: 1990 to 2100){_unit_hint(hours, unit)}",
+            f"(accepted: 1990 to 2100){unit_hint(hours, unit)}",
             field=field,
             rows=bad,
             pages=[pages[i] for i in bad] if len(pages) else (),
@@ -114,15 +106,28 @@ def check_fetch_times(
 ) -> float:
     """Check fetch times: plausible dates, none after ``now + CLOCK_SKEW_HOURS``.
 
-    Returns the ``now`` used (the wall clock unless given).
+    Returns the ``now`` used (the wall clock unless given). A given ``now`` may be earlier
+    than the wall clock, not later than it plus the skew tolerance: a clock set in the
+    future would let future fetch times in, which block their URLs (issue 54).
     """
-    now = now_hours() if now is None else float(check_plausible(now, field="now")[0])
+    if now is None:
+        now = now_hours()
+    else:
+        now = float(check_plausible(now, field="now")[0])
+        wall = now_hours()
+        if now > wall + CLOCK_SKEW_HOURS:
+            raise ObservationError(
+                f"now ({now:.3f} h, the year {year_of(now)}) is later than the wall clock "
+                f"({wall:.3f} h) plus the {CLOCK_SKEW_HOURS:g} h clock-skew tolerance: the "
+                "future-time check cannot be moved into the future",
+                field="now",
+            )
     hours = check_plausible(hours, unit=unit, pages=urls)
     future = np.flatnonzero(hours > now + CLOCK_SKEW_HOURS)
     if len(future):
         raise ObservationError(
             f"fetch times in the future: later than now ({now:.3f} h) plus the "
-            f"{CLOCK_SKEW_HOURS:g} h clock-skew tolerance (read as {_UNIT_NAMES.get(unit, unit)}"
+            f"{CLOCK_SKEW_HOURS:g} h clock-skew tolerance (read as {UNIT_NAMES.get(unit, unit)}"
             " since the Unix epoch); a future time would block these URLs until the clock "
             "passes it",
             field="time",

@@ -209,6 +209,36 @@ def test_loo_puts_pages_with_a_constant_loglik_back_exactly(hierarchical_fit):
     assert special.logsumexp(log_w.values) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_loo_treats_a_loglik_constant_up_to_float_noise_as_constant():
+    """Issue 54: a page visited once whose term varies by 8.9e-16 over the draws crashed
+    PSIS ("All tail values are the same"); it is exact, like an exactly constant one."""
+    import xarray as xr
+
+    from bayesrate.checks.compare import LOGLIK_VAR, loo
+
+    rng = np.random.default_rng(54)
+    ll = rng.normal(-5.0, 0.3, (2, 200, 5))
+    ll[:, :, 1] = -1.2 + rng.choice([0.0, 8.9e-16], size=(2, 200))  # noise of the integration
+    ll[:, :, 3] = rng.choice([0.0, 8.9e-16], size=(2, 200))  # visited once: 0 plus noise
+    coords = {"chain": [0, 1], "draw": np.arange(200), "page": list("abcde")}
+    loglik = xr.DataArray(ll, dims=("chain", "draw", "page"), coords=coords)
+    post = xr.Dataset({"mu_global": (("chain", "draw"), rng.normal(size=(2, 200)))})
+    tree = xr.DataTree.from_dict(
+        {"posterior": post, "log_likelihood": loglik.to_dataset(name=LOGLIK_VAR)}
+    )
+    result, _ = loo(tree)  # raised ValueError before
+    assert float(result.elpd_i.sel(page="b")) == pytest.approx(-1.2, abs=1e-15)
+    assert float(result.elpd_i.sel(page="d")) == pytest.approx(0.0, abs=1e-15)
+    assert float(result.pareto_k.sel(page=["b", "d"]).max()) == 0.0
+    assert np.isfinite(result.elpd)
+
+    from bayesrate.checks.compare import constant_pages
+
+    assert list(constant_pages(loglik)) == [False, True, False, True, False]
+    # a real but small spread (2e-10) is not noise
+    assert not constant_pages(loglik + xr.DataArray(np.arange(200) * 1e-12, dims="draw")).any()
+
+
 def test_exported_gamma_reproduces_predictive_moments(hierarchical_fit):
     post = hierarchical_fit.idata_["posterior"]
     priors = domain_priors(hierarchical_fit)

@@ -151,6 +151,37 @@ def test_refuses_to_overwrite_an_artifact_of_other_data(tmp_path, calibrate_call
         assert "--name" in capsys.readouterr().err
 
 
+def test_name_that_cannot_be_an_artifact_directory_stops_before_any_work(
+    tmp_path, calibrate_calls, capsys
+):
+    """Issue 54 row 8: ``--name README.md`` next to ``models/README.md`` (a file) failed
+    only when the artifacts were written, after minutes of fitting."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "README.md").write_text("the models directory's readme\n")
+    path = _crawl(tmp_path / "crawl.csv")
+    argv = ["calibrate", "--input", str(path), "--models-dir", str(models),
+            "--out", str(tmp_path / "report"), "--name", "README.md"]  # fmt: skip
+    assert _calibrate(argv) == 1
+    err = capsys.readouterr().err
+    assert "--name README.md: artifact directory" in err and "not a directory" in err
+    assert calibrate_calls == [] and not (tmp_path / "report").exists()
+    assert (models / "README.md").read_text() == "the models directory's readme\n"
+
+
+def test_out_dir_holds_models_and_reports(tmp_path, calibrate_calls, monkeypatch):
+    """New-user list: ``calibrate`` wrote models/ and reports/ into the current directory;
+    ``--out-dir`` puts both elsewhere (explicit --models-dir/--out still win)."""
+    monkeypatch.chdir(tmp_path)
+    path = _crawl(tmp_path / "crawl.csv")
+    assert _calibrate(["calibrate", "--input", str(path), "--out-dir", "runs"]) == 0
+    assert str(calibrate_calls[-1]["models_root"]) == "runs/models"
+    assert str(calibrate_calls[-1]["out"]) == "runs/reports/crawl"
+    argv = ["calibrate", "--input", str(path), "--out-dir", "runs", "--models-dir", "m"]
+    assert _calibrate(argv) == 0 and str(calibrate_calls[-1]["models_root"]) == "m"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl.csv"]
+
+
 def test_zero_sampler_options_are_not_replaced_by_defaults(tmp_path, calibrate_calls, capsys):
     path = _crawl(tmp_path / "crawl.csv")
     argv = ["calibrate", "--input", str(path), "--models-dir", str(tmp_path / "m"),

@@ -83,6 +83,34 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path, capsys, command):
     assert not (tmp_path / "fit-out").exists()
 
 
+@pytest.mark.parametrize("command", ["data", "estimate", "fit", "calibrate"])
+def test_epoch_seconds_read_as_hours_are_refused_with_a_unit_hint(tmp_path, capsys, command):
+    """Issue 54 row 5: epoch seconds with the default unit (hours) gave rates 3,600x too low,
+    exit 0; 1e300 h was accepted. Now one line naming the rows and ``--time-unit s``."""
+    seconds = tmp_path / "seconds.csv"
+    seconds.write_text("page,time,changed\na,1700000000,\na,1700086400,1\na,1700172800,0\n")
+    huge = tmp_path / "huge.csv"
+    huge.write_text("page,time,changed\na,0,\na,1e300,1\n")
+    argv = {
+        "data": ["data", "summary"],
+        "estimate": ["estimate", "--method", "naive"],
+        "fit": ["fit", "--out", tmp_path / "fit-out"],
+        "calibrate": [
+            "calibrate",
+            "--name",
+            "x",
+            "--models-dir",
+            tmp_path / "models",
+            "--out",
+            tmp_path / "report",
+        ],
+    }[command]
+    line = assert_error([*argv, "--input", seconds], capsys, "--time-unit s")
+    assert "not a plausible date" in line and "rows: 0, 1, 2" in line
+    assert "not a plausible date" in assert_error([*argv, "--input", huge], capsys, "rows: 1")
+    assert not any((tmp_path / d).exists() for d in ("fit-out", "models", "report"))
+
+
 def test_missing_and_unsupported_inputs(tmp_path, capsys):
     assert_error(["data", "summary", "--input", tmp_path / "nope.csv"], capsys, "no such file")
     (tmp_path / "x.json").write_text("{}")
@@ -173,6 +201,20 @@ def test_estimate_output_is_written_atomically(good_csv, tmp_path, capsys):
     assert rc == 0
     assert pd.read_csv(out, dtype={"page": str})["page"].tolist() == ["a", "b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["est.csv", "good.csv"]
+
+
+def test_estimate_out_writes_the_format_its_name_says(good_csv, tmp_path, capsys):
+    """Issue 54 row 11: ``estimate --out rates.json`` wrote CSV text into the .json file."""
+    argv = ["estimate", "--input", good_csv, "--method", "mle", "--out"]
+    rc, _, _ = run([*argv, tmp_path / "rates.json"], capsys)
+    assert rc == 0
+    records = json.loads((tmp_path / "rates.json").read_text())
+    assert [r["page"] for r in records] == ["a", "b"] and "rate_per_day" in records[0]
+    rc, _, _ = run([*argv, tmp_path / "rates.tsv"], capsys)
+    assert rc == 0 and "\t" in (tmp_path / "rates.tsv").read_text().splitlines()[0]
+    (tmp_path / "rates.xlsx").write_text("keep me")
+    assert_error([*argv, tmp_path / "rates.xlsx"], capsys, "unsupported output type")
+    assert (tmp_path / "rates.xlsx").read_text() == "keep me"
 
 
 # ---------------------------------------------------------------------- scheduler
@@ -305,6 +347,33 @@ def test_schedule_simulate_options_are_validated(capsys, option):
     assert_error(["schedule", "simulate", *option], capsys, option[0].split("=")[0], rc=2)
 
 
+@pytest.mark.parametrize(
+    ("argv", "match", "rc"),
+    [
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--tick", "100000"],
+         "fewer than two ticks", 1),
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--tick", "48"],
+         "fewer than two ticks", 1),
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--plot", "{tmp}/f.xyz"],
+         "cannot write a figure as 'f.xyz'", 1),
+        (["schedule", "simulate", "--pages", "20", "--days", "2", "--plot", "/proc/f.png"],
+         "--plot /proc/f.png", 1),
+        (["study", "forecast", "--dataset", "tldr-pages", "--fast", "--crawl-every", "0.00001"],
+         "would make 2.72e+13 visits", 1),
+        (["scale", "aggregate", "--input", "{tmp}", "--out", "{tmp}/o", "--memory-limit",
+          "banana"], "argument --memory-limit", 2),
+    ],
+)  # fmt: skip
+def test_bad_options_are_one_line_errors_before_any_work(tmp_path, capsys, argv, match, rc):
+    """Issue 54 rows 7 and 8: these ended in tracebacks (ZeroDivisionError, matplotlib's
+    ValueError after the whole simulation, a 198 TiB allocation, Dask's ValueError)."""
+    start = time.perf_counter()
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert_error(argv, capsys, match, rc=rc)
+    assert time.perf_counter() - start < 30  # refused up front
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_reset_url_command(tmp_path, capsys, state):
     con = sqlite3.connect(state)
     con.execute("UPDATE urls SET last_fetch = 1700000000 WHERE url = 'https://a/1'")
@@ -339,3 +408,170 @@ def test_nan_in_numeric_output_is_not_json_nan():
     text = json.dumps(strict_json({"a": np.nan, "b": [np.inf, 1.5], "c": np.float32(2)}),
                       allow_nan=False)  # fmt: skip
     assert json.loads(text) == {"a": None, "b": [None, 1.5], "c": 2.0}
+
+
+# ---------------------------------------------------------------------- issue 54: new user
+def test_unknown_option_prints_the_subcommands_usage(capsys):
+    """The top-level usage ("bayesrate [-h] [--version] COMMAND ...") said nothing useful."""
+    rc = main(["schedule", "due", "state.db", "--bogus"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("usage: bayesrate schedule due ")
+    assert "bayesrate schedule due: error: unrecognized arguments: --bogus" in err
+    assert main(["study", "forecast", "--bogus"]) == 2
+    assert capsys.readouterr().err.startswith("usage: bayesrate study forecast ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["schedule", "plan", "s.db"],
+        ["schedule", "simulate"],
+        ["schedule", "replay", "--dataset", "x", "--start", "2020-01-01T00:00Z", "--days", "1"],
+        ["scale", "rates", "--input", "p", "--out", "r"],
+    ],
+)
+def test_budget_accepts_fractions(argv, capsys):
+    """``--budget 1/7`` (once a week) was refused as not a number."""
+    from bayesrate.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args([*argv, "--budget", "1/7"]).budget == pytest.approx(1 / 7)
+    assert parser.parse_args([*argv, "--budget", "0.25"]).budget == 0.25
+    for bad in ("1/0", "one/7", "inf/1"):
+        assert main([*argv, "--budget", bad]) == 2
+        assert "argument --budget" in capsys.readouterr().err
+
+
+def test_plan_with_a_fractional_budget_runs(state, capsys):
+    rc, out, _ = run(["schedule", "plan", state, "--budget", "1/7", "--json"], capsys)
+    assert rc == 0 and json.loads(out)
+
+
+def test_a_date_alone_means_midnight_utc(capsys):
+    """``--split 2020-01-01`` was refused for having no time zone; it means 00:00 UTC and
+    the help says so. A time of day without a zone is still refused where it is read."""
+    from bayesrate.cli import build_parser
+    from bayesrate.history import hours_of
+
+    parser = build_parser()
+    for argv in (
+        ["study", "forecast", "--split", "2020-01-01"],
+        ["study", "bursts", "--split", "2020-01-01"],
+    ):
+        split = parser.parse_args(argv).split
+        assert hours_of(split, "split") == hours_of("2020-01-01T00:00:00Z")
+    replay = ["schedule", "replay", "--dataset", "x", "--start", "2020-01-01", "--days", "1"]
+    assert parser.parse_args([*replay, "--budget", "1"]).start == "2020-01-01T00:00:00Z"
+    assert parser.parse_args(["study", "forecast", "--split", "2020-01-01T12:00"]).split == (
+        "2020-01-01T12:00"
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(["study", "forecast", "--help"])
+    assert "00:00 UTC" in " ".join(capsys.readouterr().out.split())
+
+
+def test_schedule_init_names_the_priors_it_picked(tmp_path, monkeypatch, capsys):
+    """``schedule init`` silently took the newest priors under ./models."""
+    from bayesrate.priors import GammaPrior, PriorSet
+
+    monkeypatch.chdir(tmp_path)
+    PriorSet(GammaPrior(2.0, 3.0), {"d": GammaPrior(1.0, 1.0)}).save(
+        tmp_path / "models" / "mine" / "hierarchical"
+    )
+    rc, out, _ = run(["schedule", "init", "a.db"], capsys)
+    assert rc == 0
+    assert "models/mine/hierarchical/priors.json, found under ./models" in out
+    assert "newest" in out and "--priors" in out
+    rc, out, _ = run(["schedule", "init", "b.db", "--priors", "models/mine/hierarchical"], capsys)
+    assert rc == 0 and "found under" not in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["study", "forecast", "--fast"],
+        ["study", "bursts", "--fast"],
+        ["schedule", "replay", "--start", "2020-01-01", "--days", "1", "--budget", "1"],
+    ],
+)
+def test_histories_are_given_with_input_like_every_other_table(tmp_path, capsys, argv):
+    """forecast/replay took ``--history`` where every other command takes ``--input``; now
+    ``--input`` works and ``--history`` stays as its alias."""
+    missing = tmp_path / "history.csv"
+    out = ["--out", str(tmp_path / "o")] if argv[0] == "study" else []
+    for flag in ("--input", "--history"):
+        assert_error([*argv, *out, flag, missing], capsys, f"no such file: {missing}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_onto_a_pipe_or_device_is_refused_before_any_work(good_csv, tmp_path, capsys):
+    """Issue 54 probe: ``estimate --out /dev/full`` exited 0 and replaced the device by a
+    file (as root); a FIFO likewise."""
+    import os
+    import stat
+
+    fifo = tmp_path / "rates.csv"
+    os.mkfifo(fifo)
+    argv = ["estimate", "--input", good_csv, "--method", "mle", "--out", fifo]
+    assert_error(argv, capsys, "is not a regular file")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_simulate_on_a_tiny_world_does_not_divide_by_zero(capsys):
+    """Issue 54 probe: ``schedule simulate --pages 5 --days 1`` ended in ZeroDivisionError
+    (no baseline fetch in calibration; no staleness to compare). Undefined ratios are null."""
+    rc, out, _ = run(["schedule", "simulate", "--pages", "5", "--days", "1", "--json"], capsys)
+    assert rc == 0
+    summary = json.loads(out)["summary"]
+    assert summary["oracle_over_ours_harmonic"] is None or summary["oracle_over_ours_harmonic"] > 0
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    """Issue 54 row 7: a decompression bomb ended in a MemoryError traceback (exit 70)."""
+    from bayesrate.commands import data
+
+    def bomb(args, **kwargs):
+        raise MemoryError("Unable to allocate 198. TiB")
+
+    monkeypatch.setattr(data, "load_observations", bomb)
+    line = assert_error(["data", "summary", "--dataset", "ota-pga"], capsys, "out of memory")
+    assert "198. TiB" in line
+
+
+def test_dates_and_fractions_in_scheduler_and_estimate_options(state, good_csv, capsys):
+    """Issue 54 probe: ``observe --now 2099-01-01`` said "no offset" (a date alone is 00:00
+    UTC, and that now is then refused as later than the wall clock); ``estimate
+    --crawl-rate 1/7`` was refused as not a number."""
+    import datetime
+
+    fetches = good_csv.parent / "fetches.csv"
+    fetches.write_text(f"url,time,changed\nhttps://a/1,{time.time() / 3600 - 1},0\n")
+    line = assert_error(["schedule", "observe", state, fetches, "--now", "2099-01-01"], capsys,
+                        "later than the wall clock")  # fmt: skip
+    assert "the year 2099" in line
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    rc, out, _ = run(["schedule", "due", state, "--now", today, "--json"], capsys)
+    assert rc == 0 and json.loads(out)["now_iso"].startswith(f"{today}T00:00:00")
+    argv = ["estimate", "--input", good_csv, "--method", "sa", "--crawl-rate"]
+    rc, weekly, _ = run([*argv, "1/7"], capsys)
+    assert rc == 0
+    rc, same, _ = run([*argv, str(1 / 7)], capsys)
+    assert weekly == same
+
+
+@pytest.mark.parametrize("command", ["estimate", "fit", "calibrate"])
+def test_a_history_given_as_a_visit_table_says_how_to_crawl_it(tmp_path, capsys, command):
+    """Issue 54 (new user): a history given where a visit table is expected failed on the
+    missing ``changed`` column; the error now says what the file is and how to crawl it."""
+    history = tmp_path / "history.csv"
+    history.write_text(
+        "page,time,event\na,2024-01-01T00:00Z,created\na,2024-01-02T00:00Z,changed\n"
+    )
+    argv = {
+        "estimate": ["estimate", "--method", "naive"],
+        "fit": ["fit", "--out", tmp_path / "f"],
+        "calibrate": ["calibrate", "--models-dir", tmp_path / "m", "--out", tmp_path / "r"],
+    }[command]
+    line = assert_error([*argv, "--input", history], capsys, "is a change history")
+    assert "bayesrate data crawl --input" in line

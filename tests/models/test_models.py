@@ -608,3 +608,34 @@ def test_pathfinder_runs_and_is_close_to_nuts(small_obs, gamma_fit):
     got = model.page_summary_.rate_per_day.to_numpy()
     want = gamma_fit.page_summary_.rate_per_day.to_numpy()
     np.testing.assert_allclose(got, want, rtol=0.15)
+
+
+def test_save_on_a_full_disk_is_an_oserror_not_a_crash(tmp_path):
+    """Issue 54 row 4: disk full while saving a fit crashed the process inside h5py
+    (segfault, exit 139) and left a temporary file. Now an OSError naming the file; an
+    existing fit file is kept and no temporary is left. (A child process with a file size
+    limit stands in for the full disk.)"""
+    import subprocess
+    import sys
+
+    target = tmp_path / "fit.nc"
+    target.write_bytes(b"an earlier fit")
+    code = f"""
+import resource, types
+import numpy as np, xarray as xr
+from bayesrate.models.base import RateModel
+values = np.random.default_rng(1).random((2, 500, 100))
+post = xr.Dataset({{"x": (("chain", "draw", "page"), values)}})
+stub = types.SimpleNamespace(_require_fit=lambda: None,
+                             idata_=xr.DataTree.from_dict({{"posterior": post}}))
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+try:
+    RateModel.save(stub, {str(target)!r})
+except OSError as exc:
+    print("OSError", exc.errno, exc.filename)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["OSError", "27", str(target)]
+    assert target.read_bytes() == b"an earlier fit"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.nc"]

@@ -25,6 +25,7 @@ from bayesrate.observations import Observations
 from bayesrate.priors import GammaPrior, PriorSet
 from bayesrate.scaleout import aggregate as agg
 from bayesrate.scaleout import logs
+from bayesrate.scaleout import problems as P
 from bayesrate.scaleout.posteriors import posteriors
 from bayesrate.scaleout.rates import rates
 from bayesrate.scaleout.staging import read_table
@@ -210,7 +211,10 @@ def malformed_log(log: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     # a duplicate visit of p0007 (same time): the page's rows are excluded
     dup = text[text["page"] == "p0007"].iloc[[1]].copy()
     mixed = pd.concat([text, pd.DataFrame(bad), dup], ignore_index=True)
-    clean = log[log["page"] != "p0007"]
+    # p0003 and p0004's bad rows have no usable time (they may lie between two visits):
+    # those pages are excluded; p0005's is after its last visit, left out alone
+    assert log.loc[log["page"] == "p0005", "time"].max() < pd.Timestamp("2024-05-02", tz="UTC")
+    clean = log[~log["page"].isin(["p0003", "p0004", "p0007"])]
     return mixed, clean
 
 
@@ -222,11 +226,12 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
     mixed.iloc[: len(mixed) // 2].to_csv(src / "a.csv", index=False)
     mixed.iloc[len(mixed) // 2 :].to_csv(src / "b.csv", index=False)
     n_dup_page = int((mixed["page"] == "p0007").sum())
+    n_split = int(log["page"].isin(["p0003", "p0004"]).sum())
     if bad_rows == "error":
         with pytest.raises(ObservationError) as info:
             agg.aggregate(src, tmp_path / "stats", partitions=2)
         text = str(info.value)
-        assert f"{4 + n_dup_page:,} malformed row(s)" in text
+        assert f"{4 + n_dup_page + n_split:,} malformed row(s)" in text
         for reason in (
             "neither a number nor a timestamp",
             "without a time zone offset",
@@ -240,7 +245,8 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
         return
     manifest = agg.aggregate(src, tmp_path / "stats", partitions=2, bad_rows="skip")
     report = manifest["malformed_rows"]
-    assert report["rows"] == 4 + n_dup_page
+    assert report["rows"] == 4 + n_dup_page + n_split
+    assert report["counts"][P.REASONS[P.ROW_BETWEEN_VISITS]] == n_split
     assert sum(report["counts"].values()) == report["rows"]
     assert (
         report["counts"]["duplicate visit (same page, same time): the page's rows are excluded"]
@@ -253,6 +259,61 @@ def test_malformed_rows_are_counted_and_sampled(client, log, tmp_path, bad_rows)
     saved = json.loads((tmp_path / "stats" / "_manifest.json").read_text())
     assert saved["malformed_rows"] == report
     check_same_statistics(tmp_path / "stats", in_memory(clean))
+
+
+def test_skipped_row_between_visits_excludes_its_page(client, tmp_path):
+    """Issue 54 row 3: a malformed row between two visits, left out, merged the intervals
+    under the next visit's flag (a page whose only change was on that row had 0 changes);
+    now the page is excluded and counted; a bad row after a page's last visit is not."""
+    rows = [
+        ("a", "2024-03-01T00:00:00Z", ""),
+        ("a", "2024-03-02T00:00:00Z", "0"),
+        ("a", "2024-03-03T00:00:00", "1"),  # no time zone: malformed; the only change
+        ("a", "2024-03-04T00:00:00Z", "0"),
+        ("b", "2024-03-01T00:00:00Z", ""),
+        ("b", "2024-03-02T00:00:00Z", "1"),
+        ("b", "2024-03-03T00:00:00Z", "0"),
+        ("b", "2024-03-05T00:00:00Z", "7"),  # bad flag after b's last good visit
+        ("c", "2024-03-01T00:00:00Z", ""),
+        ("c", "2024-03-02T00:00:00Z", "x"),  # bad flag between c's visits
+        ("c", "2024-03-03T00:00:00Z", "0"),
+    ]
+    frame = pd.DataFrame(rows, columns=["page", "time", "changed"]).assign(domain="s.org")
+    src = tmp_path / "log"
+    src.mkdir()
+    frame.to_csv(src / "log.csv", index=False)
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=1, bad_rows="skip")
+    pages = read_table(tmp_path / "stats", "pages").set_index("page")
+    assert list(pages.index) == ["b"]  # before: a with 3 visits and 0 changes, c with 2
+    assert pages.loc["b", "n_changes"] == 1 and pages.loc["b", "n_visits"] == 3
+    report = manifest["malformed_rows"]
+    assert report["counts"][P.REASONS[P.ROW_BETWEEN_VISITS]] == 3 + 2  # a's and c's others
+    assert report["rows"] == 3 + 5 and manifest["rows_used"] == 3
+
+
+def test_empty_and_header_only_csv_files_in_a_log(client, log, tmp_path):
+    """Issue 54 row 7: a 0-byte CSV in the log's directory (KeyError) and a header-only one
+    (IndexError on the empty partition) ended in tracebacks. Now: header-only files and
+    empty partitions are fine, a 0-byte file or a log of headers only is one clear error."""
+    src = tmp_path / "log"
+    src.mkdir()
+    text = log.assign(time=log["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    few = text[text["page"].isin(["p0001", "p0002"])]
+    few.to_csv(src / "a.csv", index=False)
+    (src / "b-header.csv").write_text(",".join(few.columns) + "\n")
+    # more partitions than URLs: some partitions are empty
+    manifest = agg.aggregate(src, tmp_path / "stats", partitions=6)
+    assert manifest["pages"] == 2 and manifest["rows"] == len(few)
+    check_same_statistics(tmp_path / "stats", in_memory(log[log["page"].isin(["p0001", "p0002"])]))
+    (src / "c-empty.csv").write_bytes(b"")
+    with pytest.raises(ObservationError, match=r"c-empty\.csv is empty"):
+        agg.aggregate(src, tmp_path / "stats2", partitions=2)
+    only = tmp_path / "headers"
+    only.mkdir()
+    (only / "h.csv").write_text(",".join(few.columns) + "\n")
+    with pytest.raises(ObservationError, match="has no rows"):
+        agg.aggregate(only, tmp_path / "stats3", partitions=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["headers", "log", "stats"]
 
 
 PRIORS = PriorSet(
@@ -686,6 +747,63 @@ def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
     )
     assert code == 1
     assert "not a committed bayesrate scale output" in capsys.readouterr().err
+
+
+def test_a_stage_given_another_stages_output_is_refused(client, stats_dir, tmp_path, capsys):
+    """Issue 54 row 2: ``posteriors --input <posteriors output>`` and ``rates --input
+    <aggregate output>`` exited 0 with an empty dataset / a plan of 0 URLs."""
+    from bayesrate.cli import main
+
+    post = tmp_path / "post"
+    posteriors(stats_dir / "stats", post, stats_dir / "priors", n_grid=51)
+    address = client.scheduler.address
+    cases = [
+        (["posteriors", "--input", post, "--priors", stats_dir / "priors"], "scale posteriors"),
+        (["rates", "--input", stats_dir / "stats", "--budget", "30"], "scale aggregate"),
+        (["fit", "--input", post], "scale posteriors"),
+    ]
+    for argv, got in cases:
+        out = tmp_path / f"out-{argv[0]}"
+        code = main(["scale", *map(str, argv), "--out", str(out), "--scheduler", address])
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert f"is the output of '{got}'" in err and "Traceback" not in err
+        assert not out.exists()
+    with pytest.raises(ObservationError, match="reads the output of 'scale posteriors'"):
+        rates(stats_dir / "stats", tmp_path / "r", budget_per_day=30.0)
+    with pytest.raises(ObservationError, match="reads the output of 'scale aggregate'"):
+        posteriors(post, tmp_path / "p", stats_dir / "priors")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "p").exists()
+
+
+def test_rerun_repairs_a_deleted_part_and_stale_staging_is_removed(client, log, tmp_path):
+    """Issue 54 row 10: a rerun over an output with a deleted part said "done" and left the
+    hole; staging directories of failed or killed runs with other arguments stayed forever."""
+    src = write_by_time(log, tmp_path / "log", 3)
+    out = tmp_path / "stats"
+    agg.aggregate(src, out, partitions=3)
+    key = json.loads((out / "_manifest.json").read_text())["run_key"]
+    want = read_all(out)
+    # a killed run of other arguments into the same output, never resumed
+    stale = tmp_path / ".stats.staging-0123456789abcdef"
+    (stale / "_parts").mkdir(parents=True)
+    (stale / "pages").mkdir()
+    (stale / "pages" / "part-00000.parquet").write_bytes(b"PAR1 half")
+    victim = out / "groups" / "part-00001.parquet"
+    victim.unlink()
+    agg.aggregate(src, out, partitions=3)
+    assert victim.is_file()  # before: the missing part stayed missing
+    assert json.loads((out / "_manifest.json").read_text())["run_key"] == key
+    got = read_all(out)
+    assert got.keys() == want.keys()
+    for name in want:
+        pd.testing.assert_frame_equal(got[name], want[name])
+    assert not stale.exists()
+    assert not list(tmp_path.glob(".stats.*"))
+    # an intact output is still reused as it is
+    stamp = (out / "_manifest.json").stat().st_mtime_ns
+    agg.aggregate(src, out, partitions=3)
+    assert (out / "_manifest.json").stat().st_mtime_ns == stamp
 
 
 def test_sample_pages_rebuild_the_same_statistics(client, log, stats_dir):

@@ -304,8 +304,9 @@ def test_due_rejects_bad_now_and_k():
     st = SchedulerState()
     st.observe(["a"], [T0], [0], hosts=["h"])
     with pytest.raises(ObservationError) as err:
-        decide.due(st, T0 - 1.0, 3)
+        decide.due(st, T0 - 1.5, 3)  # beyond the 1 h clock-skew tolerance
     assert err.value.field == "now" and "a" in err.value.pages
+    assert len(decide.due(st, T0 - 0.5, 3)) == 0  # within it: not eligible (issue 54)
     with pytest.raises(ObservationError):
         decide.due(st, T0 + 5.0, -1)
 

@@ -224,7 +224,9 @@ def test_cli_round_trip(tmp_path, capsys):
     assert "https://a/1" in capsys.readouterr().err
     assert main(["schedule", "stats", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["fetches"] == 5
-    assert main(["schedule", "plan", db, "--budget", "-1"]) == 1
+    # an invalid option value: refused by argparse (status 2) before the state is opened
+    assert main(["schedule", "plan", db, "--budget", "-1"]) == 2
+    assert "argument --budget" in capsys.readouterr().err
 
 
 def test_cli_simulate_json(capsys, tmp_path):
@@ -295,3 +297,11 @@ def test_cli_init_with_priors_file(tmp_path, capsys):
     with Store.open(db) as s:
         np.testing.assert_allclose(s.state.alpha, [3.0, 0.5])
         np.testing.assert_allclose(s.state.beta, [2.0 * 24, 10.0 * 24])  # per hour
+
+
+def test_a_tick_leaving_fewer_than_two_ticks_is_refused():
+    """Issue 54 row 7: ``simulate --tick 100000`` ended in a ZeroDivisionError."""
+    for tick in (100_000.0, 48.0):
+        with pytest.raises(ObservationError, match="fewer than two ticks"):
+            make_world(20, 2.0, "w", None, dt=tick, budget=0.2)
+    assert make_world(20, 2.0, "w", None, dt=24.0, budget=0.2).n == 20

@@ -220,6 +220,37 @@ def test_future_fetch_time_is_rejected_and_due_keeps_working(tmp_path):
         decide.due(s.state, _now() + 0.6, 5)  # no "time going backwards"
 
 
+def test_fetch_within_the_skew_tolerance_does_not_block_due(tmp_path):
+    """Issue 54 row 1: a fetch 30 min in the future (accepted: within the skew) made every
+    ``due`` at the wall clock fail ("now is before the last fetch"); now that URL is not
+    eligible (just fetched) and the others are served. Beyond the tolerance is an error."""
+    path = tmp_path / "s.db"
+    now = _now()
+    with Store.create(path) as s:
+        s.observe(["u", "v"], [now - 48, now - 48], [0, 0], hosts=["h", "h"])
+        s.observe(["u"], [now + 0.5], [1])  # a crawler whose clock runs 30 min fast
+    with Store.open(path, readonly=True) as s:
+        rows = decide.due(s.state, now, 5)
+        assert [s.state.urls[i] for i in rows] == ["v"]
+        score = decide.priority(s.state, now)
+        assert score[s.state.urls.index("u")] == -np.inf
+        with pytest.raises(ObservationError, match="clock-skew") as err:
+            decide.due(s.state, now - 2.0, 5)  # u's fetch is 2.5 h later than this now
+        assert err.value.pages == ["u"]
+
+
+def test_observe_now_cannot_move_the_future_check_into_the_future(tmp_path):
+    """Issue 54 row 1: ``observe --now <future>`` let any future fetch time in."""
+    path = tmp_path / "s.db"
+    later = _now() + 24 * 365
+    with Store.create(path) as s:
+        with pytest.raises(ObservationError, match="later than the wall clock"):
+            s.observe(["u"], [later], [0], hosts=["h"], now=later + 1)
+        s.observe(["u"], [_now() - 1], [0], hosts=["h"], now=_now() + 0.5)  # within skew
+    with Store.open(path) as s:
+        assert s.state.n_fetch.tolist() == [1]
+
+
 def test_fetch_time_in_the_wrong_unit_names_the_unit(tmp_path):
     path = tmp_path / "s.db"
     with Store.create(path) as s:
@@ -385,3 +416,44 @@ def test_writer_that_cannot_get_the_lock_fails_clearly(tmp_path):
         blocker.close()
     with Store.open(path) as s:
         assert s.state.n == 0
+
+
+def _read_only_mount_available() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind -o ro / / 2>/dev/null || exit 1"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _read_only_mount_available(), reason="needs unshare -m and mount")
+def test_state_in_a_read_only_directory_is_not_called_damaged(tmp_path):
+    """Issue 54 row 9: a good state file in a read-only directory was reported as "not a
+    scheduler state file" (an operator may throw it away). Now readers work on a read-only
+    file system, and writers say the directory is the problem and not to delete the file."""
+    state_dir, mount = tmp_path / "state", tmp_path / "mnt"
+    state_dir.mkdir()
+    mount.mkdir()
+    with Store.create(state_dir / "s.db") as s:
+        s.observe(["u"], [_now() - 1], [0], hosts=["h"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = f"mount --bind -o ro {state_dir} {mount} || exit 99; " + "; ".join(
+        f"{sys.executable} -m bayesrate.cli schedule {op} {mount / 's.db'} {extra}; echo rc=$?"
+        for op, extra in (("stats", ""), ("due", "--json"), ("plan", "--budget 3"))
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env,
+        check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 99, done.stderr
+    codes = [line for line in done.stdout.splitlines() if line.startswith("rc=")]
+    assert codes == ["rc=0", "rc=0", "rc=1"], done.stdout + done.stderr
+    assert '"url": "u"' in done.stdout
+    assert "not a scheduler state file" not in done.stderr
+    assert "cannot access" in done.stderr and "do not delete it" in done.stderr
+    with Store.open(state_dir / "s.db", readonly=True) as s:  # untouched
+        assert s.state.n_fetch.tolist() == [1]

@@ -1,0 +1,354 @@
+"""Probe the CLI with bad files, bad options, unusable outputs and faults (issue 54).
+
+Every case runs ``python -m bayesrate.cli ...`` in a fresh process inside a temporary
+directory of fixtures and is judged on what a user sees:
+
+- it never ends in a traceback, a crash (signal) or the internal-error status 70;
+- an expected failure is one line ``bayesrate CMD: error: ...`` (status 1, or 2 for an
+  invalid option, after argparse's usage) naming the problem (``match``);
+- a case that should work exits 0;
+- nothing is left behind by a failed run (no file or directory the case names as ``out``).
+
+Run: ``.venv/bin/python scripts/probe_cli.py [--verbose] [--repo TREE]``; prints the
+failing cases (all with ``--verbose``) and a table of pass counts per category
+(docs/reliability.md). ``--repo`` probes another source tree (e.g. ``git archive main``).
+Fast cases only: no case fits a model (those fail before any work); concurrency and
+kill -9 are the scheduler tests'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Case:
+    category: str
+    argv: list[str]
+    rc: int  # expected exit status (0, 1 or 2)
+    match: str = ""  # in the error line (rc 1/2) or stdout (rc 0)
+    out: list[str] = field(default_factory=list)  # must not exist after a failure
+    fsize: int | None = None  # RLIMIT_FSIZE in bytes: a full disk
+
+
+def fixtures(root: Path) -> None:
+    """The files the cases use, in ``root``."""
+    now = time.time() / 3600
+    (root / "good.csv").write_text("page,time,changed\na,0,\na,24,1\nb,0,\nb,12,0\n")
+    (root / "hist.csv").write_text(
+        "page,time,event\na,2024-01-01T00:00:00Z,created\na,2024-01-05T00:00:00Z,changed\n"
+        "b,2024-01-02T00:00:00Z,created\nc,2024-01-09T00:00:00Z,created\n"
+    )
+    (root / "seconds.csv").write_text("page,time,changed\na,1700000000,\na,1700086400,1\n")
+    (root / "huge.csv").write_text("page,time,changed\na,0,\na,1e300,1\n")
+    (root / "naive.csv").write_text(
+        "page,time,changed\na,2024-01-01T00:00,\na,2024-01-02T00:00,1\n"
+    )
+    (root / "empty.csv").write_bytes(b"")
+    (root / "header.csv").write_text("page,time,changed\n")
+    (root / "binary.csv").write_bytes(bytes(range(256)) * 8)
+    (root / "ragged.csv").write_bytes(b'page,time,changed\na,0\n"unclosed,1,2,3\n')
+    (root / "truncated.csv.gz").write_bytes(gzip.compress(b"page,time,changed\na,0,\n" * 50)[:40])
+    (root / "garbage.parquet").write_bytes(b"PAR1 not parquet")
+    (root / "x.json").write_text("{}")
+    (root / "keep.csv").write_text("keep me\n")
+    (root / "fetches.csv").write_text(f"url,time,changed,host\nhttps://a/1,{now - 2},0,a\n")
+    (root / "future.csv").write_text(f"url,time,changed\nhttps://a/1,{now + 48},0\n")
+    (root / "fetch-seconds.csv").write_text(f"url,time,changed\nhttps://a/1,{now * 3600},1\n")
+    (root / "fetch-bad.csv").write_text("url,time,changed\nhttps://a/1,soon,7\n")
+    (root / "grid.csv").write_text("time\n2024-01-02T00:00Z\n2024-01-06T00:00Z\n")
+    (root / "notastate.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    os.mkfifo(root / "fifo.csv")
+    log = root / "log"
+    log.mkdir()
+    (log / "a.csv").write_text(
+        "page,domain,time,changed\na,d,2024-03-01T00:00:00Z,\na,d,2024-03-02T00:00:00Z,1\n"
+    )
+    (log / "z-empty.csv").write_bytes(b"")
+    headers = root / "headers"
+    headers.mkdir()
+    (headers / "h.csv").write_text("page,domain,time,changed\n")
+    repo = root / "repo"
+    (repo / "pages").mkdir(parents=True)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    git = ["git", "-c", "user.name=p", "-c", "user.email=p@example.org"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=repo, env=env, check=True)
+    (repo / "pages" / "ok.md").write_text("x\n")
+    (repo / "pages").joinpath(os.fsdecode(b"bad\xff.md")).write_text("y\n")
+    subprocess.run([*git, "add", "."], cwd=repo, env=env, check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], cwd=repo, env=env, check=True)
+    run(["schedule", "init", "state.db"], root)
+    run(["schedule", "observe", "state.db", "fetches.csv"], root)
+
+
+def cases() -> list[Case]:
+    est = ["estimate", "--method", "naive", "--input"]
+    files = [
+        Case("bad files", [*est, name], 1, match)
+        for name, match in [
+            ("nope.csv", "no such file"),
+            ("empty.csv", "empty"),
+            ("header.csv", "empty"),
+            ("binary.csv", "cannot read"),
+            ("ragged.csv", "cannot read"),
+            ("truncated.csv.gz", "cannot read"),
+            ("garbage.parquet", "cannot read"),
+            ("x.json", "unsupported"),
+            ("log", "directory"),
+            ("naive.csv", "timezone-naive"),
+            ("seconds.csv", "--time-unit s"),
+            ("huge.csv", "not a plausible date"),
+        ]
+    ]
+    files += [
+        Case("bad files", ["data", "summary", "--input", "hist.csv"], 0, "change history"),
+        Case("bad files", ["data", "summary", "--input", "seconds.csv", "--time-unit", "s"], 0),
+        Case(
+            "bad files",
+            ["scale", "aggregate", "--input", "log", "--out", "so", "--workers", "1"],
+            1,
+            "z-empty.csv is empty",
+            ["so"],
+        ),
+        Case(
+            "bad files",
+            ["scale", "aggregate", "--input", "headers", "--out", "sh", "--workers", "1"],
+            1,
+            "has no rows",
+            ["sh"],
+        ),
+        Case(
+            "bad files",
+            ["data", "from-git", "repo", "--pathspec", "pages/*.md", "--out", "h.csv"],
+            1,
+            "not valid UTF-8",
+            ["h.csv"],
+        ),
+        Case(
+            "bad files",
+            ["data", "crawl", "--input", "hist.csv", "--grid", "hist.csv", "--out", "c.csv"],
+            1,
+            "increasing",
+            ["c.csv"],
+        ),
+    ]
+    options = [
+        Case("bad options", argv, rc, match)
+        for argv, rc, match in [
+            (["estimate", "--input", "good.csv", "--method", "mle", "--level", "2"], 1, "--level"),
+            (["estimate", "--input", "good.csv", "--method", "sa", "--crawl-rate", "0"], 2,
+             "--crawl-rate"),
+            (["estimate", "--input", "good.csv", "--method", "gamma-exposure", "--prior-beta",
+              "inf"], 2, "--prior-beta"),
+            (["fit", "--input", "good.csv", "--out", "f", "--draws", "0"], 2, "--draws"),
+            (["fit", "--input", "good.csv", "--out", "f", "--config", "{bad"], 1, "JSON"),
+            (["calibrate", "--input", "good.csv", "--name", "../x"], 1, "--name"),
+            (["schedule", "simulate", "--pages", "20", "--days", "2", "--tick", "100000"], 1,
+             "two ticks"),
+            (["schedule", "simulate", "--pages", "20", "--days", "2", "--plot", "f.xyz"], 1,
+             "figure"),
+            (["schedule", "simulate", "--pages", "5", "--days", "1", "--plan-quantile", "2"], 1,
+             "plan_quantile"),
+            (["schedule", "plan", "state.db", "--budget", "1/0"], 2, "--budget"),
+            (["schedule", "due", "state.db", "--now", "banana"], 1, "cannot read time"),
+            (["schedule", "due", "state.db", "--k", "-1"], 2, "--k"),
+            (["schedule", "due", "state.db", "--bogus"], 2, "unrecognized arguments"),
+            (["study", "forecast", "--dataset", "tldr-pages", "--fast", "--crawl-every",
+              "0.00001"], 1, "visits"),
+            (["study", "forecast", "--dataset", "tldr-pages", "--fast", "--methods", "nope"], 1,
+             "unknown method"),
+            (["study", "forecast", "--dataset", "tldr-pages", "--fast", "--split",
+              "2020-01-01T12:00"], 1, "time zone"),
+            (["scale", "aggregate", "--input", "log", "--out", "s", "--memory-limit", "banana"],
+             2, "--memory-limit"),
+            (["scale", "aggregate", "--input", "log", "--out", "s", "--timezone", "Mars/Base"],
+             1, "time zone"),
+            (["data", "from-git", "repo", "--pathspec", "pages/ok.md", "--rev=--output=o.txt",
+              "--out", "h.csv"], 1, "not a revision"),
+            (["data", "crawl", "--dataset", "tldr-pages", "--every", "24", "--start",
+              "2030-01-01", "--out", "c.csv"], 1, "window is empty"),
+        ]
+    ]  # fmt: skip
+    options += [
+        Case("bad options", ["schedule", "plan", "state.db", "--budget", "1/7"], 0),
+        Case(
+            "bad options",
+            ["estimate", "--input", "good.csv", "--method", "sa", "--crawl-rate", "1/7"],
+            0,
+        ),
+        Case(
+            "bad options",
+            [
+                "data",
+                "crawl",
+                "--input",
+                "hist.csv",
+                "--every",
+                "24",
+                "--start",
+                "2024-01-01",
+                "--out",
+                "c.csv",
+            ],
+            0,
+            "wrote",
+        ),
+    ]
+    outputs = [
+        Case("outputs", argv, 1, match, out)
+        for argv, match, out in [
+            (["estimate", "--input", "good.csv", "--method", "mle", "--out", "rates.xlsx"],
+             "unsupported output type", ["rates.xlsx"]),
+            (["estimate", "--input", "good.csv", "--method", "mle", "--out", "fifo.csv"],
+             "not a regular file", []),
+            (["estimate", "--input", "good.csv", "--method", "mle", "--out", "keep.csv/x.csv"],
+             "not a directory", []),
+            (["fit", "--input", "good.csv", "--out", "/proc/x"], "cannot write", []),
+            (["calibrate", "--input", "good.csv", "--out-dir", "/proc/x"], "cannot write", []),
+            (["schedule", "simulate", "--pages", "20", "--days", "2", "--plot", "/proc/f.png"],
+             "--plot", []),
+            (["data", "from-git", "repo", "--pathspec", "pages/ok.md", "--out", "h.txt"],
+             "unsupported output type", ["h.txt"]),
+            (["study", "case-study", "--fast", "--out", "keep.csv"], "not a directory", []),
+            (["schedule", "init", "/proc/s.db"], "cannot create", []),
+        ]
+    ]  # fmt: skip
+    outputs.append(
+        Case(
+            "outputs",
+            ["estimate", "--input", "good.csv", "--method", "mle", "--out", "rates.json"],
+            0,
+        )
+    )
+    state = [
+        Case("scheduler state", argv, rc, match)
+        for argv, rc, match in [
+            (["schedule", "stats", "nope.db"], 1, "no scheduler state"),
+            (["schedule", "stats", "good.csv"], 1, "not a scheduler state file"),
+            (["schedule", "stats", "notastate.db"], 1, "not a scheduler state file"),
+            (["schedule", "observe", "state.db", "future.csv"], 1, "in the future"),
+            (["schedule", "observe", "state.db", "fetch-seconds.csv"], 1, "--time-unit s"),
+            (["schedule", "observe", "state.db", "fetch-bad.csv"], 1, "must be 0 or 1"),
+            (["schedule", "observe", "state.db", "fetches.csv", "--now", "2099-01-01"], 1,
+             "wall clock"),
+            (["schedule", "reset-url", "state.db", "https://nowhere/"], 1, "unknown URLs"),
+            (["schedule", "init", "state.db"], 1, "already exists"),
+            (["schedule", "due", "state.db", "--json"], 0, '"due"'),
+        ]
+    ]  # fmt: skip
+    scale = [
+        Case("scale", argv, 1, match, out)
+        for argv, match, out in [
+            (["scale", "posteriors", "--input", "nope", "--out", "p", "--priors", "nope"],
+             "not a committed", ["p"]),
+            (["scale", "rates", "--input", "log", "--out", "r", "--budget", "3"],
+             "not a committed", ["r"]),
+            (["scale", "fit", "--input", "nope", "--out", "f"], "not a committed", ["f"]),
+        ]
+    ]  # fmt: skip
+    faults = [
+        Case(
+            "faults",
+            ["estimate", "--input", "good.csv", "--method", "mle", "--out", "keep.csv"],
+            1,
+            "File too large",
+            [],
+            fsize=4,
+        ),
+        Case(
+            "faults",
+            ["data", "from-git", "repo", "--pathspec", "pages/ok.md", "--out", "keep.csv"],
+            1,
+            "File too large",
+            [],
+            fsize=4,
+        ),
+        Case(
+            "faults",
+            ["data", "crawl", "--input", "hist.csv", "--every", "1", "--out", "big.csv"],
+            1,
+            "File too large",
+            ["big.csv"],
+            fsize=200,
+        ),
+    ]
+    return files + options + outputs + state + scale + faults
+
+
+def run(
+    argv: list[str], cwd: Path, fsize: int | None = None, repo: Path = REPO
+) -> subprocess.CompletedProcess:
+    def limit() -> None:
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    return subprocess.run(
+        [sys.executable, "-m", "bayesrate.cli", *argv], cwd=cwd, env=env, capture_output=True,
+        text=True, preexec_fn=limit, check=False, timeout=600,
+    )  # fmt: skip
+
+
+def judge(case: Case, done: subprocess.CompletedProcess, cwd: Path) -> str:
+    """``""`` when the case is handled right, else what is wrong."""
+    err = done.stderr
+    if done.returncode < 0 or done.returncode == 70 or "Traceback" in err:
+        return f"crash or traceback (status {done.returncode})"
+    if done.returncode != case.rc:
+        return f"status {done.returncode}, expected {case.rc}"
+    if case.rc == 0:
+        return "" if case.match in done.stdout + err else f"{case.match!r} not in the output"
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith(("[bayesrate]", " "))]
+    lines = [x for x in lines if not x.startswith(("usage:", "INFO", "20"))]
+    errors = [x for x in lines if ": error: " in x]
+    if len(errors) != 1 or not errors[0].startswith("bayesrate "):
+        return f"not one error line: {lines[-3:]}"
+    if case.match not in errors[0]:
+        return f"{case.match!r} not in {errors[0]!r}"
+    left = [o for o in case.out if (cwd / o).exists()]
+    if left:
+        return f"left behind: {left}"
+    if (cwd / "keep.csv").read_text() != "keep me\n":
+        return "keep.csv damaged"
+    return ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--repo", type=Path, default=REPO, help="source tree to probe (default: this one)"
+    )
+    args = parser.parse_args()
+    passed, total = Counter(), Counter()
+    with tempfile.TemporaryDirectory(prefix="bayesrate-probe-") as tmp:
+        root = Path(tmp)
+        fixtures(root)
+        for case in cases():
+            done = run(case.argv, root, case.fsize, args.repo)
+            verdict = judge(case, done, root)
+            total[case.category] += 1
+            passed[case.category] += not verdict
+            if verdict or args.verbose:
+                print(f"{'FAIL' if verdict else 'ok  '} {' '.join(case.argv)}: {verdict}")
+    print("\n| category | cases | right |\n| --- | --- | --- |")
+    for category in total:
+        print(f"| {category} | {total[category]} | {passed[category]} |")
+    print(f"| all | {sum(total.values())} | {sum(passed.values())} |")
+    return 0 if passed == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
