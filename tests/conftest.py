@@ -28,3 +28,39 @@ def pytest_generate_tests(metafunc):
     if "recovery_seed" in metafunc.fixturenames:
         n = max(1, metafunc.config.getoption("recovery_seeds"))
         metafunc.parametrize("recovery_seed", range(n), ids=[f"seed{i}" for i in range(n)])
+
+
+#: source text that marks a test (or a fixture it uses) as compiling and sampling a model,
+#: directly or through the CLI: such tests are marked ``sampling`` and left out of
+#: ``make test-fast`` (the edit loop); ``make test`` runs them all
+SAMPLING_TEXT = (".fit(", "fit_model(", "calibrate", '"fit"', "study", "run_forecast", "nutpie")
+
+
+def _samples(source: str) -> bool:
+    return any(text in source for text in SAMPLING_TEXT)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``sampling`` every test whose body, or a fixture it depends on, samples."""
+    import inspect
+
+    verdict: dict[object, bool] = {}
+
+    def source_of(func) -> str:
+        try:
+            return inspect.getsource(func)
+        except (OSError, TypeError):
+            return ""
+
+    for item in items:
+        func = getattr(item, "function", None)
+        hit = func is not None and _samples(source_of(func))
+        info = getattr(item, "_fixtureinfo", None)
+        if not hit and info is not None:
+            for defs in info.name2fixturedefs.values():
+                for fixture in defs:
+                    if fixture.func not in verdict:
+                        verdict[fixture.func] = _samples(source_of(fixture.func))
+                    hit = hit or verdict[fixture.func]
+        if hit:
+            item.add_marker(pytest.mark.sampling)
