@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make main   set up, then calibrate on the embedded default dataset (the main job)
 #   make test   set up, then run the whole test suite (CI runs exactly this)
-.PHONY: setup main test test-cold lint bench notebooks
+.PHONY: setup main test test-fast test-cold lint bench notebooks
 
 setup:
 	@bash scripts/setup.sh
@@ -11,6 +11,10 @@ main: setup
 
 test: setup
 	.venv/bin/python -m pytest -q -n 2
+
+# the edit loop: no test that compiles or samples a model, none marked slow
+test-fast: setup
+	.venv/bin/python -m pytest -q -n 2 -m "not slow and not sampling and not compiles"
 
 # the same as CI: every compile cache empty, as on a user's first run
 test-cold:

@@ -41,7 +41,8 @@ def _samples(source: str) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``sampling`` every test whose body, or a fixture it depends on, samples."""
+    """Mark ``sampling`` every test whose body, or a fixture it depends on, samples, and
+    ``compiles`` every test of ``tests/models`` (each compiles a model's PyTensor graph)."""
     import inspect
 
     verdict: dict[object, bool] = {}
@@ -64,3 +65,5 @@ def pytest_collection_modifyitems(config, items):
                     hit = hit or verdict[fixture.func]
         if hit:
             item.add_marker(pytest.mark.sampling)
+        if "tests/models/" in item.nodeid:
+            item.add_marker(pytest.mark.compiles)
