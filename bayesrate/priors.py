@@ -467,12 +467,35 @@ class Population:
         )
 
 
-def _fidelity_grid(mixture: NormalMixture, gamma: GammaPrior, points: int) -> np.ndarray:
-    """A log-rate grid holding all but ~1e-13 of both distributions' mass."""
-    tiny = 1e-13
-    lo = min(float(mixture.log_quantile(tiny)), float(gamma.log_quantile(tiny)))
-    hi = max(float(mixture.log_quantile(1 - tiny)), float(gamma.log_quantile(1 - tiny)))
-    return np.linspace(lo, hi, points)
+def _log_rate_grid(log_quantile: Any, points: int) -> np.ndarray:
+    """Log-rate nodes holding all but ~1e-13 of one distribution's mass (``log_quantile``:
+    its quantile function of ``log λ``), denser in its central 1e-6 … 1 − 1e-6 (a Gamma of
+    small α has a left tail thousands of nats long and its bulk within a few nats)."""
+    tiny, core = 1e-13, 1e-6
+    lo, hi = float(log_quantile(tiny)), float(log_quantile(1 - tiny))
+    c_lo, c_hi = float(log_quantile(core)), float(log_quantile(1 - core))
+    return np.unique(
+        np.concatenate([np.linspace(lo, hi, points), np.linspace(c_lo, c_hi, points)])
+    )
+
+
+def kl_log_densities(log_p: np.ndarray, log_q: np.ndarray, x: np.ndarray) -> float:
+    """``∫ p log(p / q) dx`` (nats) by the trapezoid rule on nodes ``x``, from the two
+    log-densities at the nodes.
+
+    No term is dropped: a node where ``p`` underflows but ``log p`` is finite still adds
+    ``e^{log p}(log p − log q)`` (zero only where that product underflows), and a node
+    where ``log q = −∞`` under mass of ``p`` makes the divergence ``+∞``.
+    """
+    log_p = np.asarray(log_p, dtype=float)
+    log_q = np.asarray(log_q, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = np.where(log_p == -np.inf, 0.0, np.exp(log_p) * (log_p - log_q))
+    if np.isnan(terms).any():
+        raise ArtifactError("a log-density is NaN on the divergence's nodes")
+    if np.isposinf(terms).any():
+        return math.inf
+    return float(np.trapezoid(terms, x))
 
 
 def gamma_view_fidelity(
@@ -480,25 +503,38 @@ def gamma_view_fidelity(
 ) -> dict[str, Any]:
     """How well a Gamma represents a population: KL both ways and quantile errors.
 
-    ``kl_population_to_gamma = ∫ p log(p/q)`` and ``kl_gamma_to_population = ∫ q log(q/p)``
-    (nats; ``p`` the population's, ``q`` the Gamma's density of ``log λ``) by the trapezoid
-    rule on ``points`` nodes spanning all but 1e-13 of either distribution;
-    ``log_quantile_error[level] = log(q_gamma / q_population)``; and both distributions'
-    ``P(λ < E[λ] / 100)`` (``E[λ]`` of the population).
+    Parameters
+    ----------
+    mixture
+        The population's density of ``log λ`` (λ per day).
+    gamma
+        The Gamma view on λ.
+    points
+        Nodes per grid (two grids per divergence, :func:`_log_rate_grid`).
+
+    Returns
+    -------
+    dict
+        ``kl_population_to_gamma = ∫ p log(p/q)`` and ``kl_gamma_to_population = ∫ q
+        log(q/p)`` (nats; ``p`` the population's, ``q`` the Gamma's density of ``log λ``),
+        each by the trapezoid rule in log space over all but 1e-13 of the first
+        distribution's mass (:func:`kl_log_densities`: no term is dropped where a density
+        underflows; ``inf`` where the Gamma's log-density is ``−∞`` on population mass);
+        ``log_quantile_error[level] = log(q_gamma / q_population)``; and both
+        distributions' ``P(λ < E[λ] / 100)`` (``E[λ]`` of the population).
     """
     from scipy.special import gammainc
 
-    x = _fidelity_grid(mixture, gamma, points)
-    log_p = mixture.log_density(x)
-    log_q = gamma.log_density(x)
-    p, q = np.exp(log_p), np.exp(log_q)
-    diff = np.where((p > 0) & (q > 0), log_p - log_q, 0.0)
+    x_p = _log_rate_grid(mixture.log_quantile, points)
+    x_q = _log_rate_grid(gamma.log_quantile, points)
+    kl_pq = kl_log_densities(mixture.log_density(x_p), gamma.log_density(x_p), x_p)
+    kl_qp = kl_log_densities(gamma.log_density(x_q), mixture.log_density(x_q), x_q)
     levels = np.asarray(QUANTILE_LEVELS)
     err = gamma.log_quantile(levels) - mixture.log_quantile(levels)
     mean = mixture.rate_moments()[0]
     return {
-        "kl_population_to_gamma": float(np.trapezoid(p * diff, x)),
-        "kl_gamma_to_population": float(np.trapezoid(-q * diff, x)),
+        "kl_population_to_gamma": kl_pq,
+        "kl_gamma_to_population": kl_qp,
         "log_quantile_error": {str(k): float(v) for k, v in zip(levels, err, strict=True)},
         "prob_below_mean_over_100": {
             "population": float(mixture.cdf(np.log(mean / 100))),
