@@ -59,9 +59,9 @@ prior of a page of an unseen domain), all log-rates are natural logs of changes 
 - ``predictive``: the distribution of a *new page's* log-rate with the posterior
   uncertainty of ``(m_d, s)`` integrated out — a normal mixture (``Σ w_c N(m_c, s_c)``)
   made by sorting the posterior draws by ``m_d``, cutting them into equal-count strata and
-  matching each stratum's mixture ``N(m_d, s)`` by its mean log-rate and its mean rate. It
-  has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly, and their
-  shape to within the stated ``compression_kl`` (nats).
+  matching each stratum's mixture ``N(m_d, s)`` by its mean and variance of the log-rate.
+  It has the draws' mean and variance of the log-rate exactly, and their shape to within
+  the stated ``compression_kl`` (nats).
 - ``drift``: the random-walk volatility of a page's log-rate, ``σ_rw`` per √day, when
   known: fitted by a dynamic model, or estimated (``source`` says how). ``null``: none.
 - ``burst``: the burst parameters of a bursty model (its ``model`` names the family and its
@@ -293,21 +293,34 @@ class NormalMixture:
     def from_draws(
         cls, location: np.ndarray, scale: np.ndarray, components: int = MIXTURE_COMPONENTS
     ) -> NormalMixture:
-        """Compress the draws' mixture ``Σ_s N(location_s, scale_s) / S``: sort by location,
-        cut into ``components`` equal-count strata; each stratum's component keeps the
-        stratum's mean of ``log λ`` and its mean of λ (``E[e^{m + s²/2}]``) exactly, so the
-        mixture has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly.
-        By Jensen its variance ``s_c² = 2(log E_c[λ] − m_c)`` is at least the stratum's mean
-        ``s²``; the remaining shape error is :func:`compression_kl`."""
+        """Compress the draws' mixture ``Σ_s N(location_s, scale_s) / S`` into a few Normals.
+
+        Sort the draws by location and cut them into ``components`` equal-count strata; each
+        stratum's component has the stratum's mean and variance of ``log λ``:
+        ``m_c = mean(location)``, ``s_c² = var(location) + mean(scale²)`` (the law of total
+        variance). So the mixture has the draws' mean and variance of ``log λ`` exactly, and
+        one wide draw moves its stratum's sd by its share of the variance only (matching the
+        stratum's mean *rate* instead let ``e^{s²/2}`` of a single draw set the sd). The
+        remaining shape error is :func:`compression_kl`.
+
+        Parameters
+        ----------
+        location, scale
+            Per posterior draw, the mean and sd of a new page's ``log λ`` (λ per day).
+        components
+            Strata (fewer when there are fewer draws).
+
+        Returns
+        -------
+        NormalMixture
+        """
         loc = np.asarray(location, dtype=float).ravel()
         sd = np.asarray(scale, dtype=float).ravel()
         order = np.argsort(loc, kind="stable")
         parts = [p for p in np.array_split(order, min(components, len(loc))) if len(p)]
         weights = [len(p) / len(loc) for p in parts]
         means = [float(loc[p].mean()) for p in parts]
-        log_rate_mean = [float(lognormal_log_moments(loc[p], sd[p] ** 2)[0]) for p in parts]
-        sds = [float(np.sqrt(max(2 * (r - m), 1e-12)))
-               for r, m in zip(log_rate_mean, means, strict=True)]  # fmt: skip
+        sds = [float(np.sqrt(max(loc[p].var() + np.mean(sd[p] ** 2), 1e-24))) for p in parts]
         return cls(tuple(weights), tuple(means), tuple(sds))
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -474,9 +487,7 @@ def _log_rate_grid(log_quantile: Any, points: int) -> np.ndarray:
     tiny, core = 1e-13, 1e-6
     lo, hi = float(log_quantile(tiny)), float(log_quantile(1 - tiny))
     c_lo, c_hi = float(log_quantile(core)), float(log_quantile(1 - core))
-    return np.unique(
-        np.concatenate([np.linspace(lo, hi, points), np.linspace(c_lo, c_hi, points)])
-    )
+    return np.unique(np.concatenate([np.linspace(lo, hi, points), np.linspace(c_lo, c_hi, points)]))
 
 
 def kl_log_densities(log_p: np.ndarray, log_q: np.ndarray, x: np.ndarray) -> float:
