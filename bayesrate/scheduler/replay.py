@@ -4,8 +4,10 @@
 same censored crawl log of the past (:func:`warmup_crawl`: a fixed-interval crawl with a
 random phase per page, default daily). From ``start`` on, for ``days`` days, each policy
 spends the same budget — ``budget`` fetches per *live* page per day, as tokens granted every
-tick of ``tick_hours`` (unused tokens carry over for at most one day, so no policy exceeds
-the budget); the interval baselines' constants are scaled until they use it to within 2%.
+tick of ``tick_hours`` (tokens accrue fractionally; unused ones carry over for at most one
+day, or one fetch where a day grants less, so no policy exceeds the budget); the interval
+baselines' constants are scaled until they use it to within 2%. A policy that makes no
+fetch in the window is an error (the window grants too few fetches), not a result.
 A fetch at ``t`` returns "changed since your last fetch" from the exact history. Pages
 created in the window enter at creation (the policies know the URL from then on; it is stale
 until fetched), deleted pages leave, and are scored only while they exist.
@@ -44,7 +46,7 @@ from bayesrate.history import ChangeHistory, Crawl, FixedInterval, crawl, segmen
 from bayesrate.observations import concat_ranges
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
-from bayesrate.scheduler.decide import plan, priority, select_polite
+from bayesrate.scheduler.decide import plan, priority, select_polite, token_cap
 from bayesrate.scheduler.optimal import azar_rates
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 from bayesrate.seeds import rng_from
@@ -498,7 +500,7 @@ def run_policies(
                 rows = np.flatnonzero(score > -np.inf)
             else:
                 grant = budget / HOURS_PER_DAY * n_live * dt
-                tokens[pol.name] = min(tokens[pol.name] + grant, budget * n_live)
+                tokens[pol.name] = min(tokens[pol.name] + grant, token_cap(budget * n_live))
                 m = int(tokens[pol.name])
                 rows = select_polite(score, m, no_hosts, None) if m else no_rows
                 tokens[pol.name] -= len(rows)
@@ -593,6 +595,12 @@ def replay_policies(
     σ_rw per √day for ``grid-drift``) and the hindsight oracle, score them exactly."""
     if not (np.isfinite(budget) and budget > 0):
         raise ObservationError(f"budget must be > 0 fetches per page per day, got {budget!r}")
+    if replay.budget_fetches(budget) < 1:
+        raise ObservationError(
+            f"the window grants {replay.budget_fetches(budget):.3g} fetches at budget "
+            f"{budget:g} per live page per day: fewer than one; replay a longer window",
+            field="budget",
+        )
     t_start = _time.perf_counter()
     seconds: dict[str, float] = {}
     scales = {}
@@ -627,6 +635,13 @@ def replay_policies(
         if pol.name in scales:
             r["interval_scale"] = scales[pol.name]
         results[pol.name] = r
+    idle = [name for name, r in results.items() if r["fetches"] == 0]
+    if idle:
+        raise ObservationError(
+            f"no fetch in the window by {', '.join(idle)} (budget {budget:g}, "
+            f"{target:.3g} fetches granted): a window without fetches is no result",
+            field="budget",
+        )
     seconds["total"] = _time.perf_counter() - t_start
     total_fetches = sum(r["fetches"] for r in results.values())
     setup = {

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from bayesrate.cli import main
+from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler import replay
@@ -176,3 +177,31 @@ def test_cli_replay_json(tmp_path, capsys):
     )
     assert main([*args[:5], "2024-01-01T00:00", *args[6:]]) == 1
     assert "no time zone" in capsys.readouterr().err
+
+
+def test_a_small_site_at_a_small_budget_gets_fetches_for_every_policy():
+    """60 pages at 1/90 fetches per page per day grant 2/3 of a fetch a day: tokens capped at
+    one day's grant never reached one fetch, and every policy (the oracle too) made none."""
+    h = synthetic_history("small-site", n_pages=60, days=300.0)
+    start = H0 + 200 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=90,
+                           tick_hours=2.0)  # fmt: skip
+    budget = 1 / 90
+    assert setup.live_counts().max() * budget < 1  # a day grants less than one fetch
+    result = replay.replay_policies(setup, budget=budget, priors=PriorSet.default(), seed="t")
+    target = setup.budget_fetches(budget)
+    for name, r in result.policies.items():
+        assert r["fetches"] > 0, name
+        assert r["fetches"] <= target + 1e-9, name
+    # ours and the oracle plan their fetches and spend (nearly) all of them
+    for name in ("bayesrate", "oracle-hindsight"):
+        assert result.policies[name]["fetches"] >= 0.9 * target, name
+
+
+def test_a_window_without_fetches_is_an_error():
+    h = synthetic_history("small-site", n_pages=60, days=300.0)
+    start = H0 + 200 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=1,
+                           tick_hours=2.0)  # fmt: skip
+    with pytest.raises(ObservationError, match="fewer than one"):
+        replay.replay_policies(setup, budget=1 / 90, priors=PriorSet.default(), seed="t")
