@@ -66,12 +66,13 @@ prior of a page of an unseen domain), all log-rates are natural logs of changes 
   known: fitted by a dynamic model, or estimated (``source`` says how). ``null``: none.
 - ``burst``: the burst parameters of a bursty model (its ``model`` names the family and its
   ``parameters`` their posterior summaries); ``null`` when the exported model has none.
-- ``gamma_view``: the moment-matched Gamma of version 1 (what :meth:`PriorSet.arrays` and
-  :meth:`PriorSet.for_domain` return; ``fidelity.match`` says ``"log-rate moments"`` where
-  the rate's mean and variance give no Gamma in floating point and the Gamma matches the
-  mean and variance of ``log λ`` instead), with its fidelity against ``predictive``: both
-  Kullback–Leibler divergences (nats) and ``log(q_gamma / q_population)`` at five
-  quantiles, computed by quadrature in the log-rate (:func:`gamma_view_fidelity`).
+- ``gamma_view``: the Gamma that :meth:`PriorSet.arrays` and :meth:`PriorSet.for_domain`
+  return; ``fidelity.match`` says how it was matched: ``"log-rate moments"`` (the mean and
+  variance of ``log λ``, what :func:`bayesrate.export.gamma_view` writes) or, in files
+  written before, ``"rate moments"`` (the rate's mean and variance). With its fidelity
+  against ``predictive``: both Kullback–Leibler divergences (nats) and
+  ``log(q_gamma / q_population)`` at five quantiles, computed by quadrature in the log-rate
+  with no term dropped (:func:`gamma_view_fidelity`).
 
 ``hour_of_week`` gains ``"uncertainty": {"sd": [...], "q05": [...], "q95": [...]}`` (per
 bucket, from the posterior draws normalised to mean 1) or ``null``. Version-1 files load
