@@ -19,6 +19,8 @@ import sys
 from typing import Any
 
 from bayesrate.commands.common import (
+    OBJECTIVE_CHOICES,
+    OBJECTIVE_HELP,
     non_negative_int,
     positive_float,
     positive_int,
@@ -109,7 +111,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ops.add_parser("plan", help="store budget-optimal fetch rates (used by 'due')")
     p.add_argument("state")
     p.add_argument("--budget", type=float, required=True, help="total fetches per day")
-    p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
+    p.add_argument(
+        "--objective",
+        choices=OBJECTIVE_CHOICES,
+        default="freshness",
+        help=OBJECTIVE_HELP,
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
 
@@ -390,6 +397,7 @@ def _plan(args: argparse.Namespace) -> int:
     import math
 
     from bayesrate.scheduler import decide
+    from bayesrate.scheduler.optimal import OBJECTIVE_DESCRIPTIONS, objective_name
     from bayesrate.scheduler.store import Store
 
     if not (math.isfinite(args.budget) and args.budget >= 0):
@@ -397,9 +405,12 @@ def _plan(args: argparse.Namespace) -> int:
             f"budget must be a finite number >= 0, got {args.budget}", field="budget"
         )
     with Store.open(args.state) as store:
-        p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=args.objective)
+        objective = objective_name(args.objective)
+        p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=objective)
         store.save_targets()
         out = {
+            "objective": objective,
+            "objective_solved": OBJECTIVE_DESCRIPTIONS[objective],
             "urls": int(store.state.n),
             "fetches_per_day": float(p.sum() * HOURS_PER_DAY),
             "never_fetched_except_floor": int((p <= p.min() * (1 + 1e-9)).sum()) if len(p) else 0,
@@ -407,7 +418,10 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"planned {out['fetches_per_day']:.4g} fetches/day over {out['urls']} URLs")
+        print(
+            f"planned {out['fetches_per_day']:.4g} fetches/day over {out['urls']} URLs, "
+            f"maximising {out['objective_solved']}"
+        )
     return 0
 
 

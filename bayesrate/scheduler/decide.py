@@ -214,7 +214,8 @@ def plan(
     budget
         Total fetches per hour.
     objective
-        ``"freshness"`` or ``"harmonic"``.
+        ``"freshness"`` (Azar: Poisson-timed fetches), ``"periodic"`` (Cho &
+        Garcia-Molina: fetches on a fixed schedule) or ``"harmonic"`` (Kolobov).
     floor
         Exploration floor per URL (fetches per hour); default ``1 / max_interval``, reduced
         so that the floors use at most half the budget and half of each host's cap.

@@ -225,6 +225,25 @@ def test_cli_round_trip(tmp_path, capsys):
     assert main(["schedule", "stats", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["fetches"] == 5
     assert main(["schedule", "plan", db, "--budget", "-1"]) == 1
+    # the plan says which objective it solved; "poisson" is Azar's "freshness"
+    for name, solved in (("periodic", "periodic"), ("poisson", "freshness")):
+        capsys.readouterr()
+        assert main(["schedule", "plan", db, "--budget", "2", "--objective", name, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["objective"] == solved and out["fetches_per_day"] == pytest.approx(2.0)
+        assert ("periodic fetches" if solved == "periodic" else "Poisson-timed") in out[
+            "objective_solved"
+        ]
+    assert main(["schedule", "plan", db, "--budget", "2", "--objective", "periodic"]) == 0
+    assert "periodic fetches (Cho & Garcia-Molina" in capsys.readouterr().out
+
+
+def test_objective_choices_are_the_solvers_objectives():
+    from bayesrate.commands.common import OBJECTIVE_CHOICES
+    from bayesrate.scheduler.optimal import OBJECTIVE_ALIASES, OBJECTIVES, objective_name
+
+    assert set(OBJECTIVE_CHOICES) == set(OBJECTIVES) | set(OBJECTIVE_ALIASES)
+    assert {objective_name(c) for c in OBJECTIVE_CHOICES} == set(OBJECTIVES)
 
 
 def test_cli_simulate_json(capsys, tmp_path):
