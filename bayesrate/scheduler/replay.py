@@ -23,8 +23,9 @@ their interval rules), ``bayesrate`` (ours: per-URL Gamma posteriors from the pr
 with the warm-up log, Azar-optimal rates from the expected freshness gain over each
 posterior re-solved daily over the live pages, exploration floor — as in ``schedule
 simulate``; other variants of ours by name, :data:`OURS`) and ``oracle-hindsight``
-(Azar's optimum with each page's realised rate in the window: an upper reference, not a
-bound, when rates drift).
+(the periodic-fetch optimum of Cho & Garcia-Molina with each page's realised rate in the
+window — the objective that matches the replay's fetches, each due when its planned
+interval has elapsed: an upper reference, not a bound, when rates drift).
 
 Never imports PyMC: priors come in as a :class:`~bayesrate.priors.PriorSet` (calibrating
 them from the warm-up log is :func:`bayesrate.quick_fit.calibrate_priors`, which the command
@@ -47,7 +48,7 @@ from bayesrate.observations import concat_ranges
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
 from bayesrate.scheduler.decide import plan, priority, select_polite, token_cap
-from bayesrate.scheduler.optimal import azar_rates
+from bayesrate.scheduler.optimal import optimal_rates
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 from bayesrate.seeds import rng_from
 
@@ -431,12 +432,15 @@ class PlannedReplay:
             self.state.last_fetch[rows] = now
 
 
-def hindsight_rates(replay: Replay, budget: float) -> np.ndarray:
-    """Azar's optimum with each page's realised rate in the window (fetches per hour).
+def hindsight_rates(replay: Replay, budget: float, objective: str = "periodic") -> np.ndarray:
+    """The freshness optimum with each page's realised rate in the window (fetches per hour).
 
     With ``L`` live hours and ``N`` changes in the window (a creation in the window counts:
-    the page is stale until fetched), fetching a page ``q`` times is Azar's problem with
-    weights ``w·L``, rates ``N`` and budget = the window's total fetches; ``p = q / L``.
+    the page is stale until fetched), fetching a page ``q`` times is a freshness problem
+    with weights ``w·L``, rates ``N`` and budget = the window's total fetches; ``p = q / L``.
+    ``objective``: ``"periodic"`` (default: Cho & Garcia-Molina, as the replay fetches a
+    page when its planned interval has elapsed) or ``"freshness"`` (Azar's, for
+    Poisson-timed fetches; :mod:`bayesrate.scheduler.optimal`).
     """
     h = replay.history
     n = replay.n
@@ -448,7 +452,12 @@ def hindsight_rates(replay: Replay, budget: float) -> np.ndarray:
     created = np.isnan(replay.copy_time) & (h.life_start[first_life] > h.start)
     changes = h.count_changes(np.arange(n), np.full(n, replay.start), np.full(n, replay.end))
     realised = changes + created
-    q = azar_rates(replay.weights * live, realised.astype(float), replay.budget_fetches(budget))
+    q = optimal_rates(
+        replay.weights * live,
+        realised.astype(float),
+        replay.budget_fetches(budget),
+        objective=objective,
+    )
     return np.divide(q, live, out=np.zeros(n), where=live > 0)
 
 

@@ -128,23 +128,51 @@ def test_replay_budgets_and_exact_scores():
         assert exact["harmonic_staleness"] == pytest.approx(approx_h, abs=2e-3)
 
 
-def test_hindsight_rates_are_azar_on_window_counts():
-    h = synthetic_history("hindsight")
-    start = H0 + 90 * 24
-    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
-    p = replay.hindsight_rates(setup, 0.2)
+def _hindsight_problem(setup, start):
     live = replay._live_overlap(
         setup.history, np.arange(setup.n), np.full(setup.n, -np.inf), np.full(setup.n, np.inf),
         setup.start, setup.end,
     )  # fmt: skip
-    # fetches planned over the window equal the budget, and they solve Azar's problem
-    assert (p * live).sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
-    counts = h.count_changes(
+    counts = setup.history.count_changes(
         np.arange(setup.n), np.full(setup.n, start), np.full(setup.n, start + 480)
     )
     new = np.isnan(setup.copy_time)
-    q = azar_rates(live, (counts + new).astype(float), setup.budget_fetches(0.2))
+    return live, (counts + new).astype(float)
+
+
+def test_hindsight_rates_are_azar_on_window_counts():
+    h = synthetic_history("hindsight")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
+    p = replay.hindsight_rates(setup, 0.2, objective="freshness")
+    live, n_changes = _hindsight_problem(setup, start)
+    # fetches planned over the window equal the budget, and they solve Azar's problem
+    assert (p * live).sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
+    q = azar_rates(live, n_changes, setup.budget_fetches(0.2))
     assert np.allclose(p * live, q)
+
+
+def test_hindsight_rates_are_the_periodic_optimum_on_window_counts():
+    """The default oracle plans for the replay's fetches (each due when its planned interval
+    has elapsed: periodic): Cho & Garcia-Molina's first-order conditions hold, checked with
+    the marginal freshness ``w((1 − e^{−x}) − x e^{−x})/N`` (``x = N/q``) written out."""
+    h = synthetic_history("hindsight")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
+    p = replay.hindsight_rates(setup, 0.2)
+    live, n_changes = _hindsight_problem(setup, start)
+    q = p * live
+    assert q.sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
+    active = q > 0
+    assert active.sum() >= 2 and (n_changes[active] > 0).all()
+    assert (q[n_changes == 0] == 0).all()  # a page that never changes needs no fetch
+    x = n_changes[active] / q[active]
+    marginal = live[active] * (-np.expm1(-x) - x * np.exp(-x)) / n_changes[active]
+    np.testing.assert_allclose(marginal, marginal.mean(), rtol=1e-8)
+    # the abandoned pages are worth no more than the multiplier at zero fetches
+    dropped = ~active & (n_changes > 0)
+    assert (live[dropped] / n_changes[dropped] <= marginal.mean() * (1 + 1e-9)).all()
+    assert not np.allclose(p, replay.hindsight_rates(setup, 0.2, objective="freshness"))
 
 
 def test_replay_module_never_imports_pymc():
