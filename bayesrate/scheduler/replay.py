@@ -679,3 +679,68 @@ def _iso(hours: float) -> str:
     from bayesrate.clock import to_timestamp
 
     return to_timestamp(hours).isoformat()
+
+
+# --------------------------------------------------------------------------- several seeds
+#: the scores summarised over seeds
+SEED_METRICS = ("freshness", "harmonic_staleness")
+
+
+def seed_names(seed: int | str, k: int) -> list[str]:
+    """``k`` replay seeds: ``seed`` itself first (one seed reproduces a single replay),
+    then ``seed-1`` … ``seed-(k−1)``."""
+    if k < 1:
+        raise ObservationError(f"need at least one seed, got {k!r}", field="seeds")
+    return [str(seed)] + [f"{seed}-{i}" for i in range(1, k)]
+
+
+def summarize_seeds(results: list[ReplayResult], ours: tuple[str, ...]) -> dict[str, Any]:
+    """Each policy's mean and sd over seeds, and ours paired against each production policy.
+
+    Parameters
+    ----------
+    results
+        One :class:`ReplayResult` per seed (each seed: its own warm-up phases and policy
+        randomness; the same pages, window and budget).
+    ours
+        Our variants' names (the rest of :data:`BASELINES` are the production policies).
+
+    Returns
+    -------
+    dict
+        ``seeds``; ``policies[name][metric] = {"mean", "sd", "per_seed"}`` (``sd`` with
+        ``ddof=1``, ``None`` for one seed) for ``freshness`` and ``harmonic_staleness``,
+        plus the mean ``fetches``; ``paired[ours][baseline]`` = the freshness difference
+        ours − baseline per seed: ``mean``, ``se`` (its sd / √K, ``None`` for one seed),
+        ``wins`` (seeds where ours is fresher) and ``seeds``.
+    """
+    if not results:
+        raise ObservationError("no replay results to summarise", field="seeds")
+    k = len(results)
+    names = list(results[0].policies)
+    policies: dict[str, dict[str, Any]] = {}
+    for name in names:
+        entry: dict[str, Any] = {}
+        for metric in SEED_METRICS:
+            x = np.array([r.policies[name][metric] for r in results], dtype=float)
+            entry[metric] = {
+                "mean": float(x.mean()),
+                "sd": float(x.std(ddof=1)) if k > 1 else None,
+                "per_seed": x.tolist(),
+            }
+        entry["fetches"] = float(np.mean([r.policies[name]["fetches"] for r in results]))
+        policies[name] = entry
+    paired: dict[str, dict[str, Any]] = {}
+    for mine in ours:
+        paired[mine] = {}
+        for base in BASELINES:
+            d = np.array(policies[mine]["freshness"]["per_seed"]) - np.array(
+                policies[base]["freshness"]["per_seed"]
+            )
+            paired[mine][base] = {
+                "mean": float(d.mean()),
+                "se": float(d.std(ddof=1) / np.sqrt(k)) if k > 1 else None,
+                "wins": int((d > 0).sum()),
+                "seeds": k,
+            }
+    return {"seeds": k, "policies": policies, "paired": paired}

@@ -15,6 +15,7 @@ from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler import replay
+from bayesrate.scheduler.baselines import BASELINES
 from bayesrate.scheduler.optimal import azar_rates
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
@@ -195,10 +196,26 @@ def test_cli_replay_json(tmp_path, capsys):
     priors = PriorSet.default().save(tmp_path / "priors")
     args = ["schedule", "replay", "--history", str(h_path), "--start", ts(40 * 24)]
     args += ["--days", "10", "--budget", "0.5", "--priors", str(priors), "--json"]
-    assert main(args) == 0
+    assert main([*args, "--seeds", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"policies"}
+    assert set(out) == {"seeds", "policies", "paired"} and out["seeds"] == 3
     assert set(out["policies"]) == set(replay.POLICIES)
+    # the paired statistics, recomputed from the per-seed scores
+    ours = np.array(out["policies"]["bayesrate"]["freshness"]["per_seed"])
+    for base in BASELINES:
+        d = ours - np.array(out["policies"][base]["freshness"]["per_seed"])
+        got = out["paired"]["bayesrate"][base]
+        assert got["mean"] == pytest.approx(d.mean(), abs=1e-15)
+        assert got["se"] == pytest.approx(np.sqrt(np.sum((d - d.mean()) ** 2) / 2 / 3))
+        assert got["wins"] == int(np.sum(d > 0))
+    # the seeds differ (warm-up phases, policy randomness); the first is --seed's own replay
+    assert len(set(out["policies"]["uniform"]["freshness"]["per_seed"])) > 1
+    assert main([*args, "--seeds", "1"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert single["policies"]["uniform"]["freshness"]["per_seed"] == [
+        out["policies"]["uniform"]["freshness"]["per_seed"][0]
+    ]
+    assert single["paired"]["bayesrate"]["uniform"]["se"] is None
     # a missing required option is a usage error (exit 2)
     assert (
         main(["schedule", "replay", "--history", str(h_path), "--days", "1", "--budget", "1"]) == 2
@@ -233,3 +250,31 @@ def test_a_window_without_fetches_is_an_error():
                            tick_hours=2.0)  # fmt: skip
     with pytest.raises(ObservationError, match="fewer than one"):
         replay.replay_policies(setup, budget=1 / 90, priors=PriorSet.default(), seed="t")
+
+
+def test_summarize_seeds_by_hand():
+    """Three seeds with hand-made scores: means, sds, paired differences, se and wins."""
+
+    def result(scores):
+        return replay.ReplayResult(
+            {name: {"freshness": f, "harmonic_staleness": 1 - f, "fetches": 10}
+             for name, f in scores.items()},
+            {},
+        )  # fmt: skip
+
+    base = dict.fromkeys(BASELINES, 0.5)
+    seeds = [
+        result({**base, "uniform": 0.80, "bayesrate": 0.82}),
+        result({**base, "uniform": 0.70, "bayesrate": 0.69}),
+        result({**base, "uniform": 0.90, "bayesrate": 0.95}),
+    ]
+    out = replay.summarize_seeds(seeds, ("bayesrate",))
+    u = out["policies"]["uniform"]["freshness"]
+    assert u["mean"] == pytest.approx(0.8) and u["sd"] == pytest.approx(0.1)
+    d = out["paired"]["bayesrate"]["uniform"]
+    # differences +0.02, −0.01, +0.05: mean 0.02, sd 0.03, se 0.03/√3, 2 wins
+    assert d["mean"] == pytest.approx(0.02)
+    assert d["se"] == pytest.approx(0.03 / np.sqrt(3))
+    assert d["wins"] == 2 and d["seeds"] == 3
+    assert out["paired"]["bayesrate"]["nutch-adaptive"]["wins"] == 3
+    assert replay.seed_names("s", 3) == ["s", "s-1", "s-2"]
