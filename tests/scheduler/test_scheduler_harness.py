@@ -314,3 +314,14 @@ def test_cli_init_with_priors_file(tmp_path, capsys):
     with Store.open(db) as s:
         np.testing.assert_allclose(s.state.alpha, [3.0, 0.5])
         np.testing.assert_allclose(s.state.beta, [2.0 * 24, 10.0 * 24])  # per hour
+
+
+def test_small_world_at_a_small_budget_spends_its_tokens():
+    """30 URLs at 1/90 fetches per URL per day are granted a third of a fetch a day: with
+    tokens capped at one day's grant they never reached one fetch."""
+    w = make_world(30, 60.0, "test-small-budget", dt=1.0, budget=1 / 90)
+    always = Always()
+    always.n = w.n
+    got = run(w, [always], 1 / 90)["always"]["fetches"]
+    granted = 30 / 90 * 60.0
+    assert granted - 1 <= got <= granted
