@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -481,7 +481,7 @@ class Population:
         )
 
 
-def _log_rate_grid(log_quantile: Any, points: int) -> np.ndarray:
+def _log_rate_grid(log_quantile: Callable[[float], Any], points: int) -> np.ndarray:
     """Log-rate nodes holding all but ~1e-13 of one distribution's mass (``log_quantile``:
     its quantile function of ``log λ``), denser in its central 1e-6 … 1 − 1e-6 (a Gamma of
     small α has a left tail thousands of nats long and its bulk within a few nats)."""
@@ -492,12 +492,29 @@ def _log_rate_grid(log_quantile: Any, points: int) -> np.ndarray:
 
 
 def kl_log_densities(log_p: np.ndarray, log_q: np.ndarray, x: np.ndarray) -> float:
-    """``∫ p log(p / q) dx`` (nats) by the trapezoid rule on nodes ``x``, from the two
-    log-densities at the nodes.
+    """``∫ p log(p / q) dx`` (nats) by the trapezoid rule, from the two log-densities.
 
-    No term is dropped: a node where ``p`` underflows but ``log p`` is finite still adds
-    ``e^{log p}(log p − log q)`` (zero only where that product underflows), and a node
-    where ``log q = −∞`` under mass of ``p`` makes the divergence ``+∞``.
+    No term is dropped: a node where ``q`` (or ``p``) underflows but its log-density is
+    finite still adds ``e^{log p}(log p − log q)`` (zero only where that product
+    underflows), and a node where ``log q = −∞`` under mass of ``p`` makes the divergence
+    ``+∞``.
+
+    Parameters
+    ----------
+    log_p, log_q
+        Log-densities at the nodes.
+    x
+        The nodes (increasing; spanning all but a negligible share of ``p``'s mass).
+
+    Returns
+    -------
+    float
+        The divergence in nats (``inf`` as above).
+
+    Raises
+    ------
+    ArtifactError
+        A log-density is NaN.
     """
     log_p = np.asarray(log_p, dtype=float)
     log_q = np.asarray(log_q, dtype=float)
