@@ -51,8 +51,9 @@ def register(ops: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ours",
         default="bayesrate",
-        help="comma-separated variants of ours: bayesrate (Gamma-ADF, 0.3 quantile; default), "
-        "gamma-mean, grid, grid-drift (docs/scheduler.md)",
+        help="comma-separated variants of ours: bayesrate (Gamma-ADF, expected freshness gain "
+        "for Poisson-timed fetches; default), periodic (the same for periodic fetches), "
+        "gamma-q0.3, gamma-mean, grid, grid-drift (docs/histories.md)",
     )
     p.add_argument(
         "--drift",

@@ -64,9 +64,12 @@ FLOOR_DAYS = 60.0
 #: ``bayesrate`` the package default (Gamma-ADF, planned from the expected freshness gain),
 #: ``gamma-q0.3`` Gamma-ADF planned from the 0.3 posterior quantile (the default before
 #: issue #15), ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the
-#: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift
+#: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift, ``periodic``
+#: the default planned for periodic fetches (Cho & Garcia-Molina's freshness, the objective
+#: that matches the replay's fetches; ``objective`` is the planner's, not a config setting)
 OURS: dict[str, dict[str, Any]] = {
     "bayesrate": {},
+    "periodic": {"objective": "periodic"},
     "gamma-q0.3": {"posterior": "gamma", "plan_expected": False, "plan_quantile": PLAN_QUANTILE},
     "gamma-mean": {"posterior": "gamma", "plan_expected": False, "plan_quantile": None},
     "grid": {"posterior": "grid"},
@@ -347,6 +350,7 @@ def ours_config(replay: Replay, variant: str, drift: float | None = None) -> Sch
     if variant not in OURS:
         raise ObservationError(f"unknown variant {variant!r}; one of {sorted(OURS)}", field="ours")
     settings = dict(OURS[variant])
+    settings.pop("objective", None)
     if settings.pop("drift", None):
         if drift is None:
             raise ObservationError(f"{variant!r} needs a drift σ (per √day)", field="drift")
@@ -388,8 +392,10 @@ class PlannedReplay:
         *,
         rates: np.ndarray | None = None,
         config: SchedulerConfig | None = None,
+        objective: str = "freshness",
     ) -> None:
         self.name = name
+        self.objective = objective
         self.replay = replay
         self.rates = rates
         self.budget = budget
@@ -417,7 +423,10 @@ class PlannedReplay:
             target[live] = self.rates[live]
             return
         floor = min(1.0 / (FLOOR_DAYS * HOURS_PER_DAY), 0.5 * budget_h / len(live))
-        plan(self.state, budget_h, floor=floor, rng=self.rng, now=now, rows=live)
+        plan(
+            self.state, budget_h, objective=self.objective, floor=floor, rng=self.rng, now=now,
+            rows=live,
+        )  # fmt: skip
 
     def priority(self, now: float) -> np.ndarray:
         if now >= self.next_plan:
@@ -624,9 +633,13 @@ def replay_policies(
     ]
     for variant in ours:
         config = ours_config(replay, variant, drift)
+        objective = OURS[variant].get("objective", "freshness")
         policies.append(
-            PlannedReplay(variant, replay, priors, budget, rng_from(f"{seed}-ours"), config=config)
-        )
+            PlannedReplay(
+                variant, replay, priors, budget, rng_from(f"{seed}-ours"), config=config,
+                objective=objective,
+            )
+        )  # fmt: skip
     policies.append(
         PlannedReplay(
             "oracle-hindsight", replay, priors, budget, rng_from(f"{seed}-oracle"),
