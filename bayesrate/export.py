@@ -3,13 +3,16 @@
 For a *new* page of domain ``d`` the prior predictive of its (time-averaged) rate integrates
 over the posterior of that domain's hyperparameters. The hierarchical and modulated models
 store, per draw, ``domain_log_rate_mean[d]`` and ``page_log_rate_sd`` (log-rate per hour) —
-``log λ_new ~ Normal(m_d, s)`` given a draw — so the predictive moments are exact
-averages over draws of the log-normal moments::
+``log λ_new ~ Normal(m_d, s)`` given a draw — so the predictive's log-rate has mean and
+variance::
 
-    E[λ]  = mean over draws of exp(m_d + s²/2)
-    E[λ²] = mean over draws of exp(2 m_d + 2 s²)
+    E[log λ]   = mean over draws of m_d
+    Var[log λ] = var over draws of m_d + mean over draws of s²
 
-and are moment-matched to Gamma(α, β) with α = E[λ]²/Var λ, β = E[λ]/Var λ (per day). A page
+and the Gamma view is the Gamma(α, β) (per day) with those log-rate moments:
+``ψ'(α) = Var[log λ]``, ``log β = ψ(α) − E[log λ]`` (:func:`gamma_view`). The rate moments
+``E[λ] = mean of exp(m_d + s²/2)`` and ``E[λ²] = mean of exp(2 m_d + 2 s²)`` are kept in the
+metadata (``predictive_moments_per_day``). A page
 of an unseen domain uses ``m ~ Normal(global_log_rate_mean, domain_log_rate_sd)`` too,
 i.e. ``log λ ~ Normal(g, sqrt(sd_domain² + s²))``. The modulated model adds the posterior
 mean of its hour-of-week multipliers (normalised to mean 1) and their per-bucket sd and
@@ -18,7 +21,7 @@ mean of its hour-of-week multipliers (normalised to mean 1) and their per-bucket
 The artifact is schema version 2 (:mod:`bayesrate.priors`): it keeps the fitted log-normal
 population per domain (:func:`domain_populations`: location ``m_d`` and scale ``s`` as
 posterior summaries, and a new page's predictive log-rate as a normal mixture over the
-draws) and the moment-matched Gamma only as a *view*, with its fidelity against the
+draws) and the log-moment-matched Gamma only as a *view*, with its fidelity against the
 population (:func:`bayesrate.priors.gamma_view_fidelity`). The hierarchical and modulated
 models have no drift or bursts: ``drift`` and ``burst`` are ``null``. The dynamic models
 export their walk size per domain as ``drift`` (:func:`drift_blocks`), which the scheduler
@@ -235,30 +238,20 @@ def drift_blocks(model, posterior) -> dict[str, ParameterBlock]:
     return out
 
 
-#: ``log`` of the smallest normal float: a Gamma view whose median rate is below it is none
-LOG_SMALLEST_FLOAT = math.log(np.finfo(float).tiny)
+def gamma_view(location: np.ndarray, scale: np.ndarray) -> tuple[GammaPrior, str]:
+    """A population's Gamma view and how it was matched: the Gamma whose ``log λ`` has the
+    population's mean and variance (``"log-rate moments"``).
 
-
-def gamma_view(
-    mean: float, variance: float, location: np.ndarray, scale: np.ndarray
-) -> tuple[GammaPrior, str]:
-    """A population's Gamma view and how it was matched.
-
-    The Gamma with the population's rate mean and variance (``"rate moments"``), unless
-    those give no Gamma in floating point: the variance overflows, or the Gamma's median
-    rate underflows (``α ≲ 0.001``: half its mass below the smallest float). That happens
-    where a new page's rate variance is ruled by a far tail, as in an excursion model's
-    domains whose walk sizes the data barely bound (log-rate sds of 5–27 in some draws).
-    Then the Gamma whose ``log λ`` has the population's mean and variance (``"log-rate
-    moments"``); ``location`` and ``scale`` are the population's draws, ``log λ | draw ~
-    Normal(location, scale)`` (per day).
+    ``location`` and ``scale`` are the population's draws, ``log λ | draw ~
+    Normal(location, scale)`` (per day): the mean of ``log λ`` is ``mean(location)`` and its
+    variance ``var(location) + mean(scale²)``. A scheduler starts a new page from this
+    Gamma, so it must put the population's mass where the population does: the Gamma with
+    the population's *rate* mean and variance follows the far upper tail of a log-normal
+    instead (ota-contrib's global view had α = 0.08 and 59% of its mass below mean/100
+    against 1.9% for the population), and for wide populations has no float at all.
     """
-    if math.isfinite(variance) and variance > 0:
-        alpha, beta = mean**2 / variance, mean / variance
-        if alpha > 0 and beta > 0 and math.isfinite(alpha) and math.isfinite(beta):
-            gamma = GammaPrior(alpha=alpha, beta=beta)
-            if gamma.log_quantile(0.5) > LOG_SMALLEST_FLOAT:
-                return gamma, "rate moments"
+    location = np.asarray(location, dtype=float)
+    scale = np.asarray(scale, dtype=float)
     mean_log = float(np.mean(location))
     variance_log = float(np.var(location) + np.mean(np.square(scale)))
     return GammaPrior.from_log_moments(mean_log, variance_log), "log-rate moments"
@@ -280,8 +273,8 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
     for d, drift in drift_blocks(model, post).items():
         populations[d] = dataclasses.replace(populations[d], drift=drift)
     gammas, matches = {}, {}
-    for d, (mean, var) in moments.items():
-        gammas[d], matches[d] = gamma_view(mean, var, *draws[d])
+    for d in moments:
+        gammas[d], matches[d] = gamma_view(*draws[d])
     fidelity = {
         (GLOBAL_KEY if d == NEW_DOMAIN else d): {
             "match": matches[d],
@@ -492,8 +485,7 @@ def _priors_section(priors: PriorSet) -> list[str]:
             f"β={g.beta:.4g} days), mean {g.mean:.4g}/day, matched on "
             f"{fid.get('match', 'rate moments')}"
             + (
-                f" ({n_log} of the {len(priors.domains)} domains' views on log-rate moments: "
-                "their rate-moment Gamma has no float)"
+                f" ({n_log} of the {len(priors.domains)} domains' views on log-rate moments)"
                 if n_log
                 else ""
             )

@@ -59,19 +59,20 @@ prior of a page of an unseen domain), all log-rates are natural logs of changes 
 - ``predictive``: the distribution of a *new page's* log-rate with the posterior
   uncertainty of ``(m_d, s)`` integrated out — a normal mixture (``Σ w_c N(m_c, s_c)``)
   made by sorting the posterior draws by ``m_d``, cutting them into equal-count strata and
-  matching each stratum's mixture ``N(m_d, s)`` by its mean log-rate and its mean rate. It
-  has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly, and their
-  shape to within the stated ``compression_kl`` (nats).
+  matching each stratum's mixture ``N(m_d, s)`` by its mean and variance of the log-rate.
+  It has the draws' mean and variance of the log-rate exactly, and their shape to within
+  the stated ``compression_kl`` (nats).
 - ``drift``: the random-walk volatility of a page's log-rate, ``σ_rw`` per √day, when
   known: fitted by a dynamic model, or estimated (``source`` says how). ``null``: none.
 - ``burst``: the burst parameters of a bursty model (its ``model`` names the family and its
   ``parameters`` their posterior summaries); ``null`` when the exported model has none.
-- ``gamma_view``: the moment-matched Gamma of version 1 (what :meth:`PriorSet.arrays` and
-  :meth:`PriorSet.for_domain` return; ``fidelity.match`` says ``"log-rate moments"`` where
-  the rate's mean and variance give no Gamma in floating point and the Gamma matches the
-  mean and variance of ``log λ`` instead), with its fidelity against ``predictive``: both
-  Kullback–Leibler divergences (nats) and ``log(q_gamma / q_population)`` at five
-  quantiles, computed by quadrature in the log-rate (:func:`gamma_view_fidelity`).
+- ``gamma_view``: the Gamma that :meth:`PriorSet.arrays` and :meth:`PriorSet.for_domain`
+  return; ``fidelity.match`` says how it was matched: ``"log-rate moments"`` (the mean and
+  variance of ``log λ``, what :func:`bayesrate.export.gamma_view` writes) or, in files
+  written before, ``"rate moments"`` (the rate's mean and variance). With its fidelity
+  against ``predictive``: both Kullback–Leibler divergences (nats) and
+  ``log(q_gamma / q_population)`` at five quantiles, computed by quadrature in the log-rate
+  with no term dropped (:func:`gamma_view_fidelity`).
 
 ``hour_of_week`` gains ``"uncertainty": {"sd": [...], "q05": [...], "q95": [...]}`` (per
 bucket, from the posterior draws normalised to mean 1) or ``null``. Version-1 files load
@@ -83,7 +84,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -293,21 +294,34 @@ class NormalMixture:
     def from_draws(
         cls, location: np.ndarray, scale: np.ndarray, components: int = MIXTURE_COMPONENTS
     ) -> NormalMixture:
-        """Compress the draws' mixture ``Σ_s N(location_s, scale_s) / S``: sort by location,
-        cut into ``components`` equal-count strata; each stratum's component keeps the
-        stratum's mean of ``log λ`` and its mean of λ (``E[e^{m + s²/2}]``) exactly, so the
-        mixture has the draws' mean log-rate and mean rate (the Gamma view's mean) exactly.
-        By Jensen its variance ``s_c² = 2(log E_c[λ] − m_c)`` is at least the stratum's mean
-        ``s²``; the remaining shape error is :func:`compression_kl`."""
+        """Compress the draws' mixture ``Σ_s N(location_s, scale_s) / S`` into a few Normals.
+
+        Sort the draws by location and cut them into ``components`` equal-count strata; each
+        stratum's component has the stratum's mean and variance of ``log λ``:
+        ``m_c = mean(location)``, ``s_c² = var(location) + mean(scale²)`` (the law of total
+        variance). So the mixture has the draws' mean and variance of ``log λ`` exactly, and
+        one wide draw moves its stratum's sd by its share of the variance only (matching the
+        stratum's mean *rate* instead let ``e^{s²/2}`` of a single draw set the sd). The
+        remaining shape error is :func:`compression_kl`.
+
+        Parameters
+        ----------
+        location, scale
+            Per posterior draw, the mean and sd of a new page's ``log λ`` (λ per day).
+        components
+            Strata (fewer when there are fewer draws).
+
+        Returns
+        -------
+        NormalMixture
+        """
         loc = np.asarray(location, dtype=float).ravel()
         sd = np.asarray(scale, dtype=float).ravel()
         order = np.argsort(loc, kind="stable")
         parts = [p for p in np.array_split(order, min(components, len(loc))) if len(p)]
         weights = [len(p) / len(loc) for p in parts]
         means = [float(loc[p].mean()) for p in parts]
-        log_rate_mean = [float(lognormal_log_moments(loc[p], sd[p] ** 2)[0]) for p in parts]
-        sds = [float(np.sqrt(max(2 * (r - m), 1e-12)))
-               for r, m in zip(log_rate_mean, means, strict=True)]  # fmt: skip
+        sds = [float(np.sqrt(max(loc[p].var() + np.mean(sd[p] ** 2), 1e-24))) for p in parts]
         return cls(tuple(weights), tuple(means), tuple(sds))
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -467,12 +481,50 @@ class Population:
         )
 
 
-def _fidelity_grid(mixture: NormalMixture, gamma: GammaPrior, points: int) -> np.ndarray:
-    """A log-rate grid holding all but ~1e-13 of both distributions' mass."""
-    tiny = 1e-13
-    lo = min(float(mixture.log_quantile(tiny)), float(gamma.log_quantile(tiny)))
-    hi = max(float(mixture.log_quantile(1 - tiny)), float(gamma.log_quantile(1 - tiny)))
-    return np.linspace(lo, hi, points)
+def _log_rate_grid(log_quantile: Callable[[float], Any], points: int) -> np.ndarray:
+    """Log-rate nodes holding all but ~1e-13 of one distribution's mass (``log_quantile``:
+    its quantile function of ``log λ``), denser in its central 1e-6 … 1 − 1e-6 (a Gamma of
+    small α has a left tail thousands of nats long and its bulk within a few nats)."""
+    tiny, core = 1e-13, 1e-6
+    lo, hi = float(log_quantile(tiny)), float(log_quantile(1 - tiny))
+    c_lo, c_hi = float(log_quantile(core)), float(log_quantile(1 - core))
+    return np.unique(np.concatenate([np.linspace(lo, hi, points), np.linspace(c_lo, c_hi, points)]))
+
+
+def kl_log_densities(log_p: np.ndarray, log_q: np.ndarray, x: np.ndarray) -> float:
+    """``∫ p log(p / q) dx`` (nats) by the trapezoid rule, from the two log-densities.
+
+    No term is dropped: a node where ``q`` (or ``p``) underflows but its log-density is
+    finite still adds ``e^{log p}(log p − log q)`` (zero only where that product
+    underflows), and a node where ``log q = −∞`` under mass of ``p`` makes the divergence
+    ``+∞``.
+
+    Parameters
+    ----------
+    log_p, log_q
+        Log-densities at the nodes.
+    x
+        The nodes (increasing; spanning all but a negligible share of ``p``'s mass).
+
+    Returns
+    -------
+    float
+        The divergence in nats (``inf`` as above).
+
+    Raises
+    ------
+    ArtifactError
+        A log-density is NaN.
+    """
+    log_p = np.asarray(log_p, dtype=float)
+    log_q = np.asarray(log_q, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = np.where(log_p == -np.inf, 0.0, np.exp(log_p) * (log_p - log_q))
+    if np.isnan(terms).any():
+        raise ArtifactError("a log-density is NaN on the divergence's nodes")
+    if np.isposinf(terms).any():
+        return math.inf
+    return float(np.trapezoid(terms, x))
 
 
 def gamma_view_fidelity(
@@ -480,25 +532,38 @@ def gamma_view_fidelity(
 ) -> dict[str, Any]:
     """How well a Gamma represents a population: KL both ways and quantile errors.
 
-    ``kl_population_to_gamma = ∫ p log(p/q)`` and ``kl_gamma_to_population = ∫ q log(q/p)``
-    (nats; ``p`` the population's, ``q`` the Gamma's density of ``log λ``) by the trapezoid
-    rule on ``points`` nodes spanning all but 1e-13 of either distribution;
-    ``log_quantile_error[level] = log(q_gamma / q_population)``; and both distributions'
-    ``P(λ < E[λ] / 100)`` (``E[λ]`` of the population).
+    Parameters
+    ----------
+    mixture
+        The population's density of ``log λ`` (λ per day).
+    gamma
+        The Gamma view on λ.
+    points
+        Nodes per grid (two grids per divergence, :func:`_log_rate_grid`).
+
+    Returns
+    -------
+    dict
+        ``kl_population_to_gamma = ∫ p log(p/q)`` and ``kl_gamma_to_population = ∫ q
+        log(q/p)`` (nats; ``p`` the population's, ``q`` the Gamma's density of ``log λ``),
+        each by the trapezoid rule in log space over all but 1e-13 of the first
+        distribution's mass (:func:`kl_log_densities`: no term is dropped where a density
+        underflows; ``inf`` where the Gamma's log-density is ``−∞`` on population mass);
+        ``log_quantile_error[level] = log(q_gamma / q_population)``; and both
+        distributions' ``P(λ < E[λ] / 100)`` (``E[λ]`` of the population).
     """
     from scipy.special import gammainc
 
-    x = _fidelity_grid(mixture, gamma, points)
-    log_p = mixture.log_density(x)
-    log_q = gamma.log_density(x)
-    p, q = np.exp(log_p), np.exp(log_q)
-    diff = np.where((p > 0) & (q > 0), log_p - log_q, 0.0)
+    x_p = _log_rate_grid(mixture.log_quantile, points)
+    x_q = _log_rate_grid(gamma.log_quantile, points)
+    kl_pq = kl_log_densities(mixture.log_density(x_p), gamma.log_density(x_p), x_p)
+    kl_qp = kl_log_densities(gamma.log_density(x_q), mixture.log_density(x_q), x_q)
     levels = np.asarray(QUANTILE_LEVELS)
     err = gamma.log_quantile(levels) - mixture.log_quantile(levels)
     mean = mixture.rate_moments()[0]
     return {
-        "kl_population_to_gamma": float(np.trapezoid(p * diff, x)),
-        "kl_gamma_to_population": float(np.trapezoid(-q * diff, x)),
+        "kl_population_to_gamma": kl_pq,
+        "kl_gamma_to_population": kl_qp,
         "log_quantile_error": {str(k): float(v) for k, v in zip(levels, err, strict=True)},
         "prob_below_mean_over_100": {
             "population": float(mixture.cdf(np.log(mean / 100))),

@@ -12,6 +12,15 @@ from typing import Any
 
 from bayesrate.constants import DEFAULT_TIME_UNIT, TIME_UNITS
 
+#: ``--objective`` of ``schedule plan`` and ``scale rates``: the names of
+#: :data:`bayesrate.scheduler.optimal.OBJECTIVES` and their aliases (``poisson``)
+OBJECTIVE_CHOICES = ("freshness", "poisson", "periodic", "harmonic")
+OBJECTIVE_HELP = (
+    "what the fetch rates maximise: freshness (or its synonym poisson, the default) for "
+    "Poisson-timed fetches (Azar et al.), periodic for fetches on a fixed schedule (Cho & "
+    "Garcia-Molina), harmonic for harmonic staleness (Kolobov et al.)"
+)
+
 
 def add_input_options(parser: argparse.ArgumentParser, *, default_dataset: bool = True) -> None:
     """``--dataset NAME | --input FILE`` plus ``--time-unit``."""

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bayesrate.commands.common import (
+    OBJECTIVE_CHOICES,
+    OBJECTIVE_HELP,
     check_output_dir,
     memory_size,
     positive_float,
@@ -126,7 +128,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="total fetches per day over all URLs (a number or a fraction such as 1/7)",
     )
-    p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
+    p.add_argument(
+        "--objective", choices=OBJECTIVE_CHOICES, default="freshness", help=OBJECTIVE_HELP
+    )
     p.add_argument(
         "--min-interval",
         type=positive_float,
@@ -250,6 +254,7 @@ def _rates(args: argparse.Namespace) -> int:
     import math
 
     from bayesrate.scaleout.rates import rates
+    from bayesrate.scheduler.optimal import objective_name
 
     return _run(
         args,
@@ -257,7 +262,7 @@ def _rates(args: argparse.Namespace) -> int:
         args.input,
         args.out,
         budget_per_day=args.budget,
-        objective=args.objective,
+        objective=objective_name(args.objective),
         min_interval_hours=args.min_interval or 0.0,
         max_interval_hours=args.max_interval or math.inf,
         host_cap_per_day=args.host_cap,

@@ -19,6 +19,8 @@ import sys
 from typing import Any
 
 from bayesrate.commands.common import (
+    OBJECTIVE_CHOICES,
+    OBJECTIVE_HELP,
     UTC_TIME_HELP,
     check_output_file,
     non_negative_fraction,
@@ -124,7 +126,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="total fetches per day (a number or a fraction such as 1/7)",
     )
-    p.add_argument("--objective", choices=("freshness", "harmonic"), default="freshness")
+    p.add_argument(
+        "--objective",
+        choices=OBJECTIVE_CHOICES,
+        default="freshness",
+        help=OBJECTIVE_HELP,
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
 
@@ -420,6 +427,7 @@ def _plan(args: argparse.Namespace) -> int:
     import math
 
     from bayesrate.scheduler import decide
+    from bayesrate.scheduler.optimal import OBJECTIVE_DESCRIPTIONS, objective_name
     from bayesrate.scheduler.store import Store
 
     if not (math.isfinite(args.budget) and args.budget >= 0):
@@ -427,9 +435,12 @@ def _plan(args: argparse.Namespace) -> int:
             f"budget must be a finite number >= 0, got {args.budget}", field="budget"
         )
     with Store.open(args.state) as store:
-        p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=args.objective)
+        objective = objective_name(args.objective)
+        p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=objective)
         store.save_targets()
         out = {
+            "objective": objective,
+            "objective_solved": OBJECTIVE_DESCRIPTIONS[objective],
             "urls": int(store.state.n),
             "fetches_per_day": float(p.sum() * HOURS_PER_DAY),
             "never_fetched_except_floor": int((p <= p.min() * (1 + 1e-9)).sum()) if len(p) else 0,
@@ -437,7 +448,10 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"planned {out['fetches_per_day']:.4g} fetches/day over {out['urls']} URLs")
+        print(
+            f"planned {out['fetches_per_day']:.4g} fetches/day over {out['urls']} URLs, "
+            f"maximising {out['objective_solved']}"
+        )
     return 0
 
 

@@ -13,6 +13,7 @@ import time
 from bayesrate.commands.common import (
     UTC_TIME_HELP,
     positive_fraction,
+    positive_int,
     print_json,
     progress,
     utc_time,
@@ -68,8 +69,9 @@ def register(ops: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ours",
         default="bayesrate",
-        help="comma-separated variants of ours: bayesrate (Gamma-ADF, 0.3 quantile; default), "
-        "gamma-mean, grid, grid-drift (docs/scheduler.md)",
+        help="comma-separated variants of ours: bayesrate (Gamma-ADF, expected freshness gain "
+        "for Poisson-timed fetches; default), periodic (the same for periodic fetches), "
+        "gamma-q0.3, gamma-mean, grid, grid-drift (docs/histories.md)",
     )
     p.add_argument(
         "--drift",
@@ -79,6 +81,14 @@ def register(ops: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tick", type=float, default=0.5, help="fetch tick in hours (default 0.5)")
     p.add_argument("--seed", default="bayesrate-schedule-replay")
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=5,
+        help="replays with different warm-up phases and policy randomness (default 5; the "
+        "first uses --seed itself): each policy's mean and sd, and ours paired against each "
+        "production policy (mean difference, its standard error, wins)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -112,15 +122,17 @@ def run(args: argparse.Namespace) -> int:
         if "approximate" in note:
             progress(f"note: {note}")
     start = hours_of(args.start, "start")
-    warm = replay.warmup_crawl(history, start, args.warmup_crawl_every, args.seed)
-    setup = replay.prepare(
-        history,
-        warm,
-        start=start,
-        days=args.days,
-        weights=_weights(args.weights) if args.weights else None,
-        tick_hours=args.tick,
-    )
+    weights = _weights(args.weights) if args.weights else None
+    seeds = replay.seed_names(args.seed, args.seeds)
+
+    def setup_for(seed: str):
+        warm = replay.warmup_crawl(history, start, args.warmup_crawl_every, seed)
+        setup = replay.prepare(
+            history, warm, start=start, days=args.days, weights=weights, tick_hours=args.tick
+        )
+        return warm, setup
+
+    warm, setup = setup_for(seeds[0])
     progress(
         f"replay: {setup.n:,} pages, warm-up log {len(setup.warmup_time):,} visits "
         f"({time.perf_counter() - t0:.1f} s)"
@@ -137,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         took = time.perf_counter() - t
         progress(f"priors: hierarchical quick fit on the warm-up log, {took:.0f} s")
         progress(f"  {describe_fit(calibration)}")
+        if len(seeds) > 1:
+            progress("  (fitted on the first seed's warm-up log, used for every seed)")
         if args.save_priors:
             progress(f"priors written to {priors.save(args.save_priors)}")
     ours = tuple(v.strip() for v in args.ours.split(",") if v.strip())
@@ -150,30 +164,50 @@ def run(args: argparse.Namespace) -> int:
                      f"{time.perf_counter() - t:.0f} s)")  # fmt: skip
         else:
             drift = float(args.drift)
-    result = replay.replay_policies(
-        setup, budget=args.budget, priors=priors, seed=args.seed, progress=progress,
-        ours=ours, drift=drift,
-    )  # fmt: skip
+    results = []
+    for i, seed in enumerate(seeds):
+        if i:
+            setup = setup_for(seed)[1]
+        progress(f"seed {i + 1}/{len(seeds)}: {seed}")
+        result = replay.replay_policies(
+            setup, budget=args.budget, priors=priors, seed=seed, progress=progress,
+            ours=ours, drift=drift,
+        )  # fmt: skip
+        results.append(result)
+    summary = replay.summarize_seeds(results, ours)
     total = time.perf_counter() - t0
+    loop = sum(r.seconds["replay_loop"] for r in results)
     progress(
-        f"replay: {total:.1f} s in all; replay loop {result.seconds['replay_loop']:.1f} s, "
-        f"{result.setup['decisions_per_second']:,.0f} fetch decisions/s"
+        f"replay: {total:.1f} s in all; replay loops {loop:.1f} s, "
+        f"{results[0].setup['decisions_per_second']:,.0f} fetch decisions/s"
     )
     if args.json:
-        print_json(result.to_json())
+        print_json(summary)
         return 0
-    s = result.setup
+    s = results[0].setup
     print(
         f"{s['pages']:,} pages x {s['days']:g} days from {s['start']}, budget "
         f"{s['budget_per_live_page_per_day']:.4g} fetches/live page/day, "
-        f"{s['changes_in_window']:,} changes in the window"
+        f"{s['changes_in_window']:,} changes in the window; {len(seeds)} seeds"
     )
-    print(f"{'policy':24s} {'freshness':>10s} {'harmonic':>10s} {'fetches':>9s} {'vs budget':>9s}")
-    for name, r in result.policies.items():
+
+    def mean_sd(stat: dict) -> str:
+        sd = "" if stat["sd"] is None else f" ± {stat['sd']:.4f}"
+        return f"{stat['mean']:.4f}{sd}"
+
+    target = s["budget_fetches"]
+    print(f"{'policy':24s} {'freshness (mean ± sd)':>22s} {'harmonic (mean ± sd)':>22s} "
+          f"{'fetches':>9s} {'vs budget':>9s}")  # fmt: skip
+    for name, r in summary["policies"].items():
         print(
-            f"{name:24s} {r['freshness']:10.4f} {r['harmonic_staleness']:10.4f} "
-            f"{r['fetches']:9d} {r['fetches_vs_budget']:9.3f}"
+            f"{name:24s} {mean_sd(r['freshness']):>22s} {mean_sd(r['harmonic_staleness']):>22s} "
+            f"{r['fetches']:9.0f} {r['fetches'] / target:9.3f}"
         )
+    for mine, against in summary["paired"].items():
+        print(f"{mine} − each production policy, freshness (paired over seeds):")
+        for base, d in against.items():
+            se = "" if d["se"] is None else f" (se {d['se']:.4f})"
+            print(f"  vs {base:22s} {d['mean']:+.4f}{se}, fresher in {d['wins']}/{d['seeds']}")
     if calibration is not None and not calibration["converged"]:
         print(f"note: the priors' quick fit missed its gates: {'; '.join(calibration['failures'])}")
     return 0

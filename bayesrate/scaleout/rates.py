@@ -35,6 +35,7 @@ from bayesrate.errors import ObservationError
 from bayesrate.scaleout.layout import layout_of, tables_for
 from bayesrate.scaleout.staging import Staging, load_manifest, read_part, write_part
 from bayesrate.scheduler.optimal import (
+    OBJECTIVE_DESCRIPTIONS,
     OBJECTIVES,
     budget_multiplier,
     host_multipliers,
@@ -108,7 +109,9 @@ def rates(
     budget_per_day
         Total fetches per day over all URLs.
     objective
-        ``"freshness"`` or ``"harmonic"``.
+        ``"freshness"`` (Poisson-timed fetches), ``"periodic"`` (fetches on a fixed
+        schedule) or ``"harmonic"`` (:mod:`bayesrate.scheduler.optimal`); the manifest
+        says which, in words too (``objective_solved``).
     min_interval_hours, max_interval_hours
         No URL is fetched more often than every ``min_interval_hours`` (rate cap) nor
         less often than every ``max_interval_hours`` (exploration floor).
@@ -214,6 +217,7 @@ def rates(
         "pages": n_pages,
         "hosts": n_hosts,
         "objective": objective,
+        "objective_solved": OBJECTIVE_DESCRIPTIONS[objective],
         "budget_per_day": budget_per_day,
         "fetch_per_day": fetch * HOURS_PER_DAY,
         "log_multiplier": log_mu,

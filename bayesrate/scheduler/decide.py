@@ -153,6 +153,26 @@ def due(
     return select_polite(score, k, state.host, quota)
 
 
+def token_cap(day_grant: float) -> float:
+    """The most fetch tokens a policy may hold: one day's grant, and at least one fetch.
+
+    Tokens accrue fractionally every tick; unused ones carry over up to this cap, so no
+    policy exceeds its budget. Capping at one day's grant alone starves a small site at a
+    small budget (``budget × pages < 1`` a day: the tokens never reach one fetch).
+
+    Parameters
+    ----------
+    day_grant
+        Tokens granted per day (``budget × live pages``).
+
+    Returns
+    -------
+    float
+        ``max(day_grant, 1)``.
+    """
+    return max(float(day_grant), 1.0)
+
+
 def select_polite(
     score: np.ndarray, k: int, host: np.ndarray, quota: np.ndarray | None
 ) -> np.ndarray:
@@ -204,7 +224,8 @@ def plan(
     budget
         Total fetches per hour.
     objective
-        ``"freshness"`` or ``"harmonic"``.
+        ``"freshness"`` (Azar: Poisson-timed fetches), ``"periodic"`` (Cho &
+        Garcia-Molina: fetches on a fixed schedule) or ``"harmonic"`` (Kolobov).
     floor
         Exploration floor per URL (fetches per hour); default ``1 / max_interval``, reduced
         so that the floors use at most half the budget and half of each host's cap.

@@ -10,8 +10,9 @@ quiet spells of 72 h), the rest homogeneous Poisson; the change times come from
 hosts have Zipf-like sizes and a politeness limit of ``host_limit`` fetches per tick.
 
 The run (:func:`run`): discrete fetch ticks of ``dt`` hours (default 0.5). At each tick every
-policy gets the same token budget (``budget`` fetches per URL per day; unused tokens carry
-over for at most one day, so no policy ever exceeds the budget), and picks its most wanted
+policy gets the same token budget (``budget`` fetches per URL per day; tokens accrue
+fractionally; unused ones carry over for at most one day, or one fetch where a day grants
+less, so no policy ever exceeds the budget), and picks its most wanted
 URLs subject to the politeness limit. Between fetches, time is continuous: freshness (the
 stored copy equals the live page) and harmonic staleness (``H(n) = 1 + 1/2 + … + 1/n`` for
 ``n`` changes since the last fetch; Kolobov et al.) are integrated exactly over each page's
@@ -38,7 +39,7 @@ from bayesrate.constants import HOURS_PER_DAY, N_HOUR_OF_WEEK
 from bayesrate.errors import ObservationError
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
-from bayesrate.scheduler.decide import plan, priority, select_polite
+from bayesrate.scheduler.decide import plan, priority, select_polite, token_cap
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 
 #: Monday 2025-01-06 00:00 UTC, hours since the epoch
@@ -351,7 +352,7 @@ def _harmonic_table(n: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n + 1))])
 
 
-def _fetch(pol, s: dict, now: float, per_tick, token_cap, hosts: np.ndarray, quota) -> None:
+def _fetch(pol, s: dict, now: float, per_tick, cap, hosts: np.ndarray, quota) -> None:
     """One policy's fetches at ``now``: its top priorities within its tokens and the hosts'
     politeness (every URL when unconstrained); the fetched URLs become fresh."""
     stale = s["stale"]
@@ -359,7 +360,7 @@ def _fetch(pol, s: dict, now: float, per_tick, token_cap, hosts: np.ndarray, quo
     if per_tick is None:
         rows = np.flatnonzero(score > -np.inf)
     else:
-        s["tokens"] = min(s["tokens"] + per_tick, token_cap)
+        s["tokens"] = min(s["tokens"] + per_tick, cap)
         m = int(s["tokens"])
         rows = select_polite(score, m, hosts, quota) if m else np.zeros(0, int)
         s["tokens"] -= len(rows)
@@ -426,7 +427,7 @@ def run(
     counts = max(int(np.bincount(world.ev_page, minlength=n).max(initial=0)), 1)
     htab = _harmonic_table(counts + 1)
     per_tick = None if budget is None else budget / HOURS_PER_DAY * n * dt
-    token_cap = None if budget is None else budget * n  # one day's budget
+    cap = None if budget is None else token_cap(budget * n)  # one day's budget, >= 1
     quota = np.full(len(world.host_names), world.host_limit)
     k_ticks = world.n_ticks
     every = max(1, round(series_every / dt))
@@ -450,7 +451,7 @@ def run(
         ep, eo, er = world.ev_page[e0:e1], world.ev_offset[e0:e1], world.ev_rank[e0:e1]
         first = er == 0
         for pol, s in zip(policies, state, strict=True):
-            _fetch(pol, s, now, per_tick, token_cap, world.hosts, quota)
+            _fetch(pol, s, now, per_tick, cap, world.hosts, quota)
             f, h = _tick_integrals(s["stale"], w, dt, (ep, eo, er, first), htab)
             s["F"] += f
             s["H"] += h

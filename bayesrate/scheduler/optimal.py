@@ -1,11 +1,20 @@
 """Fetch rates that are optimal under a budget (``docs/science.md`` §5).
 
-Two objectives, both for pages whose content changes as a Poisson process of rate
-``λᵢ`` (per hour) and which are fetched as a Poisson process of rate ``pᵢ`` (per hour):
+Three objectives, all for pages whose content changes as a Poisson process of rate
+``λᵢ`` (per hour), fetched ``pᵢ`` times per hour:
 
-- **binary freshness** (Azar et al. 2018): maximise ``Σ wᵢ pᵢ / (pᵢ + λᵢ)`` subject to
-  ``Σ pᵢ ≤ R``. Closed form ``pᵢ = max(0, √(wᵢλᵢ/μ) − λᵢ)``; sorting by ``wᵢ/λᵢ`` and
-  scanning the prefix sums finds ``μ`` exactly in O(N log N) (:func:`azar_rates`).
+- **binary freshness, Poisson-timed fetches** (``"freshness"``, Azar et al. 2018): maximise
+  ``Σ wᵢ pᵢ / (pᵢ + λᵢ)`` subject to ``Σ pᵢ ≤ R``. Closed form
+  ``pᵢ = max(0, √(wᵢλᵢ/μ) − λᵢ)``; sorting by ``wᵢ/λᵢ`` and scanning the prefix sums finds
+  ``μ`` exactly in O(N log N) (:func:`azar_rates`).
+- **binary freshness, periodic fetches** (``"periodic"``, Cho & Garcia-Molina 2003): a page
+  fetched every ``1/fᵢ`` is fresh a share ``Fᵢ = (fᵢ/λᵢ)(1 − e^{−λᵢ/fᵢ})`` of the time;
+  maximise ``Σ wᵢFᵢ`` subject to ``Σ fᵢ = R``. The Lagrangian gives, with ``xᵢ = λᵢ/fᵢ``,
+  ``1 − e^{−xᵢ}(1 + xᵢ) = μλᵢ/wᵢ`` — the left side is the regularised incomplete Gamma
+  ``P(2, xᵢ)``, so ``xᵢ = P⁻¹(2, μλᵢ/wᵢ)`` — and ``fᵢ = 0`` where ``μλᵢ/wᵢ ≥ 1`` (pages too
+  fast to keep fresh are abandoned); ``μ`` by bisection (:func:`periodic_rates`). Plan with
+  the objective that matches how the fetches are really timed: a scheduler that fetches a
+  page when its planned interval has elapsed fetches periodically.
 - **harmonic staleness** (Kolobov et al. 2019): minimise ``−Σ wᵢ ln(ρᵢ / (ρᵢ + λᵢ))``
   subject to ``Σ ρᵢ = R``; ``ρᵢ = (−λᵢ + √(λᵢ² + 4wᵢλᵢ/μ)) / 2`` never starves a page;
   ``μ`` by bisection (:func:`harmonic_rates`).
@@ -27,7 +36,36 @@ import numpy as np
 
 from bayesrate.errors import ObservationError
 
-OBJECTIVES = ("freshness", "harmonic")
+OBJECTIVES = ("freshness", "harmonic", "periodic")
+#: what each objective solves, for command output
+OBJECTIVE_DESCRIPTIONS = {
+    "freshness": "freshness of Poisson-timed fetches (Azar et al. 2018)",
+    "periodic": "freshness of periodic fetches (Cho & Garcia-Molina 2003)",
+    "harmonic": "harmonic staleness (Kolobov et al. 2019)",
+}
+#: command-line names: ``poisson`` is ``freshness``
+OBJECTIVE_ALIASES = {"poisson": "freshness"}
+
+
+def objective_name(name: str) -> str:
+    """The objective a command-line name stands for (:data:`OBJECTIVE_ALIASES`).
+
+    Parameters
+    ----------
+    name
+        One of :data:`OBJECTIVES` or an alias.
+
+    Returns
+    -------
+    str
+        A name in :data:`OBJECTIVES`.
+    """
+    name = OBJECTIVE_ALIASES.get(name, name)
+    if name not in OBJECTIVES:
+        raise ObservationError(f"objective must be one of {OBJECTIVES}, got {name!r}")
+    return name
+
+
 #: bisection steps on log μ over [-LOG_SPAN, LOG_SPAN]: 2·700 / 2^90 is far below 1 ulp
 _BISECT_STEPS = 90
 _LOG_SPAN = 700.0
@@ -108,6 +146,8 @@ def _never_exceed(p: np.ndarray, cap: float) -> np.ndarray:
 
 def _rate_at(objective: str, w: np.ndarray, lam: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """Unconstrained optimum of one page at multiplier ``mu`` (decreasing in ``mu``)."""
+    if objective == "periodic":
+        return _periodic_rate_at(w, lam, mu)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         if objective == "freshness":
             p = np.sqrt(w * lam / mu) - lam
@@ -119,6 +159,63 @@ def _rate_at(objective: str, w: np.ndarray, lam: np.ndarray, mu: np.ndarray) -> 
             p = np.where((lam == 0) | (w == 0), 0.0, p)
             p = np.where(np.isnan(p), np.inf, p)
     return p
+
+
+def _periodic_rate_at(w: np.ndarray, lam: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Periodic fetches: ``f = λ / x`` with ``P(2, x) = 1 − e^{−x}(1 + x) = μλ/w``; 0 where
+    ``μλ/w ≥ 1`` or ``wλ = 0``."""
+    from scipy.special import gammaincinv
+
+    w, lam, mu = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (w, lam, mu)))
+    useful = (w > 0) & (lam > 0)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        level = np.where(useful, mu * lam / np.where(useful, w, 1.0), 1.0)
+        x = gammaincinv(2.0, np.clip(level, 0.0, 1.0))
+        f = np.where(level < 1.0, lam / x, 0.0)
+    return np.where(useful & ~np.isnan(f), f, 0.0)
+
+
+def periodic_freshness(rates: np.ndarray, fetch: np.ndarray) -> np.ndarray:
+    """Share of time a page fetched every ``1/f`` is fresh: ``(f/λ)(1 − e^{−λ/f})``.
+
+    Parameters
+    ----------
+    rates
+        Change rates ``λ >= 0``.
+    fetch
+        Fetch frequencies ``f >= 0`` (same time unit).
+
+    Returns
+    -------
+    numpy.ndarray
+        Per page, 1 for ``λ = 0``, 0 for ``f = 0 < λ``.
+    """
+    lam, f = np.broadcast_arrays(np.asarray(rates, float), np.asarray(fetch, float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = lam / f
+        out = -np.expm1(-x) / x
+    return np.where(lam == 0, 1.0, np.where(f > 0, out, 0.0))
+
+
+def periodic_rates(weights: np.ndarray, rates: np.ndarray, budget: float) -> np.ndarray:
+    """Freshness-optimal periodic fetch frequencies (Cho & Garcia-Molina), ``Σ fᵢ = R``.
+
+    Parameters
+    ----------
+    weights
+        Importance ``wᵢ >= 0``.
+    rates
+        Change rates ``λᵢ >= 0``.
+    budget
+        Total fetch rate ``R >= 0`` (same time unit as ``rates``).
+
+    Returns
+    -------
+    numpy.ndarray
+        Fetch frequencies ``fᵢ >= 0`` (a page is fetched every ``1/fᵢ``), ``Σ fᵢ <= R``;
+        pages with ``μλᵢ/wᵢ >= 1`` at the budget's multiplier get none.
+    """
+    return optimal_rates(weights, rates, budget, objective="periodic")
 
 
 def harmonic_rates(weights: np.ndarray, rates: np.ndarray, budget: float) -> np.ndarray:
@@ -147,7 +244,8 @@ def optimal_rates(
     weights, rates, budget
         As in :func:`azar_rates`.
     objective
-        ``"freshness"`` (Azar) or ``"harmonic"`` (Kolobov).
+        ``"freshness"`` (Azar: Poisson-timed fetches), ``"periodic"`` (Cho &
+        Garcia-Molina: periodic fetches) or ``"harmonic"`` (Kolobov).
     lower, upper
         Per-page bounds on the fetch rate (scalars or arrays): an exploration floor and the
         cap ``1 / shortest allowed interval``.
@@ -319,12 +417,14 @@ class PosteriorResponse:
     With ``π_ij`` the probability of rate ``λ_j`` for page ``i`` (a shared set of rates:
     the scheduler's grid), the marginal value of fetch rate ``p`` is
     ``v_i(p) = w_i Σ_j π_ij λ_j / (p + λ_j)²`` for freshness (the derivative of
-    ``E[p / (p + λ)]``) and ``w_i Σ_j π_ij λ_j / (p (p + λ_j))`` for harmonic staleness
+    ``E[p / (p + λ)]``), ``w_i Σ_j π_ij P(2, λ_j/p) / λ_j`` for periodic freshness (of
+    ``E[(p/λ)(1 − e^{−λ/p})]``, ``P`` the regularised incomplete Gamma) and
+    ``w_i Σ_j π_ij λ_j / (p (p + λ_j))`` for harmonic staleness
     (of ``−E[log(p / (p + λ))]``). Both decrease in ``p``; the optimum at multiplier ``μ``
     solves ``v_i(p) = μ`` (0 for freshness when ``v_i(0) ≤ μ``), clipped to the bounds.
-    ``v`` is tabulated on :data:`N_TABLE` log-spaced rates spanning the bounds (one matrix
-    product ``π · K``) and inverted by binary search per page with linear interpolation of
-    ``log p`` in ``log v``.
+    ``v`` is tabulated on :data:`N_TABLE` (periodic: twice that) log-spaced rates spanning
+    the bounds (one matrix product ``π · K``) and inverted by binary search per page with
+    linear interpolation of ``log p`` in ``log v``.
     """
 
     def __init__(
@@ -335,9 +435,13 @@ class PosteriorResponse:
         node_rates: np.ndarray,
         lower: np.ndarray,
         upper: np.ndarray,
-        n_table: int = N_TABLE,
+        n_table: int | None = None,
     ) -> None:
         self.objective = objective
+        if n_table is None:
+            # periodic freshness's marginal value turns as e^{−λ/p}: twice the table keeps
+            # the inversion's objective loss ~1e-6 relative, as for the other objectives
+            n_table = 2 * N_TABLE if objective == "periodic" else N_TABLE
         lam = np.asarray(node_rates, dtype=np.float64)
         finite_hi = upper[np.isfinite(upper)]
         p_max = float(finite_hi.max()) if len(finite_hi) else 1e3 * float(lam.max())
@@ -348,6 +452,12 @@ class PosteriorResponse:
         table = np.geomspace(p_min, max(p_max, p_min * (1 + 1e-9)), n_table)
         if objective == "freshness":
             kernel = lam[:, None] / (table[None, :] + lam[:, None]) ** 2
+            at_zero = probabilities @ (1.0 / lam)
+        elif objective == "periodic":
+            from scipy.special import gammainc
+
+            # d/df of (f/λ)(1 − e^{−λ/f}) is P(2, λ/f) / λ; 1/λ at f → 0
+            kernel = gammainc(2.0, lam[:, None] / table[None, :]) / lam[:, None]
             at_zero = probabilities @ (1.0 / lam)
         else:
             kernel = lam[:, None] / (table[None, :] * (table[None, :] + lam[:, None]))
@@ -387,7 +497,7 @@ class PosteriorResponse:
         p = np.exp(self.log_p[j] + frac * (self.log_p[j + 1] - self.log_p[j]))
         p = np.where(above_all, self.p[-1] * np.exp((log_v[:, -1] - log_mu) / 2), p)
         below_all = lo < 0  # μ above v at the smallest tabulated rate
-        if self.objective == "freshness":
+        if self.objective in ("freshness", "periodic"):
             # between 0 and the first rate: v is ~linear in p; 0 when v(0) <= μ
             v0, v1 = np.exp(self.log_v0), np.exp(log_v[:, 0])
             mu_lin = np.exp(log_mu)
@@ -413,7 +523,8 @@ def expected_optimal_rates(
 ) -> np.ndarray:
     """Fetch rates maximising the *posterior expected* objective under a budget.
 
-    Freshness: maximise ``Σ w_i E_i[p_i / (p_i + λ)]``; harmonic: minimise
+    Freshness: maximise ``Σ w_i E_i[p_i / (p_i + λ)]``; periodic freshness: maximise
+    ``Σ w_i E_i[(p_i/λ)(1 − e^{−λ/p_i})]``; harmonic: minimise
     ``Σ w_i E_i[log((p_i + λ) / p_i)]``, each expectation over page ``i``'s rate posterior
     ``P(λ = node_rates[j]) = probabilities[i, j]``; ``Σ p ≤ budget``, bounds and per-host
     caps as in :func:`optimal_rates` (:class:`PosteriorResponse` gives each page's
@@ -445,6 +556,12 @@ def expected_freshness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray
     with np.errstate(invalid="ignore", divide="ignore"):
         f = np.where(lam == 0, 1.0, p / (p + lam))
     return float((w * f).sum() / w.sum())
+
+
+def expected_periodic_freshness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray) -> float:
+    """Weighted mean of :func:`periodic_freshness` (fetches every ``1/f``)."""
+    w, lam, _ = _check_inputs(weights, rates, 0.0)
+    return float((w * periodic_freshness(lam, fetch)).sum() / w.sum())
 
 
 def expected_harmonic_staleness(weights: np.ndarray, rates: np.ndarray, fetch: np.ndarray) -> float:

@@ -4,8 +4,10 @@
 same censored crawl log of the past (:func:`warmup_crawl`: a fixed-interval crawl with a
 random phase per page, default daily). From ``start`` on, for ``days`` days, each policy
 spends the same budget — ``budget`` fetches per *live* page per day, as tokens granted every
-tick of ``tick_hours`` (unused tokens carry over for at most one day, so no policy exceeds
-the budget); the interval baselines' constants are scaled until they use it to within 2%.
+tick of ``tick_hours`` (tokens accrue fractionally; unused ones carry over for at most one
+day, or one fetch where a day grants less, so no policy exceeds the budget); the interval
+baselines' constants are scaled until they use it to within 2%. A policy that makes no
+fetch in the window is an error (the window grants too few fetches), not a result.
 A fetch at ``t`` returns "changed since your last fetch" from the exact history. Pages
 created in the window enter at creation (the policies know the URL from then on; it is stale
 until fetched), deleted pages leave, and are scored only while they exist.
@@ -21,8 +23,9 @@ their interval rules), ``bayesrate`` (ours: per-URL Gamma posteriors from the pr
 with the warm-up log, Azar-optimal rates from the expected freshness gain over each
 posterior re-solved daily over the live pages, exploration floor — as in ``schedule
 simulate``; other variants of ours by name, :data:`OURS`) and ``oracle-hindsight``
-(Azar's optimum with each page's realised rate in the window: an upper reference, not a
-bound, when rates drift).
+(the periodic-fetch optimum of Cho & Garcia-Molina with each page's realised rate in the
+window — the objective that matches the replay's fetches, each due when its planned
+interval has elapsed: an upper reference, not a bound, when rates drift).
 
 Never imports PyMC: priors come in as a :class:`~bayesrate.priors.PriorSet` (calibrating
 them from the warm-up log is :func:`bayesrate.quick_fit.calibrate_priors`, which the command
@@ -44,8 +47,8 @@ from bayesrate.history import ChangeHistory, Crawl, FixedInterval, crawl, segmen
 from bayesrate.observations import concat_ranges
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
-from bayesrate.scheduler.decide import plan, priority, select_polite
-from bayesrate.scheduler.optimal import azar_rates
+from bayesrate.scheduler.decide import plan, priority, select_polite, token_cap
+from bayesrate.scheduler.optimal import optimal_rates
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 from bayesrate.seeds import rng_from
 
@@ -61,9 +64,12 @@ FLOOR_DAYS = 60.0
 #: ``bayesrate`` the package default (Gamma-ADF, planned from the expected freshness gain),
 #: ``gamma-q0.3`` Gamma-ADF planned from the 0.3 posterior quantile (the default before
 #: issue #15), ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the
-#: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift
+#: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift, ``periodic``
+#: the default planned for periodic fetches (Cho & Garcia-Molina's freshness, the objective
+#: that matches the replay's fetches; ``objective`` is the planner's, not a config setting)
 OURS: dict[str, dict[str, Any]] = {
     "bayesrate": {},
+    "periodic": {"objective": "periodic"},
     "gamma-q0.3": {"posterior": "gamma", "plan_expected": False, "plan_quantile": PLAN_QUANTILE},
     "gamma-mean": {"posterior": "gamma", "plan_expected": False, "plan_quantile": None},
     "grid": {"posterior": "grid"},
@@ -344,6 +350,7 @@ def ours_config(replay: Replay, variant: str, drift: float | None = None) -> Sch
     if variant not in OURS:
         raise ObservationError(f"unknown variant {variant!r}; one of {sorted(OURS)}", field="ours")
     settings = dict(OURS[variant])
+    settings.pop("objective", None)
     if settings.pop("drift", None):
         if drift is None:
             raise ObservationError(f"{variant!r} needs a drift σ (per √day)", field="drift")
@@ -385,8 +392,10 @@ class PlannedReplay:
         *,
         rates: np.ndarray | None = None,
         config: SchedulerConfig | None = None,
+        objective: str = "freshness",
     ) -> None:
         self.name = name
+        self.objective = objective
         self.replay = replay
         self.rates = rates
         self.budget = budget
@@ -414,7 +423,10 @@ class PlannedReplay:
             target[live] = self.rates[live]
             return
         floor = min(1.0 / (FLOOR_DAYS * HOURS_PER_DAY), 0.5 * budget_h / len(live))
-        plan(self.state, budget_h, floor=floor, rng=self.rng, now=now, rows=live)
+        plan(
+            self.state, budget_h, objective=self.objective, floor=floor, rng=self.rng, now=now,
+            rows=live,
+        )  # fmt: skip
 
     def priority(self, now: float) -> np.ndarray:
         if now >= self.next_plan:
@@ -429,12 +441,15 @@ class PlannedReplay:
             self.state.last_fetch[rows] = now
 
 
-def hindsight_rates(replay: Replay, budget: float) -> np.ndarray:
-    """Azar's optimum with each page's realised rate in the window (fetches per hour).
+def hindsight_rates(replay: Replay, budget: float, objective: str = "periodic") -> np.ndarray:
+    """The freshness optimum with each page's realised rate in the window (fetches per hour).
 
     With ``L`` live hours and ``N`` changes in the window (a creation in the window counts:
-    the page is stale until fetched), fetching a page ``q`` times is Azar's problem with
-    weights ``w·L``, rates ``N`` and budget = the window's total fetches; ``p = q / L``.
+    the page is stale until fetched), fetching a page ``q`` times is a freshness problem
+    with weights ``w·L``, rates ``N`` and budget = the window's total fetches; ``p = q / L``.
+    ``objective``: ``"periodic"`` (default: Cho & Garcia-Molina, as the replay fetches a
+    page when its planned interval has elapsed) or ``"freshness"`` (Azar's, for
+    Poisson-timed fetches; :mod:`bayesrate.scheduler.optimal`).
     """
     h = replay.history
     n = replay.n
@@ -446,7 +461,12 @@ def hindsight_rates(replay: Replay, budget: float) -> np.ndarray:
     created = np.isnan(replay.copy_time) & (h.life_start[first_life] > h.start)
     changes = h.count_changes(np.arange(n), np.full(n, replay.start), np.full(n, replay.end))
     realised = changes + created
-    q = azar_rates(replay.weights * live, realised.astype(float), replay.budget_fetches(budget))
+    q = optimal_rates(
+        replay.weights * live,
+        realised.astype(float),
+        replay.budget_fetches(budget),
+        objective=objective,
+    )
     return np.divide(q, live, out=np.zeros(n), where=live > 0)
 
 
@@ -498,7 +518,7 @@ def run_policies(
                 rows = np.flatnonzero(score > -np.inf)
             else:
                 grant = budget / HOURS_PER_DAY * n_live * dt
-                tokens[pol.name] = min(tokens[pol.name] + grant, budget * n_live)
+                tokens[pol.name] = min(tokens[pol.name] + grant, token_cap(budget * n_live))
                 m = int(tokens[pol.name])
                 rows = select_polite(score, m, no_hosts, None) if m else no_rows
                 tokens[pol.name] -= len(rows)
@@ -593,6 +613,12 @@ def replay_policies(
     σ_rw per √day for ``grid-drift``) and the hindsight oracle, score them exactly."""
     if not (np.isfinite(budget) and budget > 0):
         raise ObservationError(f"budget must be > 0 fetches per page per day, got {budget!r}")
+    if replay.budget_fetches(budget) < 1:
+        raise ObservationError(
+            f"the window grants {replay.budget_fetches(budget):.3g} fetches at budget "
+            f"{budget:g} per live page per day: fewer than one; replay a longer window",
+            field="budget",
+        )
     t_start = _time.perf_counter()
     seconds: dict[str, float] = {}
     scales = {}
@@ -607,9 +633,13 @@ def replay_policies(
     ]
     for variant in ours:
         config = ours_config(replay, variant, drift)
+        objective = OURS[variant].get("objective", "freshness")
         policies.append(
-            PlannedReplay(variant, replay, priors, budget, rng_from(f"{seed}-ours"), config=config)
-        )
+            PlannedReplay(
+                variant, replay, priors, budget, rng_from(f"{seed}-ours"), config=config,
+                objective=objective,
+            )
+        )  # fmt: skip
     policies.append(
         PlannedReplay(
             "oracle-hindsight", replay, priors, budget, rng_from(f"{seed}-oracle"),
@@ -627,6 +657,13 @@ def replay_policies(
         if pol.name in scales:
             r["interval_scale"] = scales[pol.name]
         results[pol.name] = r
+    idle = [name for name, r in results.items() if r["fetches"] == 0]
+    if idle:
+        raise ObservationError(
+            f"no fetch in the window by {', '.join(idle)} (budget {budget:g}, "
+            f"{target:.3g} fetches granted): a window without fetches is no result",
+            field="budget",
+        )
     seconds["total"] = _time.perf_counter() - t_start
     total_fetches = sum(r["fetches"] for r in results.values())
     setup = {
@@ -655,3 +692,68 @@ def _iso(hours: float) -> str:
     from bayesrate.clock import to_timestamp
 
     return to_timestamp(hours).isoformat()
+
+
+# --------------------------------------------------------------------------- several seeds
+#: the scores summarised over seeds
+SEED_METRICS = ("freshness", "harmonic_staleness")
+
+
+def seed_names(seed: int | str, k: int) -> list[str]:
+    """``k`` replay seeds: ``seed`` itself first (one seed reproduces a single replay),
+    then ``seed-1`` … ``seed-(k−1)``."""
+    if k < 1:
+        raise ObservationError(f"need at least one seed, got {k!r}", field="seeds")
+    return [str(seed)] + [f"{seed}-{i}" for i in range(1, k)]
+
+
+def summarize_seeds(results: list[ReplayResult], ours: tuple[str, ...]) -> dict[str, Any]:
+    """Each policy's mean and sd over seeds, and ours paired against each production policy.
+
+    Parameters
+    ----------
+    results
+        One :class:`ReplayResult` per seed (each seed: its own warm-up phases and policy
+        randomness; the same pages, window and budget).
+    ours
+        Our variants' names (the rest of :data:`BASELINES` are the production policies).
+
+    Returns
+    -------
+    dict
+        ``seeds``; ``policies[name][metric] = {"mean", "sd", "per_seed"}`` (``sd`` with
+        ``ddof=1``, ``None`` for one seed) for ``freshness`` and ``harmonic_staleness``,
+        plus the mean ``fetches``; ``paired[ours][baseline]`` = the freshness difference
+        ours − baseline per seed: ``mean``, ``se`` (its sd / √K, ``None`` for one seed),
+        ``wins`` (seeds where ours is fresher) and ``seeds``.
+    """
+    if not results:
+        raise ObservationError("no replay results to summarise", field="seeds")
+    k = len(results)
+    names = list(results[0].policies)
+    policies: dict[str, dict[str, Any]] = {}
+    for name in names:
+        entry: dict[str, Any] = {}
+        for metric in SEED_METRICS:
+            x = np.array([r.policies[name][metric] for r in results], dtype=float)
+            entry[metric] = {
+                "mean": float(x.mean()),
+                "sd": float(x.std(ddof=1)) if k > 1 else None,
+                "per_seed": x.tolist(),
+            }
+        entry["fetches"] = float(np.mean([r.policies[name]["fetches"] for r in results]))
+        policies[name] = entry
+    paired: dict[str, dict[str, Any]] = {}
+    for mine in ours:
+        paired[mine] = {}
+        for base in BASELINES:
+            d = np.array(policies[mine]["freshness"]["per_seed"]) - np.array(
+                policies[base]["freshness"]["per_seed"]
+            )
+            paired[mine][base] = {
+                "mean": float(d.mean()),
+                "se": float(d.std(ddof=1) / np.sqrt(k)) if k > 1 else None,
+                "wins": int((d > 0).sum()),
+                "seeds": k,
+            }
+    return {"seeds": k, "policies": policies, "paired": paired}

@@ -4,14 +4,14 @@ One row per URL: the posterior of its change rate, last fetch, last fetch that d
 change, importance weight, host, fetch/change counters and planned fetch rate. Arrays grow
 by doubling (``docs/scheduler.md``). Two posterior families (``SchedulerConfig.posterior``):
 
-- ``"grid"`` (default): the posterior of ``log λ`` on one shared grid of ``K`` nodes, as
+- ``"grid"`` (opt-in): the posterior of ``log λ`` on one shared grid of ``K`` nodes, as
   float32 log-probabilities per URL (:mod:`bayesrate.scheduler.rategrid`). It starts from
   the artifact's fitted population (``priors.json`` v2: a normal mixture of ``log λ``;
   v1: the Gamma prior, discretised exactly), takes the exact censored likelihood of every
   interval, and lets ``log λ`` drift as a random walk between fetches when the artifact
   (or ``SchedulerConfig.drift``) gives a volatility ``σ_rw``. Means, quantiles and
   Thompson draws come from that posterior.
-- ``"gamma"``: Gamma(α, β) per URL (per hour; β in hours of exposure), updated by the
+- ``"gamma"`` (default): Gamma(α, β) per URL (per hour; β in hours of exposure), updated by the
   censoring-exact moment-matched update (:func:`bayesrate.estimators.gamma.adf_update`) or,
   for comparison, the first source document's exposure update (``update="exposure"``).
 
@@ -64,8 +64,9 @@ class SchedulerConfig:
     Attributes
     ----------
     posterior
-        ``"grid"`` (default: the posterior on a shared log-rate grid) or ``"gamma"``
-        (one Gamma per URL, the earlier state; kept for comparison).
+        ``"gamma"`` (default: one Gamma per URL, started from the artifact's Gamma view) or
+        ``"grid"`` (opt-in: the posterior on a shared log-rate grid, started from the
+        fitted population).
     update
         Gamma posterior only: ``"adf"`` (censoring-exact, default) or ``"exposure"``
         (seed ``PageState``).

@@ -367,7 +367,12 @@ def check_posteriors(got: pd.DataFrame, log: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize(
     ("objective", "host_cap", "min_interval", "max_interval"),
-    [("freshness", None, None, None), ("freshness", 3.0, 2.0, 400.0), ("harmonic", 5.0, 1.0, None)],
+    [
+        ("freshness", None, None, None),
+        ("freshness", 3.0, 2.0, 400.0),
+        ("harmonic", 5.0, 1.0, None),
+        ("periodic", 3.0, 2.0, 400.0),
+    ],
 )
 def test_rates_equal_in_memory_solver(
     client, stats_dir, objective, host_cap, min_interval, max_interval, tmp_path
@@ -390,6 +395,7 @@ def test_rates_equal_in_memory_solver(
     check_rates(got, post, budget, objective, host_cap, min_interval, max_interval)
     if host_cap:
         assert m["hosts_at_cap"] >= 1
+    assert m["objective"] == objective and m["objective_solved"]
     assert m["fetch_per_day"] == pytest.approx(got["fetch_per_day"].sum())
 
 

@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 
 from bayesrate.cli import main
+from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory
 from bayesrate.priors import PriorSet
 from bayesrate.scheduler import replay
+from bayesrate.scheduler.baselines import BASELINES
 from bayesrate.scheduler.optimal import azar_rates
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
@@ -127,23 +129,51 @@ def test_replay_budgets_and_exact_scores():
         assert exact["harmonic_staleness"] == pytest.approx(approx_h, abs=2e-3)
 
 
-def test_hindsight_rates_are_azar_on_window_counts():
-    h = synthetic_history("hindsight")
-    start = H0 + 90 * 24
-    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
-    p = replay.hindsight_rates(setup, 0.2)
+def _hindsight_problem(setup, start):
     live = replay._live_overlap(
         setup.history, np.arange(setup.n), np.full(setup.n, -np.inf), np.full(setup.n, np.inf),
         setup.start, setup.end,
     )  # fmt: skip
-    # fetches planned over the window equal the budget, and they solve Azar's problem
-    assert (p * live).sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
-    counts = h.count_changes(
+    counts = setup.history.count_changes(
         np.arange(setup.n), np.full(setup.n, start), np.full(setup.n, start + 480)
     )
     new = np.isnan(setup.copy_time)
-    q = azar_rates(live, (counts + new).astype(float), setup.budget_fetches(0.2))
+    return live, (counts + new).astype(float)
+
+
+def test_hindsight_rates_are_azar_on_window_counts():
+    h = synthetic_history("hindsight")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
+    p = replay.hindsight_rates(setup, 0.2, objective="freshness")
+    live, n_changes = _hindsight_problem(setup, start)
+    # fetches planned over the window equal the budget, and they solve Azar's problem
+    assert (p * live).sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
+    q = azar_rates(live, n_changes, setup.budget_fetches(0.2))
     assert np.allclose(p * live, q)
+
+
+def test_hindsight_rates_are_the_periodic_optimum_on_window_counts():
+    """The default oracle plans for the replay's fetches (each due when its planned interval
+    has elapsed: periodic): Cho & Garcia-Molina's first-order conditions hold, checked with
+    the marginal freshness ``w((1 − e^{−x}) − x e^{−x})/N`` (``x = N/q``) written out."""
+    h = synthetic_history("hindsight")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20)
+    p = replay.hindsight_rates(setup, 0.2)
+    live, n_changes = _hindsight_problem(setup, start)
+    q = p * live
+    assert q.sum() == pytest.approx(setup.budget_fetches(0.2), rel=1e-9)
+    active = q > 0
+    assert active.sum() >= 2 and (n_changes[active] > 0).all()
+    assert (q[n_changes == 0] == 0).all()  # a page that never changes needs no fetch
+    x = n_changes[active] / q[active]
+    marginal = live[active] * (-np.expm1(-x) - x * np.exp(-x)) / n_changes[active]
+    np.testing.assert_allclose(marginal, marginal.mean(), rtol=1e-8)
+    # the abandoned pages are worth no more than the multiplier at zero fetches
+    dropped = ~active & (n_changes > 0)
+    assert (live[dropped] / n_changes[dropped] <= marginal.mean() * (1 + 1e-9)).all()
+    assert not np.allclose(p, replay.hindsight_rates(setup, 0.2, objective="freshness"))
 
 
 def test_replay_module_never_imports_pymc():
@@ -166,13 +196,113 @@ def test_cli_replay_json(tmp_path, capsys):
     priors = PriorSet.default().save(tmp_path / "priors")
     args = ["schedule", "replay", "--history", str(h_path), "--start", ts(40 * 24)]
     args += ["--days", "10", "--budget", "0.5", "--priors", str(priors), "--json"]
-    assert main(args) == 0
+    assert main([*args, "--seeds", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"policies"}
+    assert set(out) == {"seeds", "policies", "paired"} and out["seeds"] == 3
     assert set(out["policies"]) == set(replay.POLICIES)
+    # the paired statistics, recomputed from the per-seed scores
+    ours = np.array(out["policies"]["bayesrate"]["freshness"]["per_seed"])
+    for base in BASELINES:
+        d = ours - np.array(out["policies"][base]["freshness"]["per_seed"])
+        got = out["paired"]["bayesrate"][base]
+        assert got["mean"] == pytest.approx(d.mean(), abs=1e-15)
+        assert got["se"] == pytest.approx(np.sqrt(np.sum((d - d.mean()) ** 2) / 2 / 3))
+        assert got["wins"] == int(np.sum(d > 0))
+    # the seeds differ (warm-up phases, policy randomness); the first is --seed's own replay
+    assert len(set(out["policies"]["uniform"]["freshness"]["per_seed"])) > 1
+    assert main([*args, "--seeds", "1"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert single["policies"]["uniform"]["freshness"]["per_seed"] == [
+        out["policies"]["uniform"]["freshness"]["per_seed"][0]
+    ]
+    assert single["paired"]["bayesrate"]["uniform"]["se"] is None
     # a missing required option is a usage error (exit 2)
     assert (
         main(["schedule", "replay", "--history", str(h_path), "--days", "1", "--budget", "1"]) == 2
     )
     assert main([*args[:5], "2024-01-01T00:00", *args[6:]]) == 1
     assert "no time zone" in capsys.readouterr().err
+
+
+def test_a_small_site_at_a_small_budget_gets_fetches_for_every_policy():
+    """60 pages at 1/90 fetches per page per day grant 2/3 of a fetch a day: tokens capped at
+    one day's grant never reached one fetch, and every policy (the oracle too) made none."""
+    h = synthetic_history("small-site", n_pages=60, days=300.0)
+    start = H0 + 200 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=90,
+                           tick_hours=2.0)  # fmt: skip
+    budget = 1 / 90
+    assert setup.live_counts().max() * budget < 1  # a day grants less than one fetch
+    result = replay.replay_policies(setup, budget=budget, priors=PriorSet.default(), seed="t")
+    target = setup.budget_fetches(budget)
+    for name, r in result.policies.items():
+        assert r["fetches"] > 0, name
+        assert r["fetches"] <= target + 1e-9, name
+    # ours and the oracle plan their fetches and spend (nearly) all of them
+    for name in ("bayesrate", "oracle-hindsight"):
+        assert result.policies[name]["fetches"] >= 0.9 * target, name
+
+
+def test_a_window_without_fetches_is_an_error():
+    h = synthetic_history("small-site", n_pages=60, days=300.0)
+    start = H0 + 200 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=1,
+                           tick_hours=2.0)  # fmt: skip
+    with pytest.raises(ObservationError, match="fewer than one"):
+        replay.replay_policies(setup, budget=1 / 90, priors=PriorSet.default(), seed="t")
+
+
+def test_summarize_seeds_by_hand():
+    """Three seeds with hand-made scores: means, sds, paired differences, se and wins."""
+
+    def result(scores):
+        return replay.ReplayResult(
+            {name: {"freshness": f, "harmonic_staleness": 1 - f, "fetches": 10}
+             for name, f in scores.items()},
+            {},
+        )  # fmt: skip
+
+    base = dict.fromkeys(BASELINES, 0.5)
+    seeds = [
+        result({**base, "uniform": 0.80, "bayesrate": 0.82}),
+        result({**base, "uniform": 0.70, "bayesrate": 0.69}),
+        result({**base, "uniform": 0.90, "bayesrate": 0.95}),
+    ]
+    out = replay.summarize_seeds(seeds, ("bayesrate",))
+    u = out["policies"]["uniform"]["freshness"]
+    assert u["mean"] == pytest.approx(0.8) and u["sd"] == pytest.approx(0.1)
+    d = out["paired"]["bayesrate"]["uniform"]
+    # differences +0.02, −0.01, +0.05: mean 0.02, sd 0.03, se 0.03/√3, 2 wins
+    assert d["mean"] == pytest.approx(0.02)
+    assert d["se"] == pytest.approx(0.03 / np.sqrt(3))
+    assert d["wins"] == 2 and d["seeds"] == 3
+    assert out["paired"]["bayesrate"]["nutch-adaptive"]["wins"] == 3
+    assert replay.seed_names("s", 3) == ["s", "s-1", "s-2"]
+
+
+def test_the_periodic_variant_plans_for_periodic_fetches():
+    """``--ours periodic``: the default planner with Cho & Garcia-Molina's freshness; its
+    plan of the same posteriors spends the same budget, differently from Azar's, and it
+    fetches as much as the default in the replay."""
+    h = synthetic_history("replay")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20,
+                           tick_hours=1.0)  # fmt: skip
+    budget = 1 / 3
+    plans = {}
+    for variant in ("bayesrate", "periodic"):
+        objective = replay.OURS[variant].get("objective", "freshness")
+        pol = replay.PlannedReplay(
+            variant, setup, PriorSet.default(), budget, np.random.default_rng(0),
+            config=replay.ours_config(setup, variant), objective=objective,
+        )  # fmt: skip
+        pol.set_live(np.ones(setup.n, dtype=bool))
+        pol.priority(setup.start)
+        plans[variant] = pol.state.target.copy()
+    total = budget / 24 * setup.n
+    for p in plans.values():
+        assert p.sum() == pytest.approx(total, rel=1e-6)
+    assert not np.allclose(plans["bayesrate"], plans["periodic"], rtol=1e-3)
+    result = replay.replay_policies(setup, budget=budget, priors=PriorSet.default(), seed="t",
+                                    ours=("bayesrate", "periodic"))  # fmt: skip
+    assert 0.98 <= result.policies["periodic"]["fetches_vs_budget"] <= 1 + 1e-9

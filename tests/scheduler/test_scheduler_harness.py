@@ -227,6 +227,25 @@ def test_cli_round_trip(tmp_path, capsys):
     # an invalid option value: refused by argparse (status 2) before the state is opened
     assert main(["schedule", "plan", db, "--budget", "-1"]) == 2
     assert "argument --budget" in capsys.readouterr().err
+    # the plan says which objective it solved; "poisson" is Azar's "freshness"
+    for name, solved in (("periodic", "periodic"), ("poisson", "freshness")):
+        capsys.readouterr()
+        assert main(["schedule", "plan", db, "--budget", "2", "--objective", name, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["objective"] == solved and out["fetches_per_day"] == pytest.approx(2.0)
+        assert ("periodic fetches" if solved == "periodic" else "Poisson-timed") in out[
+            "objective_solved"
+        ]
+    assert main(["schedule", "plan", db, "--budget", "2", "--objective", "periodic"]) == 0
+    assert "periodic fetches (Cho & Garcia-Molina" in capsys.readouterr().out
+
+
+def test_objective_choices_are_the_solvers_objectives():
+    from bayesrate.commands.common import OBJECTIVE_CHOICES
+    from bayesrate.scheduler.optimal import OBJECTIVE_ALIASES, OBJECTIVES, objective_name
+
+    assert set(OBJECTIVE_CHOICES) == set(OBJECTIVES) | set(OBJECTIVE_ALIASES)
+    assert {objective_name(c) for c in OBJECTIVE_CHOICES} == set(OBJECTIVES)
 
 
 def test_cli_simulate_json(capsys, tmp_path):
@@ -305,3 +324,14 @@ def test_a_tick_leaving_fewer_than_two_ticks_is_refused():
         with pytest.raises(ObservationError, match="fewer than two ticks"):
             make_world(20, 2.0, "w", None, dt=tick, budget=0.2)
     assert make_world(20, 2.0, "w", None, dt=24.0, budget=0.2).n == 20
+
+
+def test_small_world_at_a_small_budget_spends_its_tokens():
+    """30 URLs at 1/90 fetches per URL per day are granted a third of a fetch a day: with
+    tokens capped at one day's grant they never reached one fetch."""
+    w = make_world(30, 60.0, "test-small-budget", dt=1.0, budget=1 / 90)
+    always = Always()
+    always.n = w.n
+    got = run(w, [always], 1 / 90)["always"]["fetches"]
+    granted = 30 / 90 * 60.0
+    assert granted - 1 <= got <= granted
