@@ -9,6 +9,7 @@ the best exported one as recommended, and writes a Markdown report with PNG figu
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -114,11 +115,18 @@ def calibrate(
     sampler = dict(sampler or {})
     sampler.setdefault("seed", seed_int(seed))
     fits, checks = {}, {}
-    for name in models:
-        config = {**DEFAULT_MODEL_CONFIGS.get(name, {}), **(model_configs or {}).get(name, {})}
-        fits[name], checks[name] = _fit_and_check(
-            name, obs, config, sampler, method, f"{seed}-ppc-{name}", seconds, progress
-        )
+    partial = partial_directory(out)
+    try:
+        for name in models:
+            config = {**DEFAULT_MODEL_CONFIGS.get(name, {}), **(model_configs or {}).get(name, {})}
+            fits[name], checks[name] = _fit_and_check(
+                name, obs, config, sampler, method, f"{seed}-ppc-{name}", seconds, progress
+            )
+            _keep_finished(partial, name, fits[name], checks[name], seconds, progress)
+    except BaseException:
+        if fits:
+            progress(f"stopped; the finished models ({', '.join(fits)}) are kept in {partial}")
+        raise
 
     progress("comparing models by leave-one-page-out ELPD ...")
     t0 = time.perf_counter()
@@ -159,6 +167,7 @@ def calibrate(
                 command=command,
             ).name
         )
+    shutil.rmtree(partial, ignore_errors=True)  # the report now holds every finished model
     seconds["total"] = time.perf_counter() - start
     return CalibrationResult(
         dataset=dataset,
@@ -174,6 +183,41 @@ def calibrate(
     )
 
 
+def partial_directory(out: str | Path) -> Path:
+    """Where :func:`calibrate` keeps each model as soon as it is checked: ``<out>.partial``
+    beside the report directory (removed once the report is written).
+
+    It holds ``fit-<model>.nc`` (load it with :meth:`~bayesrate.models.base.RateModel.load`)
+    and ``<model>.json`` (its convergence diagnostics, the PPC statistics that are extreme,
+    and its seconds), so a run that is interrupted, or whose later model fails, keeps the
+    models it finished.
+    """
+    out = Path(out)
+    return out.parent / f"{out.name}.partial"
+
+
+def _keep_finished(partial: Path, name: str, model, checks, seconds, progress) -> None:
+    """Write one finished model's fit and summary into ``partial`` (each file atomically)."""
+    partial.mkdir(parents=True, exist_ok=True)
+    model.save(partial / f"fit-{name}.nc")  # atomic (bayesrate.atomic.write_netcdf)
+    summary = {
+        "model": name,
+        "diagnostics": model.diagnostics_.to_dict(),
+        "ppc_extreme": {r: checks.failures(replication=r) for r in checks.replications},
+        "seconds": {k: v for k, v in seconds.items() if k.endswith(f"_{name}")},
+    }
+    with atomic_path(partial / f"{name}.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=2, default=_plain))
+    progress(f"  {name}: kept in {partial}")
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy scalars and arrays (``json.dumps``'s ``default``)."""
+    import numpy as np
+
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else str(value)
+
+
 def _fit_and_check(name, obs, config, sampler, method, seed, seconds, progress):
     """Fit one model and run its posterior predictive checks, reporting as it goes."""
     from bayesrate.checks.ppc import ppc_for
@@ -185,7 +229,7 @@ def _fit_and_check(name, obs, config, sampler, method, seed, seconds, progress):
     with warnings.catch_warnings():
         # a failed gate is reported in the diagnostics and the report, not as a warning
         warnings.simplefilter("ignore")
-        model.fit(obs, method=method)
+        model.fit(obs, method=method, progress=progress)
     seconds[f"fit_{name}"] = time.perf_counter() - t0
     d = model.diagnostics_
     progress(

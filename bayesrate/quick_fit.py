@@ -19,6 +19,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from bayesrate.models.progress import Progress
 from bayesrate.observations import Observations
 from bayesrate.priors import PriorSet
 
@@ -34,15 +35,17 @@ def fit_model(
     obs: Observations,
     sampler: dict[str, Any],
     model_config: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ):
     """Fit model ``name`` (its defaults updated by ``model_config``) on ``obs`` by NUTS;
-    failed gates in ``diagnostics_``, not raised."""
+    failed gates in ``diagnostics_``, not raised; ``progress`` receives the fit's progress
+    lines (:meth:`~bayesrate.models.base.RateModel.fit`)."""
     from bayesrate.models import get_model
 
     model = get_model(name)(model_config=model_config, sampler_config=sampler)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the gates are in model.diagnostics_
-        model.fit(obs)
+        model.fit(obs, progress=progress)
     return model
 
 

@@ -10,11 +10,12 @@ import time
 
 from bayesrate.commands.common import (
     add_input_options,
+    add_quiet_option,
     check_output_dir,
     load_observations,
     non_negative_int,
     positive_int,
-    progress,
+    progress_for,
 )
 
 
@@ -69,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="export even if gates fail (the artifact says so), and overwrite artifacts of the "
         "same name that were fitted on other data",
     )
+    add_quiet_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesrate.models import parse_model_configs
 
     start = time.perf_counter()
+    progress = progress_for(args)
     # validate everything before any work
     name = artifact_name(args)
     configs = parse_model_configs(args.model_config, args.models)

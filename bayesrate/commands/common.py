@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,23 @@ def _is_history_table(path: str) -> bool:
 def progress(message: str) -> None:
     """One progress line on stderr (stdout stays clean for --json)."""
     print(f"[bayesrate] {message}", file=sys.stderr, flush=True)
+
+
+def add_quiet_option(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress lines on stderr (errors and the results still print)."""
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines on stderr (by default every fit reports its chains, draws, "
+        "divergences and elapsed time as it goes)",
+    )
+
+
+def progress_for(args: argparse.Namespace) -> Callable[[str], None]:
+    """:func:`progress`, or a callback that says nothing under ``--quiet``."""
+    from bayesrate.models.progress import silent
+
+    return silent if getattr(args, "quiet", False) else progress
 
 
 def print_json(obj: Any) -> None:

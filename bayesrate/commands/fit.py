@@ -18,11 +18,12 @@ import shutil
 
 from bayesrate.commands.common import (
     add_input_options,
+    add_quiet_option,
     check_output_dir,
     load_observations,
     non_negative_int,
     positive_int,
-    progress,
+    progress_for,
 )
 
 
@@ -61,7 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="posterior draws (thinned evenly) for the saved log-likelihood and posterior "
         "predictive groups; 0 leaves both out (default 1000)",
     )
-    parser.add_argument("--progress", action="store_true", help="show the sampler progress bar")
+    parser.add_argument(
+        "--progress", action="store_true", help="show nutpie's own progress bar (a terminal)"
+    )
+    add_quiet_option(parser)
     parser.add_argument("--out", required=True, help="output directory")
     parser.set_defaults(func=run)
 
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesrate.models import ConvergenceWarning, get_model
 
     # validate everything before any work
+    progress = progress_for(args)
     out = check_output_dir(args.out)
     config = parse_config(args.config)
     if args.timezone:
@@ -101,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     progress(f"fitting {args.model} by {args.method} ...")
     with warnings.catch_warnings():
         warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(obs, method=args.method, progressbar=args.progress)
+        model.fit(obs, method=args.method, progressbar=args.progress, progress=progress)
     if args.predictive_draws > 0 and not model.observed_groups:
         progress(f"{args.model}: no pointwise log-likelihood or posterior predictive draws")
     elif args.predictive_draws > 0:

@@ -12,12 +12,13 @@ import importlib
 
 from bayesrate.commands.common import (
     UTC_TIME_HELP,
+    add_quiet_option,
     check_output_dir,
     non_negative_int,
     positive_float,
     positive_int,
     print_json,
-    progress,
+    progress_for,
     utc_time,
 )
 
@@ -157,6 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--out", default=f"out/study-{name}", help="output directory")
         sp.add_argument("--seed", default=f"bayesrate-{name}", help="seed (int or string)")
         sp.add_argument("--fast", action="store_true", help="smaller run for smoke tests")
+        add_quiet_option(sp)
         for flag, kwargs in OPTIONS.get(name, []):
             sp.add_argument(*((flag,) if isinstance(flag, str) else flag), **kwargs)
         sp.set_defaults(func=run)
@@ -167,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     from bayesrate.studies import STUDIES
 
     check_output_dir(args.out)  # before any work
+    progress = progress_for(args)
     module = importlib.import_module(STUDIES[args.study])
     names = [_keyword(flag, kwargs) for flag, kwargs in OPTIONS.get(args.study, [])]
     keywords = {k: getattr(args, k) for k in names if getattr(args, k) is not None}

@@ -49,7 +49,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -60,6 +60,7 @@ from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY, MAX_DIVERGENCES
 from bayesrate.errors import ArtifactError, ObservationError
 from bayesrate.models import diagnostics as diag_mod
 from bayesrate.models import likelihood as lik_names
+from bayesrate.models.progress import silent
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -353,6 +354,7 @@ class RateModel:
         method: str = "nuts",
         *,
         progressbar: bool = False,
+        progress: Callable[[str], None] | None = None,
         **sampler_overrides: Any,
     ) -> Self:
         """Fit the model to ``data``.
@@ -365,7 +367,13 @@ class RateModel:
             ``"nuts"`` (nutpie), ``"advi"`` (PyMC mean-field ADVI) or ``"pathfinder"``
             (pymc-extras).
         progressbar
-            Show the sampler's progress bar.
+            Show the sampler's own progress bar (a terminal or notebook widget).
+        progress
+            Receives plain progress lines as the fit goes: compiling, then every
+            :data:`~bayesrate.models.progress.PROGRESS_EVERY` seconds the chains, draws,
+            divergences and elapsed time of NUTS
+            (:class:`~bayesrate.models.progress.SamplerProgress`), then the post-fit. The
+            CLI prints them on stderr unless ``--quiet``.
         **sampler_overrides
             Per-call overrides of :attr:`sampler_config` (e.g. ``draws=200``).
 
@@ -383,17 +391,21 @@ class RateModel:
         start = time.perf_counter()
         timing: dict[str, float] = {}
         method_failures: list[str] = []
+        say = progress if progress is not None else silent
         with reproducible_compilation():
+            say(f"{self.model_type}: building the model on {data.n_pages:,} pages ...")
             model = self.build_model(data)
             if method == "nuts":
-                idata = self._fit_nuts(model, cfg, progressbar, timing)
-            elif method == "advi":
-                idata = self._fit_advi(model, cfg, progressbar, timing, method_failures)
+                idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
             else:
-                idata = self._fit_pathfinder(model, cfg, progressbar, timing, method_failures)
+                say(f"{self.model_type}: {method} ...")
+                fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
+                idata = fit_vi(model, cfg, progressbar, timing, method_failures)
+            say(f"{self.model_type}: post-processing the draws ...")
             idata = self._postprocess(idata, data)
             method_failures += self._fit_checks(idata, data)
         seconds = time.perf_counter() - start
+        say(f"{self.model_type}: fitted in {seconds:.0f} s")
         extra = dict(self._build_notes)
         if method_failures:
             extra["method_failures"] = method_failures
@@ -415,7 +427,7 @@ class RateModel:
         diag_mod.check(diag, self.model_type)
         return self
 
-    def _fit_nuts(self, model, cfg, progressbar, timing) -> xr.DataTree:
+    def _fit_nuts(self, model, cfg, progressbar, timing, progress=None) -> xr.DataTree:
         """NUTS by nutpie, with BLAS single-threaded while the chains run.
 
         nutpie runs chains in threads; a multi-threaded BLAS inside each gradient (the
@@ -425,13 +437,21 @@ class RateModel:
         import nutpie
         from threadpoolctl import threadpool_limits
 
+        from bayesrate.models.progress import SamplerProgress
+
         t0 = time.perf_counter()
+        if progress is not None:
+            progress(f"{self.model_type}: compiling ...")
         compiled = nutpie.compile_pymc_model(model)
         t1 = time.perf_counter()
         timing["compile"] = t1 - t0
         runs = []
         for target_accept in target_accepts(cfg):
             start = time.perf_counter()
+            callback = None
+            if progress is not None:
+                label = f"{self.model_type} NUTS (target_accept {target_accept:g})"
+                callback = SamplerProgress(progress, label)
             with threadpool_limits(limits=1, user_api="blas"):
                 idata = nutpie.sample(
                     compiled,
@@ -441,6 +461,7 @@ class RateModel:
                     cores=max(1, min(int(cfg["cores"]), int(cfg["chains"]))),
                     seed=seed_int(cfg["seed"]),
                     progress_bar=progressbar,
+                    progress_callback=callback,
                     save_warmup=False,
                     target_accept=target_accept,
                 )

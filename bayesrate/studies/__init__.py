@@ -10,12 +10,15 @@ layer over ``run``; notebooks call ``run`` directly.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bayesrate.models.progress import Progress as Progress  # one home for both
+from bayesrate.models.progress import silent as silent
 
 #: study name -> module (imported only when the study runs)
 STUDIES = {
@@ -26,12 +29,6 @@ STUDIES = {
     "forecast": "bayesrate.studies.forecast",
     "bursts": "bayesrate.studies.bursts",
 }
-
-Progress = Callable[[str], None]
-
-
-def silent(message: str) -> None:
-    """The default progress callback: say nothing."""
 
 
 @dataclass

@@ -1485,7 +1485,7 @@ def method_prediction(
     from bayesrate.quick_fit import describe_fit, fit_model
 
     t0 = time.perf_counter()
-    model = fit_model(name, d.train, sampler, model_config)
+    model = fit_model(name, d.train, sampler, model_config, progress=progress)
     diag = model.diagnostics_.to_dict()
     if model_config:
         diag["model_config_overrides"] = dict(model_config)

@@ -38,7 +38,11 @@ def test_calibrate_writes_report_and_artifacts(tmp_path, capsys):
     assert "FORCED EXPORT" in (artifact.parent / "README.md").read_text()
     assert "**forced**" in report
     assert not (models / "crawl" / "censored").exists()  # no domain structure to export
-    assert str(out / "report.md") in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert str(out / "report.md") in captured.out
+    # each fit reported its sampling as it went; the models kept on the way are gone
+    assert "modulated NUTS (target_accept" in captured.err
+    assert not (tmp_path / "report.partial").exists()
 
 
 @pytest.mark.slow
@@ -260,3 +264,19 @@ def test_calibrate_compares_and_exports_the_dynamic_model(tmp_path, capsys):
     assert priors.metadata["loo"]["table"].keys() == {"hierarchical", "dynamic"}
     assert (models / "drifting" / "hierarchical" / "priors.json").exists()
     capsys.readouterr()
+
+
+def test_quiet_silences_the_progress_lines(tmp_path, calibrate_calls, capsys):
+    """``--quiet``: the recorder receives a silent progress callback and nothing reaches
+    stderr before the fits; without it the lines print and the CLI's printer is passed."""
+    from bayesrate.commands.common import progress
+    from bayesrate.models.progress import silent
+
+    path = _crawl(tmp_path / "crawl.csv")
+    argv = ["calibrate", "--input", str(path), "--out-dir", str(tmp_path / "runs")]
+    assert _calibrate(argv) == 0
+    assert calibrate_calls[-1]["progress"] is progress
+    assert "[bayesrate] loading" in capsys.readouterr().err
+    assert _calibrate([*argv, "--quiet"]) == 0
+    assert calibrate_calls[-1]["progress"] is silent
+    assert capsys.readouterr().err == ""
