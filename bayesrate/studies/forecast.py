@@ -106,6 +106,8 @@ STUDY_SAMPLER = {**QUICK_SAMPLER, "draws": 2000}
 #: how a dynamic model's predictive treats the page walks after the last fitted epoch
 #: (:func:`model_prediction`): summed out on the grid (default) or one sampled path per draw
 WALKS = ("summed", "sampled")
+#: a fitted method's diagnostics that :meth:`MethodForecast.summary` puts beside its scores
+FIT_GATES = ("converged", "r_hat_max", "ess_bulk_min", "divergences")
 FAST = {"max_pages": 300, "draws": 200, "tune": 300, "chains": 2, "predictive_draws": 200}
 
 
@@ -142,6 +144,15 @@ class MethodForecast:
             "coverage90": self.coverage90,
             "rate_log_rmse": self.rate_log_rmse,
         }
+
+    def summary(self) -> dict[str, Any]:
+        """:meth:`scores`, the seconds, and for a fitted model its gates beside them
+        (``converged``, ``r_hat_max``, ``ess_bulk_min``, ``divergences``): a score of a
+        fit that missed its gates is read as such."""
+        out: dict[str, Any] = {**self.scores(), "seconds": round(self.seconds, 2)}
+        if self.diagnostics:
+            out.update({key: self.diagnostics.get(key) for key in FIT_GATES})
+        return out
 
 
 @dataclass
@@ -191,13 +202,14 @@ class ForecastResult:
         return len(self.pages)
 
     def to_json(self) -> dict[str, Any]:
-        """The issue's JSON shape: split, horizon, schedule, pages, scores per method."""
+        """The issue's JSON shape: split, horizon, schedule, pages, and per method its scores,
+        seconds and (fitted models) convergence gates (:meth:`MethodForecast.summary`)."""
         return {
             "split": self.split,
             "horizon_days": self.horizon_days,
             "crawl_every_hours": self.crawl_every_hours,
             "pages": self.n_pages,
-            "methods": {name: m.scores() for name, m in self.methods.items()},
+            "methods": {name: m.summary() for name, m in self.methods.items()},
         }
 
     def table(self) -> pd.DataFrame:

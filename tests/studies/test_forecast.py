@@ -177,7 +177,8 @@ def test_point_forecasts_on_poisson_pages_are_calibrated(rng):
     }
     shape = result.to_json()
     assert set(shape) == {"split", "horizon_days", "crawl_every_hours", "pages", "methods"}
-    assert set(shape["methods"]["mle"]) == {"log_score", "brier", "coverage90", "rate_log_rmse"}
+    scores = {"log_score", "brier", "coverage90", "rate_log_rmse"}
+    assert set(shape["methods"]["mle"]) == scores | {"seconds"}  # a point method: no gates
 
 
 def test_cli_json_and_figures(tmp_path, capsys):
@@ -236,6 +237,10 @@ def test_models_in_fast_mode_on_tldr_pages(methods, max_pages):
     for name in set(forecast.MODEL_METHODS) & set(methods):
         d = result.methods[name].diagnostics
         assert {"r_hat_max", "ess_bulk_min", "divergences"} <= set(d)
+        # --json carries each fit's gates beside its scores
+        shown = result.to_json()["methods"][name]
+        assert {k: shown[k] for k in forecast.FIT_GATES} == {k: d[k] for k in forecast.FIT_GATES}
+        assert shown["seconds"] == round(result.methods[name].seconds, 2)
 
 
 def test_gamma_mixed_change_probability_is_the_negative_binomial():
