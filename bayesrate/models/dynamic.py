@@ -75,10 +75,13 @@ GRID_HIGH_CHANGES = 10.0
 GRID_WALK_SPACING = 2.0
 #: and of the lower bound on the narrowest page posterior sd (:func:`narrowest_page_sd`)
 GRID_SD_SPACING = 1.0
-#: the fewest and the most nodes the rule gives; the most bounds the cost (the kernels'
-#: work per step is nodes × band, nearly nodes² at the walk sizes of real logs)
+#: the fewest and the most nodes the rule gives
 GRID_MIN_SIZE = 48
 GRID_MAX_SIZE = 128
+#: and the kernels' work per page and step it allows at the plug-in walk step: nodes ×
+#: the nodes a step spans (as far as the kernels' band reaches, at most all), twice a
+#: dense 48-node grid's. The work grows as nodes² where the walk is wide
+GRID_WORK = 2 * 48**2
 #: posterior draws filtered at once when ``log_rate`` is drawn
 FILTER_CHUNK = 64
 #: the walks of ``model_config["walk"]``
@@ -271,20 +274,30 @@ def grid_size_rule(cells: EpochCells, lo: float, hi: float) -> tuple[int, dict[s
     The spacing is at most ``GRID_WALK_SPACING`` times the plug-in walk step σ̂
     (:func:`walk_information`) and ``GRID_SD_SPACING`` times the lower bound on the
     narrowest page posterior sd (:func:`narrowest_page_sd`); the nodes lie between
-    ``GRID_MIN_SIZE`` and ``GRID_MAX_SIZE`` (the most bounds the cost). A walk step well
-    below the spacing rarely leaves its bin, so the grid's walk sticks and the fitted walk
-    size is biased upwards; a posterior narrower than the spacing sits on a node or two.
-    On a simulated world of 600 pages over 8 epochs of 90 days at 0.3 changes a day
-    (docs/models.md), the walk size maximising the 48-node likelihood was 0.063 for a
-    true 0.03 (0.037 on 800 nodes, 0.033–0.037 on 96–128).
+    ``GRID_MIN_SIZE`` and ``GRID_MAX_SIZE``, and no more than keep the kernels' work per
+    step at σ̂ within ``GRID_WORK``. A walk step well below the spacing rarely leaves its
+    bin, so the grid's walk sticks and the fitted walk size is biased upwards; a
+    posterior narrower than the spacing sits on a node or two. On a simulated world of
+    600 pages over 8 epochs of 90 days at 0.3 changes a day (docs/models.md), the walk
+    size maximising the 48-node likelihood was 0.058 for a true 0.03 (0.027 on 128
+    nodes and on 800). Where the walk is wide against the spacing (σ̂ 0.95 per year on
+    ota-contrib) a finer grid barely moves it, and each node costs a full row.
     """
+    from bayesrate.models._hmm_kernels import BAND_TOLERANCE
+
     sigma, _ = walk_information(cells, np.zeros(cells.n_pages, dtype=np.int64), 1)
     sd = narrowest_page_sd(cells, sigma)
     walk = GRID_WALK_SPACING * sigma if math.isfinite(sigma) else math.inf
     spacing = min(GRID_SD_SPACING * sd, walk)
-    size = math.ceil((hi - lo) / spacing) + 1 if math.isfinite(spacing) else GRID_MIN_SIZE
-    size = int(min(max(size, GRID_MIN_SIZE), GRID_MAX_SIZE))
-    rule = {"plugin_walk_sd": sigma, "narrowest_sd": sd, "spacing": (hi - lo) / (size - 1)}
+    wanted = math.ceil((hi - lo) / spacing) + 1 if math.isfinite(spacing) else GRID_MIN_SIZE
+    sizes = np.arange(GRID_MIN_SIZE, GRID_MAX_SIZE + 1)
+    band_sds = math.sqrt(-2 * math.log(BAND_TOLERANCE))  # a step's reach, in sds
+    reach = 2 * band_sds * (sigma if math.isfinite(sigma) else 0.0) / (hi - lo)
+    work = sizes * np.minimum(sizes, reach * (sizes - 1) + 1)
+    affordable = int(sizes[work <= GRID_WORK].max(initial=GRID_MIN_SIZE))
+    size = int(min(max(wanted, GRID_MIN_SIZE), affordable))
+    rule = {"plugin_walk_sd": sigma, "narrowest_sd": sd, "wanted_nodes": wanted,
+            "affordable_nodes": affordable, "spacing": (hi - lo) / (size - 1)}  # fmt: skip
     return size, rule
 
 
