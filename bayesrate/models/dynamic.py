@@ -241,11 +241,6 @@ def log_rate_range(data: Observations) -> tuple[float, float]:
     return lo, hi
 
 
-def log_rate_grid(data: Observations, size: int) -> np.ndarray:
-    """``size`` evenly spaced log-rates per hour over :func:`log_rate_range`."""
-    return np.linspace(*log_rate_range(data), int(size))
-
-
 def narrowest_page_sd(cells: EpochCells, sigma: float) -> float:
     """A lower bound on the posterior sd of any page's log-rate in any epoch, for a walk of
     step ``sigma`` (NaN: no walk seen, the page's cells pooled).
@@ -704,7 +699,10 @@ class DynamicModel(HierarchicalModel):
             "epochs": cells.n_epochs,
             "cells": len(cells.cell_page),
             "grid": [float(grid[0]), float(grid[-1]), len(grid)],
-            "grid_rule": {k: round(float(v), 6) for k, v in self._grid_rule.items()},
+            "grid_rule": {
+                k: round(float(v), 6) if math.isfinite(v) else None
+                for k, v in self._grid_rule.items()
+            },
             "path_integral": self.model_config["path_integral"],
         }
         return model

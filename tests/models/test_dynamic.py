@@ -956,3 +956,41 @@ def test_walk_size_profile_agrees_with_a_fine_grid(walk):
     assert 0 < np.argmax(fine) < len(sigma) - 1  # an interior maximum
     assert 2 * (own.max() - own[np.argmax(fine)]) < 3.84
     assert 2 * (fine.max() - fine[np.argmax(own)]) < 3.84
+
+
+def test_narrowest_page_sd_bounds_the_gaussian_smoother():
+    """The rule's bound on the narrowest page posterior sd against the exact posterior of a
+    Gaussian walk (step ``σ``, a flat start) observed per cell with precision ``changes +
+    ½``: every page's tridiagonal precision matrix inverted. The bound is below every
+    page's smallest sd, and within a factor 2 of the narrowest."""
+    from bayesrate.models.dynamic import narrowest_page_sd
+
+    rng = np.random.default_rng(seed_of("dyn-narrowest-sd"))
+    n_pages, n_columns, sigma = 12, 7, 0.08
+    page = np.repeat(np.arange(n_pages), n_columns * 40)
+    column = np.tile(np.repeat(np.arange(n_columns), 40), n_pages)
+    keep = rng.random(len(page)) < 0.9
+    page, column = page[keep], column[keep]
+    rate = np.exp(rng.normal(-3.0, 1.0, n_pages))[page]
+    end = 10 * L + column * L + rng.uniform(24.0, L, len(page))
+    changed = rng.random(len(page)) < -np.expm1(-rate * 24.0)
+    cells = epoch_cells(end - 24.0, end, page, changed, n_pages, 10 * L + n_columns * L, L)
+    info = cells.groups.n_changes + 0.5
+    smallest = np.inf
+    for p in range(n_pages):
+        mine = cells.cell_page == p
+        cols = cells.cell_epoch[mine]
+        span = np.arange(cols.min(), cols.max() + 1)
+        precision = np.zeros((len(span), len(span)))
+        precision[cols - span[0], cols - span[0]] += info[mine]
+        for a in range(len(span) - 1):
+            precision[a : a + 2, a : a + 2] += np.array([[1, -1], [-1, 1]]) / sigma**2
+        smallest = min(smallest, float(np.sqrt(np.diag(np.linalg.inv(precision))).min()))
+    bound = narrowest_page_sd(cells, sigma)
+    assert smallest / 2 < bound <= smallest
+
+
+@pytest.mark.parametrize("size", ["fine", 2, 2.5, True])
+def test_grid_size_is_auto_or_a_number(size):
+    with pytest.raises(ValueError, match="grid_size"):
+        DynamicModel(model_config={"grid_size": size})
