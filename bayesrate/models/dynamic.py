@@ -37,9 +37,9 @@ its nodes.
 ``log_rate`` in the posterior is each page's log-rate in the last fitted epoch (the one
 ending at the last visit), drawn from its filtered distribution given each draw's
 population parameters, uniformly within the drawn state's cell (:func:`cell_draws`): the
-rate a scheduler needs now. A page
-whose data ended earlier has walked on since, so its distribution is wider. The
-forecast of a later epoch walks on from there (:meth:`DynamicModel.walk_forward`).
+rate a scheduler needs now. A page whose data ended earlier has walked on since, so its
+distribution is wider. The forecast of a later epoch walks on from there
+(:meth:`DynamicModel.walk_forward`).
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def log_rate_range(data: Observations) -> tuple[float, float]:
 
 def narrowest_page_sd(cells: EpochCells, sigma: float) -> float:
     """A lower bound on the posterior sd of any page's log-rate in any epoch, for a walk of
-    step ``sigma`` (NaN: no walk seen, the page's cells pooled).
+    step ``sigma`` (NaN when no page has successive cells: then each page's cells pooled).
 
     As in :func:`walk_information`, a cell carries ``changes + ½`` of information about
     its log-rate. A page's log-rate in one epoch learns at most what all its cells carry
