@@ -20,7 +20,7 @@ epoch) cell has exact sufficient statistics, its intervals grouped by length, an
 log-likelihood on a grid of log-rates is computed once, before sampling
 (:func:`bayesrate.likelihood.loglik_grid`).
 
-**Marginalised paths.** The log-rate lives on a grid of ``grid_size`` points covering
+**Marginalised paths.** The log-rate lives on an evenly spaced grid covering
 every rate the data can tell apart (from ``0.05`` changes over the longest page exposure
 to ``10`` changes per median interval); the outer bins take the tails. The walk's
 Normal steps and the initial Normal are integrated over the bins, and each page's path is
@@ -29,11 +29,17 @@ summed out exactly by the forward algorithm (a hidden Markov chain over epochs;
 only the population parameters (``2·domains + 5``), never pages × epochs. A page's walk
 starts at its first epoch with data; after its last it walks on unobserved.
 
+The grid's resolution is chosen from the data (``grid_size: "auto"``,
+:func:`grid_size_rule`): its spacing a fraction of the narrowest page posterior sd and of
+the walk step, so that neither the pages' posteriors nor the walk's steps fall between
+its nodes.
+
 ``log_rate`` in the posterior is each page's log-rate in the last fitted epoch (the one
 ending at the last visit), drawn from its filtered distribution given each draw's
-population parameters: exact posterior draws of the rate a scheduler needs now. A page
-whose data ended earlier has walked on since, so its distribution is wider. The
-forecast of a later epoch walks on from there (:meth:`DynamicModel.walk_forward`).
+population parameters, uniformly within the drawn state's cell (:func:`cell_draws`): the
+rate a scheduler needs now. A page whose data ended earlier has walked on since, so its
+distribution is wider. The forecast of a later epoch walks on from there
+(:meth:`DynamicModel.walk_forward`).
 """
 
 from __future__ import annotations
@@ -63,6 +69,19 @@ if TYPE_CHECKING:
 #: changes over the longest exposure / per shortest interval at the grid's ends
 GRID_LOW_CHANGES = 0.05
 GRID_HIGH_CHANGES = 10.0
+#: ``grid_size: "auto"`` (:func:`grid_size_rule`): the node spacing is at most this
+#: multiple of the plug-in walk step (a coarser grid sticks: a step well below the
+#: spacing rarely leaves its bin, so the fitted walk size is biased upwards)
+GRID_WALK_SPACING = 2.0
+#: and of the lower bound on the narrowest page posterior sd (:func:`narrowest_page_sd`)
+GRID_SD_SPACING = 1.0
+#: the fewest and the most nodes the rule gives
+GRID_MIN_SIZE = 48
+GRID_MAX_SIZE = 128
+#: and the kernels' work per page and step it allows at the plug-in walk step: nodes ×
+#: the nodes a step spans (as far as the kernels' band reaches, at most all), twice a
+#: dense 48-node grid's. The work grows as nodes² where the walk is wide
+GRID_WORK = 2 * 48**2
 #: posterior draws filtered at once when ``log_rate`` is drawn
 FILTER_CHUNK = 64
 #: the walks of ``model_config["walk"]``
@@ -211,15 +230,85 @@ def column_span(
     return col, n_cols, first, last
 
 
-def log_rate_grid(data: Observations, size: int) -> np.ndarray:
-    """``size`` log-rates per hour from ``0.05`` changes over the longest exposure to ``10``
-    changes per median interval (a higher rate changes at nearly every visit)."""
+def log_rate_range(data: Observations) -> tuple[float, float]:
+    """The grid's ends, log-rates per hour: ``0.05`` changes over the longest exposure and
+    ``10`` changes per median interval (a higher rate changes at nearly every visit)."""
     stats = data.interval_stats
     ends = np.flatnonzero(~data.is_baseline)
     tau = data.time[ends] - data.time[ends - 1]
     lo = math.log(GRID_LOW_CHANGES / float(np.max(stats.exposure)))
     hi = math.log(GRID_HIGH_CHANGES / float(np.median(tau[tau > 0])))
-    return np.linspace(lo, hi, int(size))
+    return lo, hi
+
+
+def narrowest_page_sd(cells: EpochCells, sigma: float) -> float:
+    """A lower bound on the posterior sd of any page's log-rate in any epoch, for a walk of
+    step ``sigma`` (NaN when no page has successive cells: then each page's cells pooled).
+
+    As in :func:`walk_information`, a cell carries ``changes + ½`` of information about
+    its log-rate. A page's log-rate in one epoch learns at most what all its cells carry
+    (the rate held still), and at most what its best cell carries plus ``1/σ²`` from each
+    neighbouring epoch (a walk of step ``σ`` passes no more), so its sd is at least
+    ``1/√min(Σ_c (n_c + ½), max_c (n_c + ½) + 2/σ²)``.
+    """
+    if not len(cells.cell_page):
+        return math.inf
+    info = cells.groups.n_changes + 0.5
+    pooled = np.bincount(cells.cell_page, weights=info, minlength=cells.n_pages)
+    best = np.zeros(cells.n_pages)
+    np.maximum.at(best, cells.cell_page, info)
+    if math.isfinite(sigma) and sigma > 0:
+        pooled = np.minimum(pooled, best + 2.0 / sigma**2)
+    return float(1.0 / math.sqrt(pooled.max()))
+
+
+def grid_size_rule(cells: EpochCells, lo: float, hi: float) -> tuple[int, dict[str, float]]:
+    """The number of grid nodes over ``[lo, hi]`` chosen from the cells (``grid_size:
+    "auto"``), and what chose it.
+
+    The spacing is at most ``GRID_WALK_SPACING`` times the plug-in walk step σ̂
+    (:func:`walk_information`) and ``GRID_SD_SPACING`` times the lower bound on the
+    narrowest page posterior sd (:func:`narrowest_page_sd`); the nodes lie between
+    ``GRID_MIN_SIZE`` and ``GRID_MAX_SIZE``, and no more than keep the kernels' work per
+    step at σ̂ within ``GRID_WORK``. A walk step well below the spacing rarely leaves its
+    bin, so the grid's walk sticks and the fitted walk size is biased upwards; a
+    posterior narrower than the spacing sits on a node or two. On a simulated world of
+    600 pages over 8 epochs of 90 days at 0.3 changes a day (docs/models.md), the walk
+    size maximising the 48-node likelihood was 0.058 for a true 0.03 (0.027 on 128
+    nodes and on 800). Where the walk is wide against the spacing (σ̂ 0.95 per year on
+    ota-contrib) a finer grid barely moves it, and each node costs a full row.
+    """
+    from bayesrate.models._hmm_kernels import BAND_TOLERANCE
+
+    sigma, _ = walk_information(cells, np.zeros(cells.n_pages, dtype=np.int64), 1)
+    sd = narrowest_page_sd(cells, sigma)
+    walk = GRID_WALK_SPACING * sigma if math.isfinite(sigma) else math.inf
+    spacing = min(GRID_SD_SPACING * sd, walk)
+    wanted = math.ceil((hi - lo) / spacing) + 1 if math.isfinite(spacing) else GRID_MIN_SIZE
+    sizes = np.arange(GRID_MIN_SIZE, GRID_MAX_SIZE + 1)
+    band_sds = math.sqrt(-2 * math.log(BAND_TOLERANCE))  # a step's reach, in sds
+    reach = 2 * band_sds * (sigma if math.isfinite(sigma) else 0.0) / (hi - lo)
+    work = sizes * np.minimum(sizes, reach * (sizes - 1) + 1)
+    affordable = int(sizes[work <= GRID_WORK].max(initial=GRID_MIN_SIZE))
+    size = int(min(max(wanted, GRID_MIN_SIZE), affordable))
+    rule = {"plugin_walk_sd": sigma, "narrowest_sd": sd, "wanted_nodes": wanted,
+            "affordable_nodes": affordable, "spacing": (hi - lo) / (size - 1)}  # fmt: skip
+    return size, rule
+
+
+def cell_draws(grid: np.ndarray, state: np.ndarray, rng) -> np.ndarray:
+    """Log-rates of grid states ``state`` (any shape), each drawn uniformly within its
+    node's cell (between the midpoints to its neighbours; the outer cells as wide as the
+    next ones).
+
+    The walk and the initial Normal are integrated over the cells, so a state stands for
+    its cell: a draw at the node would put a page's draws on one or two nodes wherever its
+    posterior sd is below the spacing (90% intervals that collapse)."""
+    grid = np.asarray(grid, dtype=np.float64)
+    half = np.diff(grid) / 2
+    lower = grid - np.concatenate([half[:1], half])
+    upper = grid + np.concatenate([half, half[-1:]])
+    return lower[state] + rng.random(np.shape(state)) * (upper[state] - lower[state])
 
 
 def draw_states(probs: np.ndarray, rng) -> np.ndarray:
@@ -374,7 +463,9 @@ class DynamicModel(HierarchicalModel):
         "walk_sd_scale": 0.3,
         "walk_domain_sd_scale": 0.5,
         "walk_centre_pages": 10,
-        "grid_size": 48,
+        #: log-rate grid nodes: "auto" (:func:`grid_size_rule`, chosen from the data) or a
+        #: number (≥ 3; a reference or a test)
+        "grid_size": "auto",
         #: "random" (a random walk) or "reverting": each step reverts towards the domain
         #: mean, ``x' ~ Normal(mu_domain + phi·(x − mu_domain), sigma_walk)``, one ``phi``
         #: ~ Beta(walk_phi_alpha, walk_phi_beta) for all domains
@@ -398,8 +489,8 @@ class DynamicModel(HierarchicalModel):
             positive=("epoch_days", "walk_sd_scale", "walk_domain_sd_scale", "walk_centre_pages"),
         )
         size = self.model_config["grid_size"]
-        if not isinstance(size, int) or size < 3:
-            raise ValueError("grid_size must be an integer ≥ 3")
+        if size != "auto" and (not isinstance(size, int) or isinstance(size, bool) or size < 3):
+            raise ValueError(f"grid_size must be 'auto' or an integer ≥ 3, got {size!r}")
         if self.model_config["walk"] not in WALKS:
             raise ValueError(f"walk must be one of {WALKS}, got {self.model_config['walk']!r}")
         check_config_numbers(self.model_config, positive=("walk_phi_alpha", "walk_phi_beta"))
@@ -443,11 +534,13 @@ class DynamicModel(HierarchicalModel):
                 float(data.time.max()),
                 self.epoch_hours,
             )
-            cache = self._cells_cache = (
-                data,
-                cells,
-                log_rate_grid(data, self.model_config["grid_size"]),
-            )
+            lo, hi = log_rate_range(data)
+            size = self.model_config["grid_size"]
+            if size == "auto":
+                size, self._grid_rule = grid_size_rule(cells, lo, hi)
+            else:
+                self._grid_rule = {"spacing": (hi - lo) / (size - 1)}
+            cache = self._cells_cache = (data, cells, np.linspace(lo, hi, size))
         return cache[1]
 
     def grid(self, data: Observations) -> np.ndarray:
@@ -606,6 +699,10 @@ class DynamicModel(HierarchicalModel):
             "epochs": cells.n_epochs,
             "cells": len(cells.cell_page),
             "grid": [float(grid[0]), float(grid[-1]), len(grid)],
+            "grid_rule": {
+                k: round(float(v), 6) if math.isfinite(v) else None
+                for k, v in self._grid_rule.items()
+            },
             "path_integral": self.model_config["path_integral"],
         }
         return model
@@ -728,7 +825,7 @@ class DynamicModel(HierarchicalModel):
             for lo in range(0, len(state), FILTER_CHUNK):
                 part = {k: v[lo : lo + FILTER_CHUNK] for k, v in flat.items()}
                 state[lo : lo + FILTER_CHUNK] = draw_states(self.filtered(part, data), rng)
-            log_rate = grid[state]
+            log_rate = cell_draws(grid, state, rng)
         post["log_rate"] = xr.DataArray(
             log_rate.reshape(*shape, data.n_pages),
             dims=("chain", "draw", DIM_PAGE),
@@ -781,8 +878,8 @@ class DynamicModel(HierarchicalModel):
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         """The free variables and ``sigma_walk``/``mu_domain``: ``log_rate`` is drawn exactly
-        from each draw's filtered distribution (a grid value, often tied across draws), so
-        its mixing is the population parameters'."""
+        from each draw's filtered distribution (on the grid, then within the drawn cell),
+        so its mixing is the population parameters'."""
         names = [rv.name for rv in self.model.free_RVs if rv.name not in COVERED_BY]
         names += ["mu_domain", "sigma_walk"]
         return [n for n in names if n in idata["posterior"].data_vars]
