@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,131 @@ def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
     assert [name for name, _, _ in again] == ["logp_grad", "laplace_logp_grad", "expm2_scaled"]
     for name, hits, misses in again:
         assert int(hits) >= 1 and int(misses) == 0, (name, hits, misses)
+
+
+# -- the import graph -----------------------------------------------------------------------
+#
+# Every import statement counts, wherever it is: at module level, inside a function, under
+# ``if TYPE_CHECKING``. A function-level import hides a cycle from Python, not from a reader.
+
+PACKAGE = REPO / "bayesrate"
+
+
+def module_files() -> dict[str, Path]:
+    """``module name -> file`` for every module of the package (packages by ``__init__``)."""
+    files = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        files[".".join(parts)] = path
+    return files
+
+
+def imported_modules(module: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules one module imports: ``import a.b``, ``from a import b`` (``a.b``
+    when ``b`` is a submodule, else ``a``), relative imports resolved against the module."""
+    is_package = path.name == "__init__.py"
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                found.add(sub if sub in known else source)
+    edges = set()
+    for name in found:
+        # ``import a.b.c`` names ``a.b.c``; keep the longest prefix that is one of ours
+        parts = name.split(".")
+        for k in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:k])
+            if candidate in known:
+                edges.add(candidate)
+                break
+    edges.discard(module)
+    return edges
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    known = set(files)
+    return {m: imported_modules(m, p, known) for m, p in files.items()}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest cycle through the component's first module, by breadth-first search."""
+    inside = set(component)
+    start = component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & inside):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if len(path) > 1 else [start, v, start]
+                if w not in previous:
+                    previous[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no cycle in {component}")
+
+
+def test_import_graph_has_no_cycles():
+    """No import cycle between the package's modules, function-level imports included.
+
+    A package's ``__init__`` counts as the module named by the package.
+    """
+    graph = import_graph()
+    components = strongly_connected(graph)
+    report = "\n".join(
+        f"  {' -> '.join(one_cycle(graph, c))}   (component: {', '.join(c)})" for c in components
+    )
+    assert not components, f"{len(components)} import cycle(s):\n{report}"
