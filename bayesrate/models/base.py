@@ -972,7 +972,7 @@ class RateModel:
         """
         import xarray as xr
 
-        from bayesrate.models import MODELS
+        from bayesrate.models.registry import MODELS
 
         path = Path(path)
         if not path.is_file():
