@@ -788,13 +788,16 @@ class DynamicModel(HierarchicalModel):
         return [n for n in names if n in idata["posterior"].data_vars]
 
     # ------------------------------------------------------------------ checks
-    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+    def marginal_page_loglik(
+        self, post: xr.Dataset, data: Observations | None = None
+    ) -> np.ndarray:
         """``(draws, pages)`` ``log p(y_p | θ_s)``: each page's data with its whole path
         summed out, given the population parameters of each draw of ``post`` (the unit of
         leave-one-page-out, :mod:`bayesrate.checks.compare`). On the model's grid, as
         fitted: the same per-interval Bernoulli likelihood (no Binomial constants) as the
-        other models' terms."""
-        return self._page_loglik_on_grid(self._stacked(post), self._fitted_data())
+        other models' terms; of the fitted data only (``data``, if given, must be them)."""
+        data = self._loo_data(data, fitted_only=True)
+        return self._page_loglik_on_grid(self._stacked(post), data)
 
     def _page_loglik_on_grid(self, draws: dict[str, np.ndarray], data: Observations):
         from bayesrate.models.hmm import page_log_likelihoods
