@@ -281,3 +281,61 @@ def test_import_graph_has_no_cycles():
         f"  {' -> '.join(one_cycle(graph, c))}   (component: {', '.join(c)})" for c in components
     )
     assert not components, f"{len(components)} import cycle(s):\n{report}"
+
+
+# -- logic on the models ---------------------------------------------------------------------
+#
+# A model class answers for itself (its predictive, its leave-one-page-out terms, its PPC
+# replication, its export blocks): the studies, checks, export and the main job never ask
+# which model they hold.
+
+DISPATCH_FREE = ("bayesrate/studies", "bayesrate/checks", "bayesrate/export.py",
+                 "bayesrate/calibrate.py")  # fmt: skip
+
+
+def model_class_names() -> set[str]:
+    """Names of the classes defined in ``bayesrate/models`` (the model classes and theirs)."""
+    names = set()
+    for path in (PACKAGE / "models").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Model"):
+                names.add(node.name)
+    return names
+
+
+def _named(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def dispatch_sites(path: Path, classes: set[str]) -> list[str]:
+    """``isinstance(x, SomeModel)``, ``hasattr(model, ...)`` and comparisons of a
+    ``model_type`` in one file, as ``path:line: code``."""
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        why = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            args = node.args
+            if node.func.id == "isinstance" and len(args) == 2:
+                kinds = args[1].elts if isinstance(args[1], ast.Tuple) else [args[1]]
+                if any(_named(k).split(".")[-1] in classes for k in kinds):
+                    why = "isinstance on a model class"
+            elif node.func.id == "hasattr" and args and re.search(r"model|fit", _named(args[0])):
+                why = "hasattr on a model"
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any("model_type" in _named(side) for side in sides):
+                why = "model_type compared"
+        if why:
+            rel = path.relative_to(REPO)
+            hits.append(f"{rel}:{node.lineno}: {why}: {_named(node)[:90]}")
+    return hits
+
+
+def test_no_dispatch_on_model_classes_outside_models():
+    classes = model_class_names()
+    files = []
+    for entry in DISPATCH_FREE:
+        target = REPO / entry
+        files += sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    hits = [hit for path in files for hit in dispatch_sites(path, classes)]
+    assert not hits, "dispatch on model classes outside bayesrate/models:\n" + "\n".join(hits)
