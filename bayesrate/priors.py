@@ -117,6 +117,15 @@ MIXTURE_COMPONENTS = 8
 DEFAULT_PRIOR = (1.0, 1.0)
 
 
+def gamma_from_moments(mean, variance):
+    """``(alpha, beta)`` of the Gamma with this mean and variance: ``α = m²/v``, ``β = m/v``
+    (numbers or arrays; ``β`` in the inverse unit of the mean). The one moment match of the
+    package: a prior from rate moments (:meth:`GammaPrior.from_moments`), the scheduler's
+    censoring-exact update (:func:`bayesrate.estimators.gamma.adf_update`), the scale-out's
+    per-URL state (:mod:`bayesrate.scaleout.posteriors`)."""
+    return mean * mean / variance, mean / variance
+
+
 @dataclass(frozen=True)
 class GammaPrior:
     """Gamma(α, β) on a rate in changes per day."""
@@ -141,7 +150,8 @@ class GammaPrior:
     @classmethod
     def from_moments(cls, mean: float, variance: float) -> GammaPrior:
         """The Gamma with this mean and variance (per day)."""
-        return cls(alpha=mean**2 / variance, beta=mean / variance)
+        alpha, beta = gamma_from_moments(mean, variance)
+        return cls(alpha=alpha, beta=beta)
 
     @classmethod
     def from_log_moments(cls, mean_log: float, variance_log: float) -> GammaPrior:
