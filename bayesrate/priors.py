@@ -494,7 +494,9 @@ class Population:
 def _log_rate_grid(log_quantile: Callable[[float], Any], points: int) -> np.ndarray:
     """Log-rate nodes holding all but ~1e-13 of one distribution's mass (``log_quantile``:
     its quantile function of ``log λ``), denser in its central 1e-6 … 1 − 1e-6 (a Gamma of
-    small α has a left tail thousands of nats long and its bulk within a few nats)."""
+    small α has a left tail thousands of nats long and its bulk within a few nats). A grid
+    for one *distribution*'s integrals (the Gamma view's KL), not a page's likelihood
+    (:mod:`bayesrate.estimators.grid`)."""
     tiny, core = 1e-13, 1e-6
     lo, hi = float(log_quantile(tiny)), float(log_quantile(1 - tiny))
     c_lo, c_hi = float(log_quantile(core)), float(log_quantile(1 - core))
