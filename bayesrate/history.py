@@ -51,10 +51,10 @@ from bayesrate.observations import (
     DEFAULT_DOMAIN,
     Observations,
     _rows,
-    concat_ranges,
     ids_as_strings,
     times_to_hours,
 )
+from bayesrate.ragged import concat_ranges
 from bayesrate.seeds import rng_from
 
 EVENT = "event"

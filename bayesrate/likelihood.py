@@ -32,6 +32,8 @@ from functools import cached_property
 
 import numpy as np
 
+from bayesrate.ragged import concat_ranges
+
 #: below this ``log Λ`` the series ``a − e^a/2 + e^{2a}/24`` replaces ``log(−expm1(−e^a))``
 #: (relative error < e^{3a}/48: exact in double precision; ``e^a`` itself may underflow)
 SERIES_BELOW = -20.0
@@ -194,8 +196,6 @@ class CensoredGroups:
 
     def select(self, pages: np.ndarray) -> CensoredGroups:
         """The groups of the pages at ``pages`` (positions, in that order), renumbered."""
-        from bayesrate.observations import concat_ranges
-
         pages = np.asarray(pages, dtype=np.int64)
         offsets = self.offsets
         counts = offsets[pages + 1] - offsets[pages]

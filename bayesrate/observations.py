@@ -38,6 +38,7 @@ from bayesrate.constants import (
     TIME_UNITS,
 )
 from bayesrate.errors import ObservationError
+from bayesrate.ragged import concat_ranges
 
 if TYPE_CHECKING:
     from bayesrate.sufficient import HourOfWeekStats, IntervalStats
@@ -316,19 +317,6 @@ class Observations:
 
 # ---------------------------------------------------------------------------------------
 # helpers
-
-
-def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenate ``arange(s, s + c)`` for each start/count pair, without a loop."""
-    starts = np.asarray(starts, dtype=np.int64)
-    counts = np.asarray(counts, dtype=np.int64)
-    nonempty = counts > 0
-    starts, counts = starts[nonempty], counts[nonempty]
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    block_start = np.cumsum(counts) - counts
-    return np.repeat(starts - block_start, counts) + np.arange(total)
 
 
 def _rows(mask: np.ndarray, order: np.ndarray | None = None) -> list[int]:

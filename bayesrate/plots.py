@@ -20,9 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from bayesrate.checks.ppc import PPCResult
     from bayesrate.priors import PriorSet
-    from bayesrate.studies.forecast import ForecastResult
 
 DPI = 110
 
@@ -77,8 +75,13 @@ def _band(ax: Axes, x, replicated, label="replicated 5-95%", color="tab:blue") -
 
 
 # ------------------------------------------------------------------------ checks
-def ppc(result: PPCResult, title: str = "Posterior predictive checks") -> Figure:
-    """Four panels: changes per page, hour of day, day of week, gap Q-Q (replicated bands)."""
+def ppc(result: Any, title: str = "Posterior predictive checks") -> Figure:
+    """Four panels: changes per page, hour of day, day of week, gap Q-Q (replicated bands).
+
+    ``result`` holds the arrays (a :class:`bayesrate.checks.ppc.PPCResult`):
+    ``changes_observed``/``_replicated``, ``hour_``, ``dow_``, ``gaps_`` likewise,
+    ``timezone`` and ``statistics`` (each with ``name`` and ``p_value``).
+    """
     fig = figure((11, 8))
     axes = fig.subplots(2, 2)
 
@@ -286,15 +289,21 @@ RELIABILITY_BINS = np.array([0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0]
 POINT_ESTIMATORS = ("naive", "cho", "mle")
 
 
-def _forecast_title(result: ForecastResult) -> str:
+def _forecast_title(result: Any) -> str:
     return (
         f"{result.source}: {result.n_pages:,} pages, crawl every {result.crawl_every_hours:g} h, "
         f"split {result.split[:10]}, horizon {result.horizon_days:g} d"
     )
 
 
-def forecast_calibration(result: ForecastResult) -> Figure:
-    """Predicted vs observed: reliability of P(changes at all) and detected counts."""
+def forecast_calibration(result: Any) -> Figure:
+    """Predicted vs observed: reliability of P(changes at all) and detected counts.
+
+    ``result`` holds a forecast's scores (a
+    :class:`bayesrate.studies.forecast.ForecastResult`: per method ``prob_change``,
+    ``expected_count``, ``pit``, ``coverage90``, ``log_score``; per page ``changed`` and
+    ``detected``; ``pit_band``; the design for the title); the figures never import the
+    study."""
     fig = figure((12, 4.8))
     left, right = fig.subplots(1, 2)
     observed = result.changed.astype(float)
@@ -328,10 +337,8 @@ def forecast_calibration(result: ForecastResult) -> Figure:
     return fig
 
 
-def forecast_pit(result: ForecastResult, bins: int = 10) -> Figure:
+def forecast_pit(result: Any, bins: int = 10) -> Figure:
     """Randomised PIT histograms, one panel per method (flat = calibrated)."""
-    from bayesrate.studies.forecast import PIT_BAND
-
     names = list(result.methods)
     cols = min(3, len(names))
     rows = int(np.ceil(len(names) / cols))
@@ -341,7 +348,7 @@ def forecast_pit(result: ForecastResult, bins: int = 10) -> Figure:
         m = result.methods[name]
         ax.hist(m.pit, bins=bins, range=(0, 1), density=True, color="C0", alpha=0.8)
         ax.axhline(1.0, color="k", lw=1, ls="--")
-        for edge in PIT_BAND:
+        for edge in result.pit_band:
             ax.axvline(edge, color="grey", lw=0.8, ls=":")
         ax.set_title(f"{name}: coverage90 {m.coverage90:.3f}", fontsize=9)
         ax.set_xlabel("randomised PIT")
@@ -351,7 +358,7 @@ def forecast_pit(result: ForecastResult, bins: int = 10) -> Figure:
     return fig
 
 
-def forecast_log_scores(result: ForecastResult) -> Figure:
+def forecast_log_scores(result: Any) -> Figure:
     """Mean log predictive probability of the detected count per method (higher is better),
     with the hindsight reference as a dashed line."""
     names = list(result.methods)

@@ -117,6 +117,15 @@ MIXTURE_COMPONENTS = 8
 DEFAULT_PRIOR = (1.0, 1.0)
 
 
+def gamma_from_moments(mean, variance):
+    """``(alpha, beta)`` of the Gamma with this mean and variance: ``α = m²/v``, ``β = m/v``
+    (numbers or arrays; ``β`` in the inverse unit of the mean). The one moment match of the
+    package: a prior from rate moments (:meth:`GammaPrior.from_moments`), the scheduler's
+    censoring-exact update (:func:`bayesrate.estimators.gamma.adf_update`), the scale-out's
+    per-URL state (:mod:`bayesrate.scaleout.posteriors`)."""
+    return mean * mean / variance, mean / variance
+
+
 @dataclass(frozen=True)
 class GammaPrior:
     """Gamma(α, β) on a rate in changes per day."""
@@ -141,7 +150,8 @@ class GammaPrior:
     @classmethod
     def from_moments(cls, mean: float, variance: float) -> GammaPrior:
         """The Gamma with this mean and variance (per day)."""
-        return cls(alpha=mean**2 / variance, beta=mean / variance)
+        alpha, beta = gamma_from_moments(mean, variance)
+        return cls(alpha=alpha, beta=beta)
 
     @classmethod
     def from_log_moments(cls, mean_log: float, variance_log: float) -> GammaPrior:
@@ -484,7 +494,9 @@ class Population:
 def _log_rate_grid(log_quantile: Callable[[float], Any], points: int) -> np.ndarray:
     """Log-rate nodes holding all but ~1e-13 of one distribution's mass (``log_quantile``:
     its quantile function of ``log λ``), denser in its central 1e-6 … 1 − 1e-6 (a Gamma of
-    small α has a left tail thousands of nats long and its bulk within a few nats)."""
+    small α has a left tail thousands of nats long and its bulk within a few nats). A grid
+    for one *distribution*'s integrals (the Gamma view's KL), not a page's likelihood
+    (:mod:`bayesrate.estimators.grid`)."""
     tiny, core = 1e-13, 1e-6
     lo, hi = float(log_quantile(tiny)), float(log_quantile(1 - tiny))
     c_lo, c_hi = float(log_quantile(core)), float(log_quantile(1 - core))
@@ -883,3 +895,25 @@ def find_artifact(root: str | Path = "models", dataset: str | None = None) -> Pa
                 return path
     found = [p for d in datasets for p in d.glob(f"*/{PRIORS_FILE}")]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def resolve_priors(path: str | Path | None = None) -> tuple[PriorSet, str]:
+    """The priors a command uses, and a sentence saying where they came from: ``path`` if
+    given, else the artifact :func:`find_artifact` finds under ``./models``, else
+    :meth:`PriorSet.default` (Gamma(1, 1 day))."""
+    if path:
+        return PriorSet.load(path), str(path)
+    found = find_artifact()
+    if found is not None:
+        recommended = found.parent.parent / "recommended.json"
+        why = (
+            f"the model recommended in {recommended}"
+            if recommended.is_file() and f'"{found.parent.name}"' in recommended.read_text()
+            else "the newest artifact"
+        )
+        return PriorSet.load(found), (
+            f"{found}, found under ./models: {why}; pass --priors PATH to choose"
+        )
+    return PriorSet.default(), (
+        "default Gamma(1, 1 day): no artifact under ./models; pass --priors PATH to choose"
+    )

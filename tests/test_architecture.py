@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,211 @@ def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
     assert [name for name, _, _ in again] == ["logp_grad", "laplace_logp_grad", "expm2_scaled"]
     for name, hits, misses in again:
         assert int(hits) >= 1 and int(misses) == 0, (name, hits, misses)
+
+
+# -- the import graph -----------------------------------------------------------------------
+#
+# Every import statement that runs counts, wherever it is: at module level or inside a
+# function (a function-level import hides a cycle from Python, not from a reader). Imports
+# under ``if TYPE_CHECKING:`` never run: they name a type for annotations and are left out
+# (``sufficient`` annotates its functions with ``Observations``, whose cached properties
+# build the statistics).
+
+PACKAGE = REPO / "bayesrate"
+
+
+def module_files() -> dict[str, Path]:
+    """``module name -> file`` for every module of the package (packages by ``__init__``)."""
+    files = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        files[".".join(parts)] = path
+    return files
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _type_checking(node):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def imported_modules(module: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules one module imports: ``import a.b``, ``from a import b`` (``a.b``
+    when ``b`` is a submodule, else ``a``), relative imports resolved against the module."""
+    is_package = path.name == "__init__.py"
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                found.add(sub if sub in known else source)
+    edges = set()
+    for name in found:
+        # ``import a.b.c`` names ``a.b.c``; keep the longest prefix that is one of ours
+        parts = name.split(".")
+        for k in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:k])
+            if candidate in known:
+                edges.add(candidate)
+                break
+    edges.discard(module)
+    return edges
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    known = set(files)
+    return {m: imported_modules(m, p, known) for m, p in files.items()}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest cycle through the component's first module, by breadth-first search."""
+    inside = set(component)
+    start = component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & inside):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if w not in previous:
+                    previous[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no cycle in {component}")
+
+
+def test_import_graph_has_no_cycles():
+    """No import cycle between the package's modules, function-level imports included.
+
+    A package's ``__init__`` counts as the module named by the package.
+    """
+    graph = import_graph()
+    components = strongly_connected(graph)
+    report = "\n".join(
+        f"  {' -> '.join(one_cycle(graph, c))}   (component: {', '.join(c)})" for c in components
+    )
+    assert not components, f"{len(components)} import cycle(s):\n{report}"
+
+
+# -- logic on the models ---------------------------------------------------------------------
+#
+# A model class answers for itself (its predictive, its leave-one-page-out terms, its PPC
+# replication, its export blocks): the studies, checks, export and the main job never ask
+# which model they hold.
+
+DISPATCH_FREE = ("bayesrate/studies", "bayesrate/checks", "bayesrate/export.py",
+                 "bayesrate/calibrate.py")  # fmt: skip
+
+
+def model_class_names() -> set[str]:
+    """Names of the classes defined in ``bayesrate/models`` (the model classes and theirs)."""
+    names = set()
+    for path in (PACKAGE / "models").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Model"):
+                names.add(node.name)
+    return names
+
+
+def _named(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def dispatch_sites(path: Path, classes: set[str]) -> list[str]:
+    """``isinstance(x, SomeModel)``, ``hasattr(model, ...)`` and comparisons of a
+    ``model_type`` in one file, as ``path:line: code``."""
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        why = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            args = node.args
+            if node.func.id == "isinstance" and len(args) == 2:
+                kinds = args[1].elts if isinstance(args[1], ast.Tuple) else [args[1]]
+                if any(_named(k).split(".")[-1] in classes for k in kinds):
+                    why = "isinstance on a model class"
+            elif node.func.id == "hasattr" and args and re.search(r"model|fit", _named(args[0])):
+                why = "hasattr on a model"
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any("model_type" in _named(side) for side in sides):
+                why = "model_type compared"
+        if why:
+            rel = path.relative_to(REPO)
+            hits.append(f"{rel}:{node.lineno}: {why}: {_named(node)[:90]}")
+    return hits
+
+
+def test_no_dispatch_on_model_classes_outside_models():
+    classes = model_class_names()
+    files = []
+    for entry in DISPATCH_FREE:
+        target = REPO / entry
+        files += sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    hits = [hit for path in files for hit in dispatch_sites(path, classes)]
+    assert not hits, "dispatch on model classes outside bayesrate/models:\n" + "\n".join(hits)

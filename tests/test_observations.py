@@ -208,7 +208,7 @@ def test_builder_rejects_any_backwards_step(visits, data):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 4)), max_size=8))
 def test_concat_ranges_matches_a_loop(pairs):
-    from bayesrate.observations import concat_ranges
+    from bayesrate.ragged import concat_ranges
 
     starts = np.array([p[0] for p in pairs], dtype=np.int64)
     counts = np.array([p[1] for p in pairs], dtype=np.int64)

@@ -65,29 +65,26 @@ def _plain(value: Any) -> Any:
 
 def _idata(fit: Any):
     """A DataTree with the integrated per-page log-likelihood (fitted models are converted)."""
-    if hasattr(fit, "idata_"):
-        return marginal_idata(fit)
-    return fit
+    import xarray as xr
+
+    return fit if isinstance(fit, xr.DataTree) else marginal_idata(fit)
 
 
 def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     """Posterior (thinned to ``max_draws``) plus ``log_likelihood["loglik_marginal"]``.
 
     See :mod:`bayesrate.checks.marginal`: each page's own rate is integrated out given
-    each draw's population parameters, so that leaving a page out is well posed. A model
-    with a ``marginal_page_loglik`` method (the dynamic models: a page's whole path summed
-    out) gives its own terms, of its fitted data.
+    each draw's population parameters, so that leaving a page out is well posed. Every
+    model gives its own terms (:meth:`~bayesrate.models.base.RateModel.marginal_page_loglik`:
+    a fixed prior, a Normal population with or without multipliers, a page's whole path
+    summed out).
     """
     import math
 
     import xarray as xr
 
-    from bayesrate.checks import marginal
-    from bayesrate.constants import DIM_DOMAIN, HOURS_PER_DAY
-    from bayesrate.draws import stack_draws
-
     model._require_fit()
-    if not getattr(model, "marginal_loo", True):
+    if not model.marginal_loo:
         raise ValueError(f"leave-one-page-out is not available for the {model.model_type} model")
     data = data if data is not None else model.data_
     if data is None:
@@ -97,32 +94,7 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
     step = max(1, math.ceil(n_chain * n_draw / max_draws))
     post = post.isel(draw=slice(None, None, step))
     n_draw = post.sizes["draw"]
-    cfg = model.model_config
-
-    if hasattr(model, "marginal_page_loglik"):  # the model sums its pages' states out itself
-        if data is not model.data_ and data.fingerprint != model.data_.fingerprint:
-            raise ValueError(f"the {model.model_type} model's terms are of its fitted data")
-        ll = model.marginal_page_loglik(post)
-    elif model.model_type == "censored":
-        if cfg["prior"] == "gamma":
-            prior = marginal.gamma_log_prior_on_log_rate(
-                cfg["alpha"], cfg["beta_days"] * HOURS_PER_DAY
-            )
-        else:
-            prior = marginal.normal_log_prior(
-                cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY), cfg["log_sd"]
-            )
-        per_page = marginal.integrated_loglik_fixed_prior(data.interval_stats, prior)
-        ll = np.broadcast_to(per_page, (n_chain * n_draw, len(per_page)))
-    else:
-        mu = stack_draws(post["mu_domain"], DIM_DOMAIN)[:, data.domain_codes]
-        sigma = stack_draws(post["sigma_page"])
-        if "log_multiplier" in post:
-            stats = data.hour_of_week_stats(cfg.get("timezone", "UTC"))
-            mult = np.exp(stack_draws(post["log_multiplier"], "hour_of_week"))
-            ll = marginal.integrated_loglik_normal(stats, mu, sigma, mult)
-        else:
-            ll = marginal.integrated_loglik_normal(data.interval_stats, mu, sigma)
+    ll = model.marginal_page_loglik(post, data)
     pages = post[DIM_PAGE].values if DIM_PAGE in post.coords else np.arange(ll.shape[1])
     loglik = xr.Dataset(
         {LOGLIK_VAR: (("chain", "draw", DIM_PAGE), ll.reshape(n_chain, n_draw, -1))},
@@ -137,7 +109,8 @@ def marginal_idata(model, max_draws: int = MAX_LOO_DRAWS, data=None):
 def loo(fit: Any):
     """PSIS-LOO of one fit (a fitted model or a DataTree); warnings are returned, not raised.
 
-    A ``censored`` model has a fixed prior, so leaving a page out is exact: its ELPD terms
+    A model with a fixed prior (``exact_loo``: the censored model) makes leaving a page
+    out exact: its ELPD terms
     are the pages' marginal likelihoods, with no importance sampling (Pareto k = 0). So is
     leaving out a page whose log-likelihood is the same under every draw (a page visited
     once has no interval, and its term is 0), also when it varies by float noise only
@@ -145,8 +118,9 @@ def loo(fit: Any):
     a tail to equal values, is run on the other pages only.
     """
     import arviz as az
+    import xarray as xr
 
-    if getattr(fit, "model_type", None) == "censored":
+    if not isinstance(fit, xr.DataTree) and fit.exact_loo:
         return _exact_loo(fit), []
     tree = _idata(fit)
     loglik = tree["log_likelihood"][LOGLIK_VAR]

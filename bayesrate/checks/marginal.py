@@ -10,9 +10,10 @@ models is to integrate the page's rate out given the population parameters of ea
 with ``p(u | θ_s)`` the page's prior at draw ``s`` (hierarchical/modulated: Normal(mu_domain,
 sigma_page) on the base log-rate; censored: its fixed Gamma or log-normal prior). The
 integral is one-dimensional: it is evaluated on a per-page grid in ``u`` that covers
-where the page's likelihood is within :data:`LOGLIK_WINDOW` of its maximum (clipped to
-``[U_MIN, U_MAX]``), with the trapezoid rule — which converges geometrically for these
-smooth, rapidly decaying integrands: 64 points agree with 2,000 to 1e-10 on ``ota-pga``.
+where the page's likelihood is within ``LOGLIK_WINDOW`` of its maximum (clipped to
+``[U_MIN, U_MAX]``: :func:`~bayesrate.estimators.grid.likelihood_support_grids`), with
+the trapezoid rule — which converges geometrically for these smooth, rapidly decaying
+integrands: 64 points agree with 2,000 to 1e-10 on ``ota-pga``.
 For modulated models the likelihood of each draw uses that draw's hour-of-week multipliers,
 for the shocks and drift models its epoch effects, for the bursty model its ``κ``
 (:func:`integrated_loglik_per_draw`). The dynamic models sum each page's whole path out
@@ -26,43 +27,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from bayesrate.likelihood import CensoredGroups, loglik_grid
+from bayesrate.estimators.grid import likelihood_support_grids, support_nodes
+from bayesrate.likelihood import loglik_grid
 
 if TYPE_CHECKING:
     from bayesrate.sufficient import HourOfWeekStats, IntervalStats
 
-#: log-rate per hour range considered (1e-9 .. 1e4 changes per hour)
-U_MIN, U_MAX = np.log(1e-9), np.log(1e4)
-LOGLIK_WINDOW = 60.0
 #: grid points per page of the trapezoid rule
 N_GRID = 64
-
-
-def page_grids(
-    groups: CensoredGroups | None, n_grid: int, loglik_at: callable | None = None
-) -> np.ndarray:
-    """Per-page grids in log-rate covering each page's likelihood support (``loglik_at``:
-    ``(K,)`` log-rates → ``(pages, K)`` log-likelihoods; default the censored Poisson's of
-    ``groups``)."""
-    coarse = np.linspace(U_MIN, U_MAX, 400)
-    ll = loglik_grid(groups, coarse) if loglik_at is None else loglik_at(coarse)
-    return _support(coarse, ll, n_grid)
-
-
-def _support(coarse: np.ndarray, ll: np.ndarray, n_grid: int) -> np.ndarray:
-    """Per page, ``n_grid`` nodes spanning the nodes of ``coarse`` (``(K,)`` or ``(pages,
-    K)``) where ``ll`` is within :data:`LOGLIK_WINDOW` of the page's maximum, and one node
-    beyond on each side."""
-    coarse = np.broadcast_to(coarse, ll.shape)
-    keep = ll >= ll.max(axis=1, keepdims=True) - LOGLIK_WINDOW
-    idx = np.arange(ll.shape[1])
-    rows = np.arange(len(ll))
-    lo = np.where(keep, idx, ll.shape[1]).min(axis=1)
-    hi = np.where(keep, idx, -1).max(axis=1)
-    lo_u = coarse[rows, np.maximum(lo - 1, 0)]
-    hi_u = coarse[rows, np.minimum(hi + 1, ll.shape[1] - 1)]
-    t = np.linspace(0.0, 1.0, n_grid)
-    return lo_u[:, None] + (hi_u - lo_u)[:, None] * t[None, :]
+#: the old name of :func:`~bayesrate.estimators.grid.likelihood_support_grids`, which the
+#: research models (shocks, bursty, mass_edits) still import; remove when they have moved
+page_grids = likelihood_support_grids
 
 
 def _trapezoid_log_weights(grid: np.ndarray) -> np.ndarray:
@@ -109,7 +84,7 @@ def integrated_loglik_normal(
     out = np.empty((n_draws, n_pages))
     if multipliers is None:
         groups = stats.groups
-        grid = page_grids(groups, n_grid)
+        grid = likelihood_support_grids(groups, n_grid)
         ll = loglik_grid(groups, grid) + _trapezoid_log_weights(grid)
         for start in range(0, n_draws, chunk):
             sl = slice(start, start + chunk)
@@ -119,7 +94,7 @@ def integrated_loglik_normal(
     multipliers = np.asarray(multipliers, dtype=np.float64)
     return integrated_loglik_per_draw(
         lambda s, grid: loglik_grid(stats.groups(multipliers[s]), grid),
-        page_grids(stats.groups(multipliers.mean(axis=0)), n_grid),
+        likelihood_support_grids(stats.groups(multipliers.mean(axis=0)), n_grid),
         mu,
         sigma,
     )
@@ -134,14 +109,15 @@ def integrated_loglik_per_draw(
 ) -> np.ndarray:
     """``log ∫ p_s(y_p | e^u) Normal(u | mu[s, p], sigma[s]) du`` when each draw ``s`` has
     its own likelihood, ``loglik_of_draw(s, grid)`` ``(pages, K)`` on the per-page ``grid``
-    (:func:`page_grids` of the likelihood at the draws' mean effects): the modulated
-    model's multipliers, the shocks models' epoch effects, the bursty model's ``κ``.
+    (:func:`~bayesrate.estimators.grid.likelihood_support_grids` of the likelihood at the
+    draws' mean effects): the modulated model's multipliers, the shocks models' epoch
+    effects, the bursty model's ``κ``.
 
     ``refine_to``: ``grid`` is a first pass; each draw integrates on ``refine_to`` nodes
-    spanning that draw's integrand (likelihood times prior) within :data:`LOGLIK_WINDOW`
-    of its maximum. For likelihoods that do not fall off at low rates (an added rate's:
-    the mass-edit model), whose support alone spreads the nodes thin over a plateau the
-    prior makes negligible."""
+    spanning that draw's integrand (likelihood times prior) within
+    :data:`~bayesrate.estimators.grid.LOGLIK_WINDOW` of its maximum. For likelihoods that
+    do not fall off at low rates (an added rate's: the mass-edit model), whose support
+    alone spreads the nodes thin over a plateau the prior makes negligible."""
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64).reshape(-1)
     out = np.empty(mu.shape)
@@ -150,7 +126,7 @@ def integrated_loglik_per_draw(
         return loglik_of_draw(s, g) + _normal_logpdf(g, mu[s][:, None], sigma[s])
 
     for s in range(len(mu)):
-        g = grid if refine_to is None else _support(grid, integrand(s, grid), refine_to)
+        g = grid if refine_to is None else support_nodes(grid, integrand(s, grid), refine_to)
         out[s] = logsumexp(integrand(s, g) + _trapezoid_log_weights(g), axis=-1)
     return out
 
@@ -163,7 +139,7 @@ def integrated_loglik_fixed_prior(
 ) -> np.ndarray:
     """``log ∫ p(y_p | e^u) p(u) du`` per page for a fixed prior density on ``u``."""
     groups = stats.groups
-    grid = page_grids(groups, n_grid)
+    grid = likelihood_support_grids(groups, n_grid)
     ll = loglik_grid(groups, grid) + _trapezoid_log_weights(grid)
     return logsumexp(ll + log_prior(grid), axis=-1)
 

@@ -307,27 +307,6 @@ def read_fetches(path: str, time_unit: str = DEFAULT_TIME_UNIT) -> dict[str, Any
     }
 
 
-def _load_priors(path: str | None):
-    from bayesrate.priors import PriorSet, find_artifact
-
-    if path:
-        return PriorSet.load(path), str(path)
-    found = find_artifact()
-    if found is not None:
-        recommended = found.parent.parent / "recommended.json"
-        why = (
-            f"the model recommended in {recommended}"
-            if recommended.is_file() and f'"{found.parent.name}"' in recommended.read_text()
-            else "the newest artifact"
-        )
-        return PriorSet.load(found), (
-            f"{found}, found under ./models: {why}; pass --priors PATH to choose"
-        )
-    return PriorSet.default(), (
-        "default Gamma(1, 1 day): no artifact under ./models; pass --priors PATH to choose"
-    )
-
-
 def _iso(hours: float) -> str:
     import math
 
@@ -340,10 +319,11 @@ def _iso(hours: float) -> str:
 
 # ---------------------------------------------------------------------- handlers
 def _init(args: argparse.Namespace) -> int:
+    from bayesrate.priors import resolve_priors
     from bayesrate.scheduler.state import SchedulerConfig
     from bayesrate.scheduler.store import Store
 
-    priors, where = _load_priors(args.priors)
+    priors, where = resolve_priors(args.priors)
     config = SchedulerConfig(
         update=args.update,
         min_interval=args.min_interval,
@@ -471,6 +451,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from bayesrate.priors import resolve_priors
     from bayesrate.scheduler.harness import compare
 
     if args.plot:  # before any work
@@ -478,7 +459,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
         check_image_path(args.plot)
         check_output_file(args.plot, what="--plot")
-    priors, where = _load_priors(args.priors)
+    priors, where = resolve_priors(args.priors)
     progress(f"priors: {where}")
     try:
         point = args.plan_quantile is not None

@@ -111,9 +111,9 @@ def _weights(path: str) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bayesrate.commands.schedule import _load_priors
     from bayesrate.history import hours_of
     from bayesrate.io.history import load_history
+    from bayesrate.priors import resolve_priors
     from bayesrate.scheduler import replay
 
     t0 = time.perf_counter()
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     )
     calibration = None
     if args.priors:
-        priors, where = _load_priors(args.priors)
+        priors, where = resolve_priors(args.priors)
         progress(f"priors: {where}")
     else:
         from bayesrate.quick_fit import calibrate_priors, describe_fit

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesrate.priors import gamma_from_moments
+
 
 def exposure_update(
     alpha: np.ndarray, beta: np.ndarray, tau: np.ndarray, changed: np.ndarray
@@ -62,6 +64,5 @@ def adf_update(
     if changed_b.any():
         a, b, t = alpha_b[changed_b], beta_b[changed_b], tau_b[changed_b]
         mean, var = changed_moments(a, b, t)
-        new_alpha[changed_b] = mean**2 / var
-        new_beta[changed_b] = mean / var
+        new_alpha[changed_b], new_beta[changed_b] = gamma_from_moments(mean, var)
     return new_alpha, new_beta

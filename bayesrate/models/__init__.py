@@ -1,6 +1,7 @@
 """PyMC change-rate models on sufficient statistics (imports PyMC lazily, on build).
 
-``MODELS`` maps the CLI names to classes: ``censored`` (independent pages), ``hierarchical``
+``MODELS`` (:mod:`bayesrate.models.registry`; more with :func:`register`) maps the CLI
+names to classes: ``censored`` (independent pages), ``hierarchical``
 (pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
 rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
 each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
@@ -29,30 +30,24 @@ from bayesrate.models.excursion import ExcursionModel
 from bayesrate.models.hierarchical import HierarchicalModel
 from bayesrate.models.mass_edits import MassEditModel
 from bayesrate.models.modulated import ModulatedModel
+from bayesrate.models.registry import MODELS, get_model, register
 from bayesrate.models.shocks import DriftModel, PersistentShockModel, ShockModel
 
-MODELS: dict[str, type[RateModel]] = {
-    "censored": CensoredModel,
-    "hierarchical": HierarchicalModel,
-    "modulated": ModulatedModel,
-    "bursty": BurstyModel,
-    "shocks": ShockModel,
-    "drift": DriftModel,
-    "shocks_ar1": PersistentShockModel,
-    "dynamic": DynamicModel,
-    "dynamic_shocks": DynamicShockModel,
-    "excursion": ExcursionModel,
-    "mass_edits": MassEditModel,
-    "dynamic_edits": DynamicEditModel,
-}
-
-
-def get_model(name: str) -> type[RateModel]:
-    """The model class registered under ``name``."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
+for _cls in (
+    CensoredModel,
+    HierarchicalModel,
+    ModulatedModel,
+    BurstyModel,
+    ShockModel,
+    DriftModel,
+    PersistentShockModel,
+    DynamicModel,
+    DynamicShockModel,
+    ExcursionModel,
+    MassEditModel,
+    DynamicEditModel,
+):
+    register(_cls.model_type, _cls)
 
 
 def parse_model_configs(
@@ -127,4 +122,5 @@ __all__ = [
     "ShockModel",
     "get_model",
     "parse_model_configs",
+    "register",
 ]

@@ -848,6 +848,37 @@ class RateModel:
         """Log-rates of ``data``'s pages as new pages (in the current model context)."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ leave-one-page-out
+    #: whether leaving a page out is exact (a fixed prior: the page's marginal likelihood is
+    #: the same under every draw, no importance sampling; :func:`bayesrate.checks.compare.loo`)
+    exact_loo: ClassVar[bool] = False
+
+    def marginal_page_loglik(self, post: xr.Dataset, data: Observations | None = None):
+        """``(draws, pages)`` ``log p(y_p | θ_s)``: each page's data with its own rate (or
+        path) integrated out given the population parameters of each draw of ``post`` — the
+        unit of leave-one-page-out (:mod:`bayesrate.checks.compare`,
+        :mod:`bayesrate.checks.marginal`). ``data``: the fitted pages (default the fitted
+        data; a compact fit loaded without them needs it). Every model answers for itself;
+        the base class has no population to integrate over."""
+        raise ValueError(f"leave-one-page-out is not available for the {self.model_type} model")
+
+    def _loo_data(self, data: Observations | None, fitted_only: bool = False) -> Observations:
+        """The observations :meth:`marginal_page_loglik` integrates: ``data``, else the
+        fitted data; with ``fitted_only`` (terms computed from the fitted data's own
+        structures) ``data`` must be the fitted data."""
+        self._require_fit()
+        if data is None or fitted_only:
+            if self.data_ is None:
+                raise RuntimeError("the fitted data are needed: load the fit with data=...")
+            if (
+                data is not None
+                and data is not self.data_
+                and (data.fingerprint != self.data_.fingerprint)
+            ):
+                raise ValueError(f"the {self.model_type} model's terms are of its fitted data")
+            return self.data_
+        return data
+
     # ------------------------------------------------------------------ numpy log-likelihood
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
         """``(draws, pages)`` exact log-likelihood of each page at each kept posterior draw.
@@ -993,7 +1024,7 @@ class RateModel:
         """
         import xarray as xr
 
-        from bayesrate.models import MODELS
+        from bayesrate.models.registry import MODELS
 
         path = Path(path)
         if not path.is_file():

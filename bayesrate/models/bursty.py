@@ -169,15 +169,16 @@ class BurstyModel(HierarchicalModel):
         post, log_rate = self._loglik_draws(max_draws)
         return self._mixed_loglik(log_rate, self._page_log_shapes(post))
 
-    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+    def marginal_page_loglik(
+        self, post: xr.Dataset, data: Observations | None = None
+    ) -> np.ndarray:
         """``(draws, pages)`` ``log ∫ p(y_p | λ, κ_s) Normal(log λ | mu_domain, sigma_page)``:
         each page's own rate integrated out under draw ``s``'s ``κ`` and population (the
         unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
         from bayesrate.checks.marginal import N_GRID, integrated_loglik_per_draw, page_grids
         from bayesrate.draws import stack_draws
 
-        if self.data_ is None:
-            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        self._loo_data(data, fitted_only=True)  # its terms are of the fitted data
         log_shape = self._page_log_shapes(post)
 
         def at(log_rates: np.ndarray, shapes: np.ndarray) -> np.ndarray:

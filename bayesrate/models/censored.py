@@ -21,10 +21,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import RateModel, check_config_numbers
 
 if TYPE_CHECKING:
+    import xarray as xr
+
     from bayesrate.observations import Observations
 
 
@@ -39,6 +43,9 @@ class CensoredModel(RateModel):
         "log_mean_per_day": 0.0,
         "log_sd": 2.0,
     }
+
+    #: a fixed prior: leaving a page out is exact
+    exact_loo: ClassVar[bool] = True
 
     def _validate_config(self) -> None:
         cfg = self.model_config
@@ -73,3 +80,23 @@ class CensoredModel(RateModel):
     def _population_log_rates(self, data: Observations):
         name = "new_rate" if self.model_config["prior"] == "gamma" else "new_log_rate"
         return self._prior_log_rates(name)
+
+    def marginal_page_loglik(self, post: xr.Dataset, data: Observations | None = None):
+        """``(draws, pages)``: each page's likelihood integrated against the fixed prior,
+        the same under every draw
+        (:func:`bayesrate.checks.marginal.integrated_loglik_fixed_prior`)."""
+        from bayesrate.checks import marginal
+
+        data = self._loo_data(data)
+        cfg = self.model_config
+        if cfg["prior"] == "gamma":
+            prior = marginal.gamma_log_prior_on_log_rate(
+                cfg["alpha"], cfg["beta_days"] * HOURS_PER_DAY
+            )
+        else:
+            prior = marginal.normal_log_prior(
+                cfg["log_mean_per_day"] - math.log(HOURS_PER_DAY), cfg["log_sd"]
+            )
+        per_page = marginal.integrated_loglik_fixed_prior(data.interval_stats, prior)
+        n_draws = post.sizes["chain"] * post.sizes["draw"]
+        return np.broadcast_to(per_page, (n_draws, len(per_page)))

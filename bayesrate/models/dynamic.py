@@ -47,7 +47,6 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -55,6 +54,7 @@ import pandas as pd
 
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import RateModel, _labels, check_config_numbers
+from bayesrate.models.epochs import EpochCells, end_epochs, epoch_cells
 from bayesrate.models.hierarchical import COVERED_BY, HierarchicalModel
 from bayesrate.models.shocks import ShockModel
 
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
     import pymc as pm
     import xarray as xr
 
-    from bayesrate.likelihood import CensoredGroups
     from bayesrate.models.hmm import ShiftedEmission
     from bayesrate.observations import Observations
 
@@ -96,93 +95,6 @@ WALK_INFORMATION_GRID = 400
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
                    "shock_global", "edit_log_rate_global")  # fmt: skip
-
-
-def end_epochs(end: np.ndarray, anchor: float, epoch_hours: float) -> np.ndarray:
-    """Epoch number of each interval's closing visit (−1: the epoch ending at ``anchor``)."""
-    return np.ceil((np.asarray(end, dtype=np.float64) - anchor) / epoch_hours).astype(np.int64) - 1
-
-
-@dataclass(frozen=True, eq=False)
-class EpochCells:
-    """Intervals per (page, epoch of the closing visit), grouped by length.
-
-    Attributes
-    ----------
-    anchor, epoch_hours, first_epoch, n_epochs
-        The grid: column ``c`` is epoch ``first_epoch + c``, ``(anchor + k·L, anchor + (k+1)·L]``.
-    cell_page, cell_epoch
-        Page and column of each cell with intervals.
-    groups
-        The cells' sufficient statistics, one "page" of :class:`CensoredGroups` per cell.
-    first_column, last_column
-        Per page: the columns of its first and last cells (``n_epochs`` and −1 for a page
-        without intervals).
-    """
-
-    anchor: float
-    epoch_hours: float
-    first_epoch: int
-    n_epochs: int
-    n_pages: int
-    cell_page: np.ndarray
-    cell_epoch: np.ndarray
-    groups: CensoredGroups
-    first_column: np.ndarray
-    last_column: np.ndarray
-
-
-def epoch_cells(
-    start: np.ndarray,
-    end: np.ndarray,
-    page: np.ndarray,
-    changed: np.ndarray,
-    n_pages: int,
-    anchor: float,
-    epoch_hours: float,
-) -> EpochCells:
-    """Group intervals ``(start, end]`` of ``page`` by (page, epoch of ``end``, length)."""
-    from bayesrate.likelihood import CensoredGroups
-
-    if epoch_hours <= 0:
-        raise ValueError(f"epoch_hours must be positive, got {epoch_hours}")
-    start, end = np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64)
-    page, changed = np.asarray(page, dtype=np.int64), np.asarray(changed, dtype=bool)
-    epoch = end_epochs(end, anchor, epoch_hours)
-    first = int(epoch.min()) if len(epoch) else 0
-    n_epochs = int(epoch.max()) - first + 1 if len(epoch) else 0
-    column = epoch - first
-    cell_key, cell_of = np.unique(page * max(n_epochs, 1) + column, return_inverse=True)
-    cell_of = cell_of.reshape(-1)
-    cell_page, cell_epoch = np.divmod(cell_key, max(n_epochs, 1))
-    tau = end - start
-    unchanged = np.bincount(cell_of[~changed], weights=tau[~changed], minlength=len(cell_key))
-    busy = np.flatnonzero(changed)
-    taus, tau_code = np.unique(tau[busy], return_inverse=True)
-    key, count = np.unique(cell_of[busy] * len(taus) + tau_code.reshape(-1), return_counts=True)
-    group_cell, group_tau = np.divmod(key, max(len(taus), 1))
-    groups = CensoredGroups(
-        unchanged=unchanged,
-        group_page=group_cell.astype(np.int64),
-        group_log_exposure=np.log(taus[group_tau]) if len(key) else np.zeros(0),
-        group_count=count.astype(np.float64),
-    )
-    first_column = np.full(n_pages, n_epochs, dtype=np.int64)
-    np.minimum.at(first_column, cell_page, cell_epoch)
-    last_column = np.full(n_pages, -1, dtype=np.int64)
-    np.maximum.at(last_column, cell_page, cell_epoch)
-    return EpochCells(
-        anchor=float(anchor),
-        epoch_hours=float(epoch_hours),
-        first_epoch=first,
-        n_epochs=n_epochs,
-        n_pages=n_pages,
-        cell_page=cell_page.astype(np.int64),
-        cell_epoch=cell_epoch.astype(np.int64),
-        groups=groups,
-        first_column=first_column,
-        last_column=last_column,
-    )
 
 
 def walk_information(
@@ -885,13 +797,16 @@ class DynamicModel(HierarchicalModel):
         return [n for n in names if n in idata["posterior"].data_vars]
 
     # ------------------------------------------------------------------ checks
-    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+    def marginal_page_loglik(
+        self, post: xr.Dataset, data: Observations | None = None
+    ) -> np.ndarray:
         """``(draws, pages)`` ``log p(y_p | θ_s)``: each page's data with its whole path
         summed out, given the population parameters of each draw of ``post`` (the unit of
         leave-one-page-out, :mod:`bayesrate.checks.compare`). On the model's grid, as
         fitted: the same per-interval Bernoulli likelihood (no Binomial constants) as the
-        other models' terms."""
-        return self._page_loglik_on_grid(self._stacked(post), self._fitted_data())
+        other models' terms; of the fitted data only (``data``, if given, must be them)."""
+        data = self._loo_data(data, fitted_only=True)
+        return self._page_loglik_on_grid(self._stacked(post), data)
 
     def _page_loglik_on_grid(self, draws: dict[str, np.ndarray], data: Observations):
         from bayesrate.models.hmm import page_log_likelihoods

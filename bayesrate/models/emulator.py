@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-from bayesrate.models.fused import binomial_total_kernel
+from bayesrate.models._binomial_kernels import binomial_total_kernel
 
 #: pieces per page, their width in log-rate, and the interpolants' degree
 PIECES = 10

@@ -226,10 +226,13 @@ class ExcursionModel(DynamicModel):
         return log_z, mean, sd
 
     # ------------------------------------------------------------------ results
-    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+    def marginal_page_loglik(
+        self, post: xr.Dataset, data: Observations | None = None
+    ) -> np.ndarray:
         """``(draws, pages)`` ``log p(y_p | population)``: each page's data with its level
-        and path integrated out, as in the fit (the unit of leave-one-page-out)."""
-        data = self._fitted_data()
+        and path integrated out, as in the fit (the unit of leave-one-page-out; of the
+        fitted data only)."""
+        data = self._loo_data(data, fitted_only=True)
         draws = self._stacked(post, names=DynamicModel.filter_vars)
         return self._integrated(draws, data)
 

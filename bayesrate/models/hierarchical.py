@@ -349,6 +349,22 @@ class HierarchicalModel(RateModel):
             quantiles=(LOWER_Q, UPPER_Q),
         )
 
+    def marginal_page_loglik(self, post: xr.Dataset, data: Observations | None = None):
+        """``(draws, pages)`` ``log ∫ p(y_p | e^u) Normal(u | mu_domain, sigma_page) du`` per
+        draw (:func:`bayesrate.checks.marginal.integrated_loglik_normal`)."""
+        from bayesrate.checks import marginal
+
+        data = self._loo_data(data)
+        mu, sigma = self._loo_population(post, data)
+        return marginal.integrated_loglik_normal(data.interval_stats, mu, sigma)
+
+    def _loo_population(self, post: xr.Dataset, data: Observations):
+        """Each draw's ``mu_domain`` of each page ``(draws, pages)`` and ``sigma_page``."""
+        from bayesrate.draws import stack_draws
+
+        mu = stack_draws(post["mu_domain"], DIM_DOMAIN)[:, data.domain_codes]
+        return mu, stack_draws(post["sigma_page"])
+
     def log_rate_offset(self, post: xr.Dataset):
         """Log of the factor turning the base rate into the time-averaged rate (0 here)."""
         return 0.0

@@ -105,7 +105,7 @@ class PathLayout:
 
     @classmethod
     def from_cells(cls, cells, referenced: bool = True) -> PathLayout:
-        """The layout of :class:`~bayesrate.models.dynamic.EpochCells` ``cells``; Newton
+        """The layout of :class:`~bayesrate.models.epochs.EpochCells` ``cells``; Newton
         starts at the modes of a reference population (:meth:`referenced`), or with
         ``referenced=False`` at each cell's ``log((changes + ½)/exposure)``."""
         groups = cells.groups

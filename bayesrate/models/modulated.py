@@ -133,6 +133,18 @@ class ModulatedModel(HierarchicalModel):
         post["hour_of_week_multiplier"].attrs["bucket_0"] = "Monday 00:00-01:00 local"
         return post
 
+    def marginal_page_loglik(self, post: xr.Dataset, data: Observations | None = None):
+        """As the hierarchical model's, each draw's likelihood with its own hour-of-week
+        multipliers."""
+        from bayesrate.checks import marginal
+        from bayesrate.draws import stack_draws
+
+        data = self._loo_data(data)
+        mu, sigma = self._loo_population(post, data)
+        stats = data.hour_of_week_stats(self.timezone)
+        mult = np.exp(stack_draws(post["log_multiplier"], DIM_HOUR_OF_WEEK))
+        return marginal.integrated_loglik_normal(stats, mu, sigma, mult)
+
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
         """``(draws, pages)`` exact log-likelihood at each kept draw (its own multipliers)."""
         from bayesrate.draws import stack_draws

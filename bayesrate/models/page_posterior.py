@@ -14,7 +14,7 @@ irregular-visit benchmark the per-page means agree with a long reference run to 
 of a percent where the draws' own means scatter by up to 3% (``benchmarks/RESULTS.md``).
 
 Each page's conditionals are evaluated on one sinh grid of ``θ``
-(:func:`bayesrate.models.scale.page_grids`) that covers ``L_p(θ)·N(θ; centre, width)`` with
+(:func:`bayesrate.estimators.grid.prior_page_grids`) that covers ``L_p(θ)·N(θ; centre, width)`` with
 the centre at the page's mean domain mean and a width that exceeds every draw's ``σ_p``;
 the average over draws is one parallel numba pass per page.
 """
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from bayesrate.likelihood import CensoredGroups
-from bayesrate.models.scale import (
+from bayesrate.estimators.grid import (
     CHUNK_PAGES,
     normalised_grid_posterior,
-    page_grids,
+    prior_page_grids,
     trapezoid_weights,
 )
+from bayesrate.likelihood import CensoredGroups
 
 #: nodes of each page's grid of log λ
 N_THETA = 64
@@ -167,7 +167,7 @@ def conditional_average(
     for n in np.unique(nodes):
         pages = np.flatnonzero(nodes == n)
         sub = groups.select(pages)
-        grids = page_grids(sub, centre[pages], width[pages], int(n))
+        grids = prior_page_grids(sub, centre[pages], width[pages], int(n))
         for a in range(0, len(pages), CHUNK_PAGES):
             sl = slice(a, a + CHUNK_PAGES)
             rows = pages[sl]

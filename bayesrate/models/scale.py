@@ -42,9 +42,17 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.constants import HOURS_PER_DAY
-from bayesrate.estimators.grid import SPAN, GridPosterior, sinh_grid, sinh_nodes, sinh_params
-from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
-from bayesrate.models.fused import exp_into
+from bayesrate.estimators.grid import (
+    CHUNK_PAGES,
+    NEWTON_STEPS,
+    SPAN,
+    PageGrids,
+    normalised_grid_posterior,
+    prior_page_grids,
+    sinh_grid,
+    trapezoid_weights,
+)
+from bayesrate.models._binomial_kernels import exp_into
 
 if TYPE_CHECKING:
     from bayesrate.models.hierarchical import HierarchicalModel
@@ -57,11 +65,6 @@ N_THETA = 48
 N_MU = 32
 #: the pages' grids cover their likelihood times a normal of this many prior SDs' width
 GRID_WIDTH_FACTOR = 1.5
-#: pages per chunk (pages x N_THETA x N_MU cells per chunk)
-CHUNK_PAGES = 16384
-NEWTON_STEPS = 30
-#: scan range of the pages' grids, log rate per hour
-THETA_RANGE = (math.log(1e-12), math.log(1e6))
 
 
 def stratified_allocation(sizes: np.ndarray, n_sample: int, min_per_domain: int = 2) -> np.ndarray:
@@ -252,75 +255,6 @@ def _normal_logpdf(x: np.ndarray, mu: np.ndarray, sigma: float) -> np.ndarray:
     return -0.5 * z * z - np.log(sigma) - 0.5 * math.log(2 * math.pi)
 
 
-def trapezoid_weights(jacobian: np.ndarray) -> np.ndarray:
-    """Trapezoid weights (``dθ`` per node) from a grid's ``dθ/dj``."""
-    w = jacobian.copy()
-    w[:, [0, -1]] *= 0.5
-    return w
-
-
-@dataclass
-class _PageGrids:
-    """Each page's sinh grid of θ (its four parameters) and log weights
-    ``ℓ_p(θ_g) + log dθ_g``, kept as float32 offsets from the page's maximum ``top``
-    (~4e-6 absolute in log: far below the quadrature's error) — 48 nodes cost ~230 bytes
-    a page, so 10 M pages' grids fit in ~2.3 GB; :meth:`chunk` rebuilds float64 arrays."""
-
-    params: tuple[np.ndarray, ...]
-    top: np.ndarray
-    rel_weight: np.ndarray
-    #: ``−g''`` at the mode (likelihood information plus the grid prior's ``1/width²``)
-    curvature: np.ndarray
-
-    @property
-    def n_pages(self) -> int:
-        return len(self.top)
-
-    def chunk(self, sl: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(theta, log_weight, jacobian)`` of the pages in ``sl``, float64."""
-        theta, jacobian = sinh_nodes(tuple(p[sl] for p in self.params), self.rel_weight.shape[1])
-        return theta, self.log_weight(sl), jacobian
-
-    def replace(self, pages: np.ndarray, other: _PageGrids) -> None:
-        """Put ``other``'s grids (one per position in ``pages``) in place of these pages'."""
-        for mine, theirs in zip(self.params, other.params, strict=True):
-            mine[pages] = theirs
-        self.top[pages] = other.top
-        self.rel_weight[pages] = other.rel_weight
-        self.curvature[pages] = other.curvature
-
-    def theta(self, sl: slice) -> np.ndarray:
-        c, scale, u_lo, u_hi = (p[sl] for p in self.params)
-        u = u_lo[:, None] + (u_hi - u_lo)[:, None] * np.linspace(0, 1, self.rel_weight.shape[1])
-        return c[:, None] + scale[:, None] * np.sinh(u)
-
-    def log_weight(self, sl: slice) -> np.ndarray:
-        return self.rel_weight[sl].astype(np.float64) + self.top[sl, None]
-
-
-def page_grids(
-    groups: CensoredGroups, centre: np.ndarray, width: np.ndarray, n_theta: int
-) -> _PageGrids:
-    """Grids covering where ``L_p(θ)·N(θ; centre_p, width_p)`` is not negligible."""
-    n = groups.n_pages
-    params = tuple(np.empty(n) for _ in range(4))
-    top = np.empty(n)
-    curvature = np.empty(n)
-    rel = np.empty((n, n_theta), dtype=np.float32)
-    for a in range(0, n, CHUNK_PAGES):
-        pages = np.arange(a, min(a + CHUNK_PAGES, n))
-        sub = groups.select(pages)
-        left, mode, right, curvature[pages] = _concave_region(sub, centre[pages], width[pages])
-        chunk_params = sinh_params(left, mode, right)
-        theta, jacobian = sinh_nodes(chunk_params, n_theta)
-        lw = loglik_grid(sub, theta) + np.log(trapezoid_weights(jacobian))
-        for whole, part in zip(params, chunk_params, strict=True):
-            whole[pages] = part
-        top[pages] = lw.max(axis=1)
-        rel[pages] = lw - top[pages, None]
-    return _PageGrids(params, top, rel, curvature)
-
-
 #: a page's grid is rebuilt around its domain's mode unless its likelihood is this much
 #: narrower than the grid prior (information × width² above it) and the mode moved less
 #: than :data:`REGRID_SHIFT` widths
@@ -328,7 +262,7 @@ REGRID_INFORMATION = 100.0
 REGRID_SHIFT = 2.0
 
 
-def _needs_regrid(grids: _PageGrids, shift: np.ndarray, width: np.ndarray) -> np.ndarray:
+def _needs_regrid(grids: PageGrids, shift: np.ndarray, width: np.ndarray) -> np.ndarray:
     """Pages whose pass-1 grid (around the global mean) may not serve their domain.
 
     Moving the grid prior's centre by ``δ`` tilts ``g`` by ``δ/width²`` per unit of θ.
@@ -342,67 +276,7 @@ def _needs_regrid(grids: _PageGrids, shift: np.ndarray, width: np.ndarray) -> np
     return (info < REGRID_INFORMATION) | (np.abs(shift) > REGRID_SHIFT * width)
 
 
-def _concave_region(
-    groups: CensoredGroups, centre: np.ndarray, width: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """Where ``g = ℓ_p(θ) + log N(θ; centre, width)`` is within SPAN of its maximum:
-    ``(left, mode, right, −g''(mode))``.
-
-    ``g`` is concave with ``g'' ≤ −1/width²`` (``ℓ`` is concave), so: its mode by damped
-    Newton; then each side's level ``g(mode) − SPAN`` by Newton started at
-    ``mode ∓ √(2·SPAN)·width``, which lies beyond it (the bound on ``g''``) — on a concave
-    function, Newton from outside the level stays outside and converges monotonically.
-    Replaces a scan of the whole range (:func:`~bayesrate.estimators.grid.locate`) with
-    a few derivative evaluations per page.
-    """
-    inv_w2 = 1.0 / width**2
-
-    def derivs(theta):
-        value, score, info = loglik_derivatives(groups, theta)
-        z = theta - centre
-        return value - 0.5 * z * z * inv_w2, score - z * inv_w2, info + inv_w2
-
-    lo, hi = THETA_RANGE
-    # the mode: Newton safeguarded by the bracket [a, b] (g' > 0 at a, < 0 at b)
-    a = np.full(len(centre), lo)
-    b = np.full(len(centre), hi)
-    # start at the naive rate (changes over exposure): near the likelihood's mode, where
-    # Newton converges fast; from the prior's centre it crawls along e^θ for many steps
-    naive = np.log((groups.n_changes + 0.5) / (groups.exposure + 1e-9))
-    mode = np.clip(naive, lo, hi)
-    curv = inv_w2
-    for _ in range(NEWTON_STEPS):
-        _, grad, curv = derivs(mode)
-        a = np.where(grad > 0, mode, a)
-        b = np.where(grad > 0, b, mode)
-        new = mode + grad / curv
-        new = np.where((new >= a) & (new <= b), new, 0.5 * (a + b))
-        moved = np.abs(new - mode)
-        mode = new
-        if np.all(moved < 1e-6 * width):
-            break
-    target = derivs(mode)[0] - SPAN
-    # each side's level: Newton from the Laplace approximation's edge; on a concave
-    # function a step from inside lands outside, and from outside it converges monotonically
-    laplace = math.sqrt(2 * SPAN) / np.sqrt(curv)
-    reach = math.sqrt(2 * SPAN) * width
-    ends = []
-    for sign in (-1.0, 1.0):
-        theta = mode + sign * np.minimum(laplace, reach)
-        for _ in range(NEWTON_STEPS):
-            value, grad, _ = derivs(theta)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = -(value - target) / grad
-            step = np.clip(np.where(np.isfinite(step) & (grad * sign < 0), step, 0.0),
-                           -reach, reach)  # fmt: skip
-            theta = np.clip(theta + step, mode - reach, mode + reach)
-            if np.all(np.abs(step) < 1e-3 * width):  # an edge needs no more
-                break
-        ends.append(np.clip(theta, lo, hi))
-    return ends[0], mode, ends[1], curv
-
-
-def _page_moments(grids: _PageGrids, mu: np.ndarray, sigma: float) -> tuple[np.ndarray, ...]:
+def _page_moments(grids: PageGrids, mu: np.ndarray, sigma: float) -> tuple[np.ndarray, ...]:
     """Per page: ``log m_p(μ_p)``, and the mean and variance of θ under prior N(μ_p, σ)."""
     out = tuple(np.empty(grids.n_pages) for _ in range(3))
     for a in range(0, grids.n_pages, CHUNK_PAGES):
@@ -415,7 +289,7 @@ def _page_moments(grids: _PageGrids, mu: np.ndarray, sigma: float) -> tuple[np.n
 
 
 def _domain_modes(
-    grids: _PageGrids, domain: np.ndarray, n_domains: int, hyper: tuple[float, float, float]
+    grids: PageGrids, domain: np.ndarray, n_domains: int, hyper: tuple[float, float, float]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mode and Laplace SD of each domain mean's posterior (Newton on a concave function)."""
     mu_g, sd_d, sd_p = hyper
@@ -437,7 +311,7 @@ def _domain_modes(
     return mu, 1.0 / np.sqrt(-curv)
 
 
-def _page_marginals(grids: _PageGrids, sl: slice, mu_nodes: np.ndarray, sigma: float) -> np.ndarray:
+def _page_marginals(grids: PageGrids, sl: slice, mu_nodes: np.ndarray, sigma: float) -> np.ndarray:
     """``log m_p(μ)`` at the domain nodes ``mu_nodes`` of the pages in ``sl``."""
     theta, log_weight = grids.theta(sl), grids.log_weight(sl)
     return _log_gaussian_mixture(theta, log_weight, np.ascontiguousarray(mu_nodes), sigma)
@@ -468,12 +342,12 @@ def grid_domain_and_pages(
     marginal_sd = math.hypot(sigma_domain, sigma_page)
     width = np.full(stats.n_pages, GRID_WIDTH_FACTOR * marginal_sd)
     # pass 1: grids around the global prior; the domains' modes from them
-    grids = page_grids(groups, np.full(stats.n_pages, mu_global), width, n_theta)
+    grids = prior_page_grids(groups, np.full(stats.n_pages, mu_global), width, n_theta)
     mode, laplace_sd = _domain_modes(grids, domain, n_domains, hyper)
     # pass 2: grids around each page's domain, where the move matters (_needs_regrid)
     redo = np.flatnonzero(_needs_regrid(grids, mode[domain] - mu_global, width))
     if len(redo):
-        grids.replace(redo, page_grids(groups.select(redo), mode[domain[redo]], width[redo],
+        grids.replace(redo, prior_page_grids(groups.select(redo), mode[domain[redo]], width[redo],
                                         n_theta))  # fmt: skip
     reach = math.sqrt(2 * SPAN) * sigma_domain
     mu_nodes, mu_jac = sinh_grid(mode - reach, mode, mode + reach, n_mu, laplace_sd)
@@ -525,22 +399,6 @@ def grid_domain_and_pages(
         index=pd.Index(stats.domains, name="domain"),
     )
     return domains, {"mean": mean, "lower": lower, "upper": upper, "log_mean": log_mean}
-
-
-def normalised_grid_posterior(
-    theta: np.ndarray, dens: np.ndarray, jacobian: np.ndarray
-) -> GridPosterior:
-    """A :class:`GridPosterior` from unnormalised densities on sinh grids (no tail)."""
-    n = len(theta)
-    total = np.sum(trapezoid_weights(jacobian) * dens, axis=1)
-    return GridPosterior(
-        theta=theta,
-        density=dens / total[:, None],
-        jacobian=jacobian,
-        tail_mass=np.zeros(n),
-        tail_slope=np.zeros(n),
-        log_evidence=np.full(n, np.nan),
-    )
 
 
 def fit_scale(

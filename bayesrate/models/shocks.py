@@ -618,7 +618,9 @@ class ShockModel(HierarchicalModel):
         return page_grids(self._shocked_groups(self._pattern_log_exposures(post).mean(axis=0)),
                           N_GRID)  # fmt: skip
 
-    def marginal_page_loglik(self, post: xr.Dataset) -> np.ndarray:
+    def marginal_page_loglik(
+        self, post: xr.Dataset, data: Observations | None = None
+    ) -> np.ndarray:
         """``(draws, pages)`` ``log ∫ p(y_p | λ, shocks_s) Normal(log λ | mu_domain, sigma_page)``:
         each page's own rate integrated out under draw ``s``'s shocks and population (the
         unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
@@ -626,8 +628,7 @@ class ShockModel(HierarchicalModel):
         from bayesrate.draws import stack_draws
         from bayesrate.likelihood import loglik_grid
 
-        if self.data_ is None:
-            raise RuntimeError("the fitted data are needed: load the fit with data=...")
+        self._loo_data(data, fitted_only=True)  # its terms are of the fitted data
         groups_of = self._groups_of_draws(post)
         return integrated_loglik_per_draw(
             lambda s, grid: loglik_grid(groups_of(s), grid),

@@ -34,7 +34,7 @@ import pandas as pd
 
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.estimators.grid import LogPrior, gamma_log_prior, grid_posterior
-from bayesrate.priors import PriorSet
+from bayesrate.priors import PriorSet, gamma_from_moments
 from bayesrate.scaleout.aggregate import GROUP_COLUMNS, PAGE_COLUMNS, stats_from_tables
 from bayesrate.scaleout.layout import layout_of, tables_for
 from bayesrate.scaleout.staging import Staging, load_manifest, read_part, write_part
@@ -81,6 +81,7 @@ def posterior_frame(
     post = grid_posterior(stats, page_log_prior(priors, domains), n_grid=n_grid)
     mean = post.mean()
     var = np.maximum(post.var(), np.finfo(float).tiny)
+    alpha, beta_hours = gamma_from_moments(mean, var)
     lower, upper = post.quantiles(QUANTILES)
     return pd.DataFrame(
         {
@@ -91,8 +92,8 @@ def posterior_frame(
             "lower_per_day": lower * HOURS_PER_DAY,
             "upper_per_day": upper * HOURS_PER_DAY,
             "domain": domains,
-            "alpha": mean * mean / var,
-            "beta_days": mean / var / HOURS_PER_DAY,
+            "alpha": alpha,
+            "beta_days": beta_hours / HOURS_PER_DAY,
             "last_fetch": _timestamps(pages["last_visit"].to_numpy(dtype=float)),
             "last_change": _timestamps(pages["last_change"].to_numpy(dtype=float)),
         }

@@ -63,6 +63,11 @@ def logsumexp_rows(x: np.ndarray) -> np.ndarray:
 class LogRateGrid:
     """The shared grid of log-rates (per hour) and the maths on per-URL log-probabilities.
 
+    A different rule from :mod:`bayesrate.estimators.grid`'s per-page grids, on purpose:
+    one fixed, uniform grid for every URL (a state stored per URL and updated one fetch at
+    a time, whose range must hold any rate a URL may come to have), where those adapt to
+    each page's whole data at once. numpy only (the scheduler never imports PyMC).
+
     Parameters
     ----------
     size

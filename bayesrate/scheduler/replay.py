@@ -44,8 +44,8 @@ import numpy as np
 from bayesrate.constants import HOURS_PER_DAY
 from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory, Crawl, FixedInterval, crawl, segment_searchsorted
-from bayesrate.observations import concat_ranges
 from bayesrate.priors import PriorSet
+from bayesrate.ragged import concat_ranges
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
 from bayesrate.scheduler.decide import plan, priority, select_polite, token_cap
 from bayesrate.scheduler.optimal import optimal_rates

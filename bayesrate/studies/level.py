@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bayesrate.studies.forecast import (
+from bayesrate.studies.predictive import (
     COVERAGE_TARGET,
     MIN_PROBABILITY,
-    _change_probability,
-    _Groups,
-    _Prediction,
+    Groups,
+    Prediction,
+    change_probability,
     count_pmf,
     in_pit_band,
     pmf_at,
@@ -134,11 +134,11 @@ def _counts_at_levels(
     """``(factors, pages)`` ``P(K = detected)`` and ``P(K < detected)`` with every integrated
     rate ``group_lambda`` ``(draws, groups)`` times each factor (Gamma-mixed with
     ``group_shape`` if given), mixed over the draws: one exact
-    :func:`~bayesrate.studies.forecast.count_pmf` per factor."""
+    :func:`~bayesrate.studies.predictive.count_pmf` per factor."""
     prob_k = np.empty((len(factors), len(detected)))
     cdf_below = np.empty_like(prob_k)
     for j, factor in enumerate(factors):
-        prob = _change_probability(group_lambda * factor, group_shape)
+        prob = change_probability(group_lambda * factor, group_shape)
         buckets = count_pmf(prob, group_page, group_n, detected)
         prob_k[j], cdf_below[j] = pmf_at(buckets, detected)
     return prob_k, cdf_below
@@ -190,14 +190,14 @@ class LevelTable:
 
 
 def level_table(
-    pred: _Prediction, groups: _Groups, detected: np.ndarray, factors: np.ndarray = LEVEL_GRID
+    pred: Prediction, groups: Groups, detected: np.ndarray, factors: np.ndarray = LEVEL_GRID
 ) -> LevelTable:
     """:class:`LevelTable` of a method's prediction (:func:`forecast.method_prediction
     <bayesrate.studies.forecast.method_prediction>`) on the observed counts ``detected``.
 
     Each factor multiplies every integrated rate of every draw (and, for the bursty
     model, keeps its shape ``κ``); the count distribution is the exact convolution of
-    :func:`~bayesrate.studies.forecast.count_pmf`. Work: one ``count_pmf`` per factor.
+    :func:`~bayesrate.studies.predictive.count_pmf`. Work: one ``count_pmf`` per factor.
     """
     prob_k, cdf_below = _counts_at_levels(
         pred.group_lambda, pred.group_shape, groups.page, groups.count, detected, factors
@@ -275,7 +275,7 @@ def level_tradeoff(
     pandas.DataFrame
         ``params`` with, per window, ``log_score[LABEL]`` and ``coverage90[LABEL]``, and
         ``in_target``: whether every window's coverage90 lies in
-        :data:`~bayesrate.studies.forecast.COVERAGE_TARGET`.
+        :data:`~bayesrate.studies.predictive.COVERAGE_TARGET`.
     """
     first = next(iter(tables.values()))
     if any(not np.array_equal(t.factors, first.factors) for t in tables.values()):

@@ -10,8 +10,8 @@ from scipy import stats
 from scipy.special import gammaln
 
 from bayesrate.likelihood import log1mexp_of_log
-from bayesrate.models.fused import (
-    _Groups,
+from bayesrate.models._binomial_kernels import (
+    BinomialGroups,
     binomial_terms,
     binomial_total_kernel,
     exp_into,
@@ -46,7 +46,7 @@ def _total_and_gradient(log_rate, log_pattern, page, pattern, trials, detected):
     scattered = scatter_to_factors(slopes, page, pattern, len(log_rate), len(log_pattern))
     np.testing.assert_allclose(g_rate, scattered[0], rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(g_pattern, scattered[1], rtol=1e-12, atol=1e-300)
-    g = _Groups(page, pattern, trials, detected)
+    g = BinomialGroups(page, pattern, trials, detected)
     total = binomial_total_kernel(
         np.asarray(log_rate, dtype=float), np.asarray(log_pattern, dtype=float),
         g.page, g.pattern, g.unchanged, g.detected, g.constant_total,

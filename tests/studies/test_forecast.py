@@ -13,7 +13,7 @@ from bayesrate import datasets
 from bayesrate.cli import main
 from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory
-from bayesrate.studies import forecast
+from bayesrate.studies import forecast, predictive
 
 T0 = pd.Timestamp("2022-01-01", tz="UTC")
 
@@ -251,17 +251,17 @@ def test_gamma_mixed_change_probability_is_the_negative_binomial():
     lam = np.array([[1e-4, 0.02, 0.7, 5.0, 80.0]])
     kappa = np.array([[0.05, 0.5, 2.0, 30.0, 1e6]])
     want = 1 - nbinom.pmf(0, kappa, kappa / (kappa + lam))
-    np.testing.assert_allclose(forecast._change_probability(lam, kappa), want, rtol=1e-9)
-    np.testing.assert_allclose(forecast._change_probability(lam, None), -np.expm1(-lam))
+    np.testing.assert_allclose(predictive.change_probability(lam, kappa), want, rtol=1e-9)
+    np.testing.assert_allclose(predictive.change_probability(lam, None), -np.expm1(-lam))
     # where 1 − pmf cancels, the series p = Λ − Λ²(1 + 1/κ)/2 + O(Λ³)
     tiny, k = 1e-9, 0.05
     series = tiny - tiny**2 * (1 + 1 / k) / 2
-    assert forecast._change_probability(np.array([tiny]), np.array([k]))[0] == pytest.approx(
+    assert predictive.change_probability(np.array([tiny]), np.array([k]))[0] == pytest.approx(
         series, rel=1e-12
     )
     m = 7.0
     q_one = nbinom.pmf(0, kappa, kappa / (kappa + lam))
-    window = forecast._change_probability(lam * m, kappa * m)
+    window = predictive.change_probability(lam * m, kappa * m)
     np.testing.assert_allclose(window, -np.expm1(m * np.log(q_one)), rtol=1e-9)
 
 

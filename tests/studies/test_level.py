@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import binom
 
 from bayesrate.studies import forecast, level
-from bayesrate.studies.forecast import _Groups, _Prediction
+from bayesrate.studies.predictive import Groups, Prediction
 
 
 def _brute_count(group_lambda, group_page, group_n, detected, factor):
@@ -116,8 +116,8 @@ def two_windows(rng):
     group_n = rng.integers(10, 40, len(group_page))
     rate = np.exp(rng.normal(np.log(0.05), 0.8, n_pages))
     draws = rate[group_page] * np.exp(rng.normal(0.0, 0.2, (n_draws, len(group_page))))
-    groups = _Groups(group_page, group_n, np.ones(len(group_page)))
-    pred = _Prediction(group_lambda=draws, window_lambda=draws[:, :n_pages],
+    groups = Groups(group_page, group_n, np.ones(len(group_page)))
+    pred = Prediction(group_lambda=draws, window_lambda=draws[:, :n_pages],
                        rate_per_hour=rate)  # fmt: skip
     windows = {}
     for label, busier in (("calm", 1.0), ("busy", 3.0)):

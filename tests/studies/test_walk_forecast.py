@@ -109,6 +109,12 @@ def _enumerated(model, data, d, wf, cap):
     return pmf.mean(axis=0), no_change.mean(axis=0), expected.mean(axis=0)
 
 
+def _walk(model, d, groups, keep, mean_rate, seed):
+    """:func:`walk_forecast` with the future epochs the forecast study computes."""
+    future = forecast.future_epochs(model, d, groups, keep, seed)
+    return walk_forecast(model, d, groups, keep, mean_rate, future)
+
+
 @pytest.mark.parametrize("model_class", [DynamicModel, DynamicShockModel, DynamicEditModel])
 def test_summed_walks_equal_every_path_enumerated(model_class):
     """The count distribution (whole, and truncated below a page's count), the probability
@@ -117,7 +123,7 @@ def test_summed_walks_equal_every_path_enumerated(model_class):
     model = _model(model_class, data)
     d = _test_design(data)
     groups = forecast.closing_epoch_groups(d, model)
-    wf = walk_forecast(model, d, groups, np.arange(N_DRAWS), np.zeros(3), "walk-test")
+    wf = _walk(model, d, groups, np.arange(N_DRAWS), np.zeros(3), "walk-test")
     if model_class is not DynamicModel:  # the future shocks differ between draws
         assert np.ptp(wf.log_shift[:, :, 1:], axis=0).max() > 0.1
     cap = np.array([60, 9, 12])  # page 2 truncated: it has 91 intervals
@@ -143,7 +149,7 @@ def test_worlds_are_draws_of_the_summed_predictive(monkeypatch):
     data = tiny_world()
     model = _model(DynamicShockModel, data)
     d = _test_design(data)
-    wf = walk_forecast(model, d, forecast.closing_epoch_groups(d, model), np.arange(N_DRAWS),
+    wf = _walk(model, d, forecast.closing_epoch_groups(d, model), np.arange(N_DRAWS),
                        np.zeros(3), "walk-test")  # fmt: skip
     n = 6000
     worlds = wf.draw_worlds(n, "walk-worlds")
@@ -207,7 +213,7 @@ def test_sampled_paths_draw_from_the_summed_law():
     groups = forecast.closing_epoch_groups(d, model)
     keep = np.arange(n)
     sampled = forecast._dynamic_prediction(model, d, groups, keep, np.zeros(3), "walk-law")
-    summed = walk_forecast(model, d, groups, keep, np.zeros(3), "walk-law")
+    summed = _walk(model, d, groups, keep, np.zeros(3), "walk-law")
     _, expected, change = summed.count_distribution(np.zeros(3, dtype=np.int64))
     per_draw = np.zeros((n, 3))
     np.add.at(per_draw.T, groups.page, (groups.count * sampled.group_probability()).T)
