@@ -1,17 +1,16 @@
 """PyMC change-rate models on sufficient statistics (imports PyMC lazily, on build).
 
-``MODELS`` maps the CLI names to classes: ``censored`` (independent pages), ``hierarchical``
-(pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
-rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
-each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
-(hierarchical page rates × epoch effects shared globally and per domain), ``drift``
-(the same effects as a random walk), ``shocks_ar1`` (the global effect an AR(1) path
-that persists and fades), ``dynamic`` (each page's log-rate a random walk
-over epochs, its path summed out on a grid), ``dynamic_shocks`` (the page walks with
-the shocks model's shared epoch effects on top), ``excursion`` (each page's log-rate a
-stationary AR(1) around its own level), ``mass_edits`` (the shocks model plus
-a rate every page of a domain gets on top of its own, per epoch) and ``dynamic_edits``
-(the page walks, shocks and edits together). See ``docs/models.md``.
+``MODELS`` maps the CLI names to the core's classes: ``censored`` (independent pages),
+``hierarchical`` (pages pooled within domains, domains pooled globally), ``modulated``
+(hierarchical page rates × hour-of-day × day-of-week effects), ``dynamic`` (each page's
+log-rate a random walk over epochs, its path summed out on a grid) and ``excursion`` (each
+page's log-rate a stationary AR(1) around its own level). See ``docs/models.md``.
+
+Other packages add models through the public registry: :func:`register` (at import), or
+an entry point of the group :data:`ENTRY_POINT_GROUP` (``name = "module:Class"``) that
+:func:`get_model` loads on first use of the name. The research models (``bursty``,
+``shocks``, ``drift``, ``shocks_ar1``, ``mass_edits``, ``dynamic_shocks``,
+``dynamic_edits``) live in ``research/`` (``pip install -e research``).
 """
 
 from __future__ import annotations
@@ -20,39 +19,71 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bayesrate.models.base import RateModel
-from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
-from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
-from bayesrate.models.dynamic_edits import DynamicEditModel
+from bayesrate.models.dynamic import DynamicModel
 from bayesrate.models.excursion import ExcursionModel
 from bayesrate.models.hierarchical import HierarchicalModel
-from bayesrate.models.mass_edits import MassEditModel
 from bayesrate.models.modulated import ModulatedModel
-from bayesrate.models.shocks import DriftModel, PersistentShockModel, ShockModel
 
+#: the entry-point group other packages register models under (``name = "module:Class"``)
+ENTRY_POINT_GROUP = "bayesrate.models"
+#: how to get the research models, named when a model is not found
+RESEARCH_HINT = (
+    "the research models (bursty, shocks, drift, shocks_ar1, mass_edits, dynamic_shocks, "
+    "dynamic_edits) are in the bayesrate-research package: pip install -e research"
+)
+
+#: the core models; :func:`register` and the entry points add to it
 MODELS: dict[str, type[RateModel]] = {
     "censored": CensoredModel,
     "hierarchical": HierarchicalModel,
     "modulated": ModulatedModel,
-    "bursty": BurstyModel,
-    "shocks": ShockModel,
-    "drift": DriftModel,
-    "shocks_ar1": PersistentShockModel,
     "dynamic": DynamicModel,
-    "dynamic_shocks": DynamicShockModel,
     "excursion": ExcursionModel,
-    "mass_edits": MassEditModel,
-    "dynamic_edits": DynamicEditModel,
 }
+CORE_MODELS = tuple(MODELS)
+
+
+def register(name: str, cls: type[RateModel]) -> type[RateModel]:
+    """Register the model class ``cls`` under ``name`` (its ``model_type``): ``get_model``,
+    the CLI's ``--model`` and ``RateModel.load`` then know it. Registering the same class
+    twice is a no-op; another class under a taken name is a ``ValueError``. Returns
+    ``cls`` (usable as a decorator's body)."""
+    if not (isinstance(cls, type) and issubclass(cls, RateModel)):
+        raise TypeError(f"model {name!r}: {cls!r} is not a RateModel subclass")
+    if cls.model_type != name:
+        raise ValueError(f"model {name!r}: the class's model_type is {cls.model_type!r}")
+    taken = MODELS.get(name)
+    if taken is not None and taken is not cls:
+        raise ValueError(f"model {name!r} is already registered ({taken.__qualname__})")
+    MODELS[name] = cls
+    return cls
+
+
+def _entry_points() -> dict[str, Any]:
+    """The installed entry points of :data:`ENTRY_POINT_GROUP`, by name (not loaded)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def model_names() -> list[str]:
+    """Every model name known now: registered, or an installed entry point (not loaded)."""
+    return sorted({*MODELS, *_entry_points()})
 
 
 def get_model(name: str) -> type[RateModel]:
-    """The model class registered under ``name``."""
-    try:
+    """The model class registered under ``name``, loading its entry point on first use.
+
+    An unknown name is a ``ValueError`` listing the known ones and how to install the
+    research models."""
+    if name in MODELS:
         return MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
+    ep = _entry_points().get(name)
+    if ep is None:
+        raise ValueError(f"unknown model {name!r}; choose one of {model_names()} ({RESEARCH_HINT})")
+    return register(name, ep.load())
 
 
 def parse_model_configs(
@@ -90,7 +121,7 @@ def parse_model_configs(
                 ) from None
     out: dict[str, dict[str, Any]] = {}
     for name, config in items:
-        if name not in MODELS or name not in names:
+        if name not in names or name not in model_names():
             raise ObservationError(
                 f"model config for {name!r}: not a {what} ({', '.join(names) or 'none'})",
                 field="model_config",
@@ -110,21 +141,19 @@ def parse_model_configs(
 
 
 __all__ = [
+    "CORE_MODELS",
+    "ENTRY_POINT_GROUP",
     "MODELS",
-    "BurstyModel",
     "CensoredModel",
     "ConvergenceWarning",
     "Diagnostics",
-    "DriftModel",
-    "DynamicEditModel",
     "DynamicModel",
-    "DynamicShockModel",
+    "ExcursionModel",
     "HierarchicalModel",
-    "MassEditModel",
     "ModulatedModel",
-    "PersistentShockModel",
     "RateModel",
-    "ShockModel",
     "get_model",
+    "model_names",
     "parse_model_configs",
+    "register",
 ]

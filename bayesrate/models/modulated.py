@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from bayesrate.models.groups import IntervalGroups
     from bayesrate.observations import Observations
+    from bayesrate.predictive import Groups, Prediction
 
 BUCKETS = np.arange(N_HOUR_OF_WEEK)
 #: the quiet exposure is computed as a span when pages × 168 exceeds this many times the
@@ -143,4 +144,33 @@ class ModulatedModel(HierarchicalModel):
         stats = self.data_.hour_of_week_stats(self.timezone)
         return np.stack(
             [loglik(stats.groups(m), lr) for lr, m in zip(log_rate, multipliers, strict=True)]
+        )
+
+    def forecast_groups(self, d, by_length: Groups) -> Groups:
+        """Test intervals grouped by (page, hour-of-week overlap pattern): a rate that
+        follows the clock integrates differently over intervals of one length."""
+        from bayesrate.predictive import pattern_groups
+
+        return pattern_groups(d, self.model_config["timezone"])
+
+    def forecast_predictive(
+        self, d, groups: Groups, keep: np.ndarray, seed: int | str, walks: str = "summed"
+    ) -> Prediction:
+        """Each draw's page rate times its hour-of-week multipliers integrated over each
+        test pattern and each page's window."""
+        from bayesrate.clock import hour_of_week_overlap
+        from bayesrate.draws import stack_draws
+        from bayesrate.predictive import Prediction
+
+        base, mean_rate = self._forecast_rates(keep)
+        post = self.idata_["posterior"]
+        multiplier = np.exp(stack_draws(post["log_multiplier"], DIM_HOUR_OF_WEEK)[keep])
+        pattern_weight = multiplier @ groups.patterns.T  # (draws, patterns): ∫ m over it
+        window = hour_of_week_overlap(
+            np.full(d.n_pages, d.split), d.split + d.window_hours, self.model_config["timezone"]
+        )
+        return Prediction(
+            group_lambda=base[:, groups.page] * pattern_weight[:, groups.key],
+            window_lambda=base * (multiplier @ window.T),
+            rate_per_hour=mean_rate,
         )

@@ -346,7 +346,7 @@ def walk_forecast(model, d, groups, keep: np.ndarray, mean_rate: np.ndarray, see
     its test groups by closing epoch (:func:`~bayesrate.studies.forecast.closing_epoch_groups`),
     on the posterior draws ``keep`` (flat positions); fresh shocks and edits of the epochs
     after the last fitted one are drawn as for the sampled paths."""
-    from bayesrate.studies.forecast import future_epochs
+    from bayesrate.predictive import future_epochs
 
     flat = model._stacked(model.idata_["posterior"])
     future = future_epochs(model, d, groups, keep, seed)

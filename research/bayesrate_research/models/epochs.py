@@ -23,30 +23,7 @@ import pandas as pd
 
 from bayesrate.models.groups import PATTERN_RESOLUTION_HOURS, IntervalGroups
 from bayesrate.observations import concat_ranges
-
-
-def epoch_overlap(
-    start: np.ndarray, end: np.ndarray, anchor: float, epoch_hours: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Hours of each interval ``(start, end]`` in each epoch it overlaps.
-
-    Returns
-    -------
-    owner, epoch, hours
-        One row per (interval, epoch) piece, in interval order: the interval's position,
-        the epoch number (−1 = the span ending at ``anchor``) and the hours in it.
-    """
-    start = np.asarray(start, dtype=np.float64)
-    end = np.asarray(end, dtype=np.float64)
-    first = np.floor((start - anchor) / epoch_hours).astype(np.int64)
-    last = np.maximum(np.ceil((end - anchor) / epoch_hours).astype(np.int64) - 1, first)
-    pieces = last - first + 1
-    owner = np.repeat(np.arange(len(start)), pieces)
-    within = np.arange(len(owner)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    epoch = first[owner] + within
-    lo = np.maximum(start[owner], anchor + epoch * epoch_hours)
-    hi = np.minimum(end[owner], anchor + (epoch + 1) * epoch_hours)
-    return owner, epoch, hi - lo
+from bayesrate.predictive import epoch_overlap
 
 
 @dataclass(frozen=True, eq=False)

@@ -212,3 +212,18 @@ class BurstyModel(HierarchicalModel):
             log_rate,
             log_shape,
         )
+
+    # ------------------------------------------------------------------ forecast predictive
+    def forecast_predictive(self, d, groups, keep, seed, walks: str = "summed"):
+        """Each test interval Gamma-mixed with its domain's ``κ``
+        (:func:`bayesrate_research.forecast.bursty_prediction`)."""
+        from bayesrate_research.forecast import bursty_prediction
+
+        base, mean_rate = self._forecast_rates(keep)
+        return bursty_prediction(self.idata_["posterior"], d, groups, base, keep, mean_rate)
+
+    def forecast_diagnostics(self) -> dict[str, Any]:
+        """Per domain, the 5%, 50% and 95% posterior quantiles of ``κ``."""
+        from bayesrate_research.forecast import domain_quantiles
+
+        return {"kappa_per_domain_q05_q50_q95": domain_quantiles(self.idata_["posterior"]["kappa"])}
