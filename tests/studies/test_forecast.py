@@ -281,7 +281,7 @@ def test_closing_epoch_groups_key_each_interval_by_its_closing_epoch():
     length and the grid column its closing visit falls in (checked interval by interval)."""
     from types import SimpleNamespace
 
-    from bayesrate.models.dynamic import EpochCells
+    from bayesrate.models.dynamic import DynamicModel, EpochCells
 
     rng = np.random.default_rng(7)
     n = 300
@@ -295,7 +295,7 @@ def test_closing_epoch_groups_key_each_interval_by_its_closing_epoch():
     )  # fmt: skip
     model = SimpleNamespace(cells=lambda data: cells, data_=None)
     d = SimpleNamespace(interval_start=start, interval_end=end, interval_page=page)
-    g = forecast.closing_epoch_groups(d, model)
+    g = DynamicModel.forecast_groups(model, d, None)  # the dynamic model's own grouping
     assert g.count.sum() == n
     for p, col, tau, count in zip(g.page, g.epochs, g.key, g.count, strict=True):
         k = col + cells.first_epoch

@@ -147,7 +147,8 @@ def test_worlds_are_draws_of_the_summed_predictive(monkeypatch):
                                       band(full_below + worlds.noise * full_k))  # fmt: skip
         inside = short_k > 0  # a drawn count has probability > 0 below the cap
         np.testing.assert_allclose(short_k[inside], full_k[inside], rtol=1e-12)
-        assert (~inside).any() == beyond and inside.mean() > 0.98
+        # (a count beyond the 99% quantile's cap: research/tests, with shocks spreading them)
+        assert inside.mean() > 0.98 and (beyond or inside.all())
     for p in range(3):
         np.testing.assert_allclose(pmf[p].sum(), 1.0, atol=1e-12)
         freq = np.bincount(worlds.counts[:, p], minlength=len(pmf[p]))[: len(pmf[p])] / n
