@@ -129,3 +129,10 @@ def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
     assert [name for name, _, _ in again] == ["logp_grad", "laplace_logp_grad", "expm2_scaled"]
     for name, hits, misses in again:
         assert int(hits) >= 1 and int(misses) == 0, (name, hits, misses)
+
+
+def test_the_core_never_imports_the_research_package():
+    """research/ registers its models through the entry points; the core does not know it."""
+    sources = sorted((REPO / "bayesrate").rglob("*.py"))
+    offenders = [str(p.relative_to(REPO)) for p in sources if "bayesrate_research" in p.read_text()]
+    assert not offenders, f"the core imports the research package: {offenders}"
