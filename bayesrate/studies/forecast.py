@@ -941,7 +941,7 @@ def run(
         Worlds drawn from each method's predictive to show how far from 0.90 its coverage90
         falls when it is the truth (:func:`world_coverage`; 0: none).
     model_config
-        Per model method, overrides of its ``model_config`` (e.g. ``{"shocks":
+        Per model method, overrides of its ``model_config`` (e.g. ``{"dynamic":
         {"epoch_days": 365}}``), or ``"METHOD=JSON"`` texts (the CLI's
         ``--model-config``); recorded in each method's diagnostics.
     walks
