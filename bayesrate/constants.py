@@ -50,7 +50,7 @@ DIM_PATTERN: Final = "overlap_pattern"
 DIM_HOUR_OF_DAY: Final = "hour_of_day"
 DIM_DAY_OF_WEEK: Final = "day_of_week"
 DIM_HOUR_OF_WEEK: Final = "hour_of_week"
-#: spans of the shocks model's shared effects (bayesrate.models.epochs), labelled by start
+#: spans of the shocks model's shared effects (the research package's epochs), labelled by start
 DIM_EPOCH: Final = "epoch"
 #: epochs a prediction reaches after the fitted data (their shocks are drawn afresh)
 DIM_FUTURE_EPOCH: Final = "future_epoch"
@@ -62,3 +62,14 @@ MAX_DIVERGENCES: Final = 0
 
 # --- datasets ------------------------------------------------------------------------------
 DEFAULT_DATASET: Final = "ota-contrib"
+
+
+#: the posterior predictive statistics of the population a new page's prior speaks to,
+#: judged on the *mixed* replication (fresh page rates from the fitted population,
+#: ``bayesrate.checks.ppc``): an exported model's gates (``RateModel.export_gates``)
+POPULATION_GATES: Final = (
+    "mean_changes",
+    "sd_log_changes",
+    "frac_never_changed",
+    "frac_changed_every_visit",
+)

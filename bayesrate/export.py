@@ -45,7 +45,11 @@ from typing import Any
 import numpy as np
 
 from bayesrate.atomic import atomic_directory
-from bayesrate.constants import DIM_DOMAIN, HOURS_PER_DAY
+from bayesrate.constants import (
+    DIM_DOMAIN,
+    HOURS_PER_DAY,
+    POPULATION_GATES,  # noqa: F401 (its name here too)
+)
 from bayesrate.draws import stack_draws
 from bayesrate.errors import ArtifactError
 from bayesrate.priors import (
@@ -62,26 +66,16 @@ from bayesrate.priors import (
     lognormal_moments,
 )
 
-#: the population statistics a new page's prior speaks to, judged on the *mixed*
-#: replication (fresh page rates from the fitted population, ``checks.ppc``): conditional
-#: replicates of pages with hundreds of intervals reproduce their own counts whatever the
-#: population. The dispersion gate is on the log scale (the raw SD of counts is dominated
-#: by the two or three busiest pages).
-POPULATION_GATES = ("mean_changes", "sd_log_changes", "frac_never_changed",
-                    "frac_changed_every_visit")  # fmt: skip
-#: PPC statistics that gate export, per model type: replication -> statistics. The
-#: hour-of-week shape of a modulated model is judged conditionally (its realized
-#: chi-square needs each draw's own expected counts).
-PPC_GATES: dict[str, dict[str, tuple[str, ...]]] = {
-    "hierarchical": {"mixed": POPULATION_GATES},
-    "modulated": {"mixed": POPULATION_GATES,
-                  "conditional": ("hour_of_day_chi2", "day_of_week_chi2")},
-    # a new page's first state and its walk (the drift block); its predictive walks
-    "dynamic": {"mixed": POPULATION_GATES},
-    # a new page's level and its excursions (their short-horizon diffusion: the drift block)
-    "excursion": {"mixed": POPULATION_GATES},
-}  # fmt: skip
-EXPORTABLE = tuple(PPC_GATES)
+
+def exportable_models() -> list[str]:
+    """The registered models with a prior artifact: each model declares the PPC statistics
+    that gate its export (``RateModel.export_gates``, ``None``: nothing to export; the
+    population statistics, :data:`POPULATION_GATES`, are the common part)."""
+    from bayesrate.models import MODELS
+
+    return [name for name, cls in MODELS.items() if cls.export_gates is not None]
+
+
 FIT_FILE = "fit.nc"
 #: draws kept in an artifact's fit (the full fit is written next to the report)
 ARTIFACT_DRAWS = 500
@@ -126,7 +120,7 @@ def predictive_moments(posterior) -> dict[str, tuple[float, float]]:
         if name not in posterior:
             raise ArtifactError(
                 f"the fit has no {name!r}: prior export needs a model with domain structure "
-                f"({', '.join(EXPORTABLE)})"
+                f"({', '.join(exportable_models())})"
             )
     m = stack_draws(posterior["domain_log_rate_mean"], DIM_DOMAIN)  # (S, D)
     s, s_new = _page_scales(posterior)
@@ -324,7 +318,7 @@ def domain_priors(model, *, metadata: Mapping[str, Any] | None = None) -> PriorS
 def gate_failures(model, ppc=None) -> list[str]:
     """Why an artifact from this fit may not be exported (empty list: it may)."""
     failures = []
-    if model.model_type not in EXPORTABLE:
+    if model.export_gates is None:
         failures.append(f"model {model.model_type!r} has no domain structure to export")
     if not model.converged_:
         diag = model.diagnostics_
@@ -333,7 +327,7 @@ def gate_failures(model, ppc=None) -> list[str]:
     if ppc is None:
         failures.append("no posterior predictive checks were run")
     else:
-        bad = ppc.gate_failures(PPC_GATES.get(model.model_type, {}))
+        bad = ppc.gate_failures(model.export_gates or {})
         if bad:
             failures.append("posterior predictive checks failed: " + ", ".join(bad))
     return failures
@@ -376,7 +370,7 @@ def write_artifact(
         "gate_failures": failures,
         "gates": {
             "diagnostics": bool(model.converged_),
-            "ppc": ppc is not None and not ppc.gate_failures(PPC_GATES.get(model.model_type, {})),
+            "ppc": ppc is not None and not ppc.gate_failures(model.export_gates or {}),
         },
         "ppc_p_values": None if ppc is None else {r: ppc.p_values(r) for r in ppc.replications},
         "loo": None if comparison is None else comparison.to_dict(),
@@ -543,7 +537,7 @@ def model_card(model, priors: PriorSet, *, dataset, ppc, comparison, failures, c
         "",
     ]  # fmt: skip
     if ppc is not None:
-        gates = PPC_GATES.get(model.model_type, {})
+        gates = model.export_gates or {}
         lines += ["## Posterior predictive checks", "",
                   "Conditional: each page replicated from its own posterior; mixed: fresh "
                   "page rates from the fitted population (export is decided on it).", "",

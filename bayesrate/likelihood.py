@@ -11,7 +11,7 @@ hour) and the page's intervals grouped (:class:`CensoredGroups`)::
 intervals, in hours: their total length for a constant rate), and each changed group ``g``
 holds ``c_g`` changed intervals of exposure ``E_g`` (their length ``τ``, or the modulated
 exposure ``Σ_b m_b·overlap_b``). A rate shared by the pages on top of the page's own (the
-mass-edit model's ``a``: :mod:`bayesrate.models.mass_edits`) adds a known integrated rate
+mass-edit model's ``a``: the research package's ``mass_edits``) adds a known integrated rate
 ``A_g`` to each changed group and ``A_U`` to the unchanged intervals::
 
     ℓ(θ) = −U·e^θ − A_U + Σ_g c_g · log(1 − exp(−(e^{θ + log E_g} + A_g)))

@@ -35,3 +35,11 @@ def rng_from(seed: int | str | np.random.Generator | None) -> np.random.Generato
     if isinstance(seed, (str, int, np.integer)):
         return np.random.default_rng(seed_int(seed if isinstance(seed, str) else int(seed)))
     raise TypeError(f"seed must be an int, a string or a numpy Generator, got {type(seed)}")
+
+
+def draw_states(probs: np.ndarray, rng) -> np.ndarray:
+    """One categorical draw per row of ``probs`` (``(..., K)`` probabilities, any scale):
+    the dynamic models' grid states (forward filtering / backward sampling, forecasts)."""
+    cum = np.cumsum(probs, axis=-1)
+    u = rng.random(probs.shape[:-1])[..., None] * cum[..., -1:]
+    return np.minimum((u > cum).sum(axis=-1), probs.shape[-1] - 1)

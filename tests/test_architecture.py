@@ -339,3 +339,10 @@ def test_no_dispatch_on_model_classes_outside_models():
         files += sorted(target.rglob("*.py")) if target.is_dir() else [target]
     hits = [hit for path in files for hit in dispatch_sites(path, classes)]
     assert not hits, "dispatch on model classes outside bayesrate/models:\n" + "\n".join(hits)
+
+
+def test_the_core_never_imports_the_research_package():
+    """research/ registers its models through the entry points; the core does not know it."""
+    sources = sorted((REPO / "bayesrate").rglob("*.py"))
+    offenders = [str(p.relative_to(REPO)) for p in sources if "bayesrate_research" in p.read_text()]
+    assert not offenders, f"the core imports the research package: {offenders}"

@@ -15,7 +15,7 @@ where the page's likelihood is within ``LOGLIK_WINDOW`` of its maximum (clipped 
 the trapezoid rule — which converges geometrically for these smooth, rapidly decaying
 integrands: 64 points agree with 2,000 to 1e-10 on ``ota-pga``.
 For modulated models the likelihood of each draw uses that draw's hour-of-week multipliers,
-for the shocks and drift models its epoch effects, for the bursty model its ``κ``
+for the research models (``research/``) their epoch effects or ``κ``
 (:func:`integrated_loglik_per_draw`). The dynamic models sum each page's whole path out
 on their own grid (``DynamicModel.marginal_page_loglik``).
 """
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 
 #: grid points per page of the trapezoid rule
 N_GRID = 64
-#: the old name of :func:`~bayesrate.estimators.grid.likelihood_support_grids`, which the
-#: research models (shocks, bursty, mass_edits) still import; remove when they have moved
-page_grids = likelihood_support_grids
 
 
 def _trapezoid_log_weights(grid: np.ndarray) -> np.ndarray:
@@ -110,8 +107,8 @@ def integrated_loglik_per_draw(
     """``log ∫ p_s(y_p | e^u) Normal(u | mu[s, p], sigma[s]) du`` when each draw ``s`` has
     its own likelihood, ``loglik_of_draw(s, grid)`` ``(pages, K)`` on the per-page ``grid``
     (:func:`~bayesrate.estimators.grid.likelihood_support_grids` of the likelihood at the
-    draws' mean effects): the modulated model's multipliers, the shocks models' epoch
-    effects, the bursty model's ``κ``.
+    draws' mean effects): the modulated model's multipliers, a research model's epoch
+    effects or ``κ``.
 
     ``refine_to``: ``grid`` is a first pass; each draw integrates on ``refine_to`` nodes
     spanning that draw's integrand (likelihood times prior) within

@@ -31,14 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "its extensions); letters, digits, '.', '_', '-'",
     )
     from bayesrate.calibrate import DEFAULT_MODELS
-    from bayesrate.models import MODELS
+    from bayesrate.commands.common import comparable_model_name
 
     # models whose pages' rates are integrated out for leave-one-page-out
-    comparable = [name for name, cls in MODELS.items() if cls.marginal_loo]
     parser.add_argument(
         "--models",
         nargs="+",
-        choices=sorted(comparable),
+        type=comparable_model_name,
+        metavar="MODEL",
         default=list(DEFAULT_MODELS),
         help=f"models to fit and compare (default: {' '.join(DEFAULT_MODELS)}; excursion with "
         "annual epochs unless --model-config says otherwise)",

@@ -153,6 +153,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+def model_name(text: str) -> str:
+    """argparse type: a registered model's name, its class loaded (a research model's entry
+    point on first use); an unknown name says how to install the research models."""
+    from bayesrate.models import get_model
+
+    try:
+        get_model(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def comparable_model_name(text: str) -> str:
+    """argparse type: :func:`model_name` of a model with integrated leave-one-page-out."""
+    from bayesrate.models import get_model
+
+    if not get_model(model_name(text)).marginal_loo:
+        raise argparse.ArgumentTypeError(
+            f"the {text} model has no integrated leave-one-page-out to compare on"
+        )
+    return text
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     value = _number(text, int)

@@ -21,6 +21,7 @@ from bayesrate.commands.common import (
     add_quiet_option,
     check_output_dir,
     load_observations,
+    model_name,
     non_negative_int,
     positive_int,
     progress_for,
@@ -35,9 +36,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_options(parser)
-    from bayesrate.models import MODELS
+    from bayesrate.models import model_names
 
-    parser.add_argument("--model", choices=sorted(MODELS), default="hierarchical")
+    parser.add_argument(
+        "--model",
+        type=model_name,
+        default="hierarchical",
+        metavar="MODEL",
+        help=f"one of {', '.join(model_names())} (default hierarchical; the research models "
+        "with `pip install -e research`)",
+    )
     parser.add_argument("--method", choices=("nuts", "advi", "pathfinder"), default="nuts")
     parser.add_argument(
         "--draws",

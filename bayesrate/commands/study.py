@@ -79,7 +79,14 @@ OPTIONS: dict[str, list[tuple[str | tuple[str, ...], dict]]] = {
             },
         ),
         ("--horizon-days", {"type": positive_float, "help": "test window (default 180)"}),
-        ("--methods", {"help": "comma-separated (default: every method but bursty)"}),
+        (
+            "--methods",
+            {
+                "help": "comma-separated: naive, cho, mle, the core models, mmpp, mmpp_mixture, "
+                "any registered model (the research models: pip install -e research); default "
+                "naive, cho, mle, censored, hierarchical, modulated"
+            },
+        ),
         ("--max-pages", {"type": positive_int, "help": "score a random subset of pages"}),
         ("--draws", {"type": positive_int, "help": "NUTS draws per chain (default 2,000)"}),
         ("--tune", {"type": non_negative_int, "help": "NUTS tuning steps (default 300)"}),

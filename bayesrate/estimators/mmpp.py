@@ -12,7 +12,7 @@ A page alternates between a *quiet* state (changes at rate ``λ``) and a *burst*
 
 and a page's visit sequence has likelihood ``π · Π_i M_{c_i}(τ_i) · 1``: the hidden
 state carries over from one interval to the next, so detections cluster in time, the
-serial dependence an interval-level mixture (:mod:`bayesrate.models.bursty`) cannot
+serial dependence an interval-level mixture (the research package's ``bursty`` model) cannot
 express. ``r = 1`` (or ``q_in → 0``) is the Poisson model of :mod:`bayesrate.likelihood`.
 
 **Sufficient statistics.** The likelihood depends on the order of the intervals, so

@@ -1,18 +1,16 @@
 """PyMC change-rate models on sufficient statistics (imports PyMC lazily, on build).
 
-``MODELS`` (:mod:`bayesrate.models.registry`; more with :func:`register`) maps the CLI
-names to classes: ``censored`` (independent pages), ``hierarchical``
-(pages pooled within domains, domains pooled globally), ``modulated`` (hierarchical page
-rates × hour-of-day × day-of-week effects), ``bursty`` (hierarchical page rates,
-each interval's exposure Gamma-mixed, shape pooled per domain) and ``shocks``
-(hierarchical page rates × epoch effects shared globally and per domain), ``drift``
-(the same effects as a random walk), ``shocks_ar1`` (the global effect an AR(1) path
-that persists and fades), ``dynamic`` (each page's log-rate a random walk
-over epochs, its path summed out on a grid), ``dynamic_shocks`` (the page walks with
-the shocks model's shared epoch effects on top), ``excursion`` (each page's log-rate a
-stationary AR(1) around its own level), ``mass_edits`` (the shocks model plus
-a rate every page of a domain gets on top of its own, per epoch) and ``dynamic_edits``
-(the page walks, shocks and edits together). See ``docs/models.md``.
+``MODELS`` maps the CLI names to the core's classes: ``censored`` (independent pages),
+``hierarchical`` (pages pooled within domains, domains pooled globally), ``modulated``
+(hierarchical page rates × hour-of-day × day-of-week effects), ``dynamic`` (each page's
+log-rate a random walk over epochs, its path summed out on a grid) and ``excursion`` (each
+page's log-rate a stationary AR(1) around its own level). See ``docs/models.md``.
+
+Other packages add models through the public registry: :func:`register` (at import), or
+an entry point of the group :data:`ENTRY_POINT_GROUP` (``name = "module:Class"``) that
+:func:`get_model` loads on first use of the name. The research models (``bursty``,
+``shocks``, ``drift``, ``shocks_ar1``, ``mass_edits``, ``dynamic_shocks``,
+``dynamic_edits``) live in ``research/`` (``pip install -e research``).
 """
 
 from __future__ import annotations
@@ -21,33 +19,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bayesrate.models.base import RateModel
-from bayesrate.models.bursty import BurstyModel
 from bayesrate.models.censored import CensoredModel
 from bayesrate.models.diagnostics import ConvergenceWarning, Diagnostics
-from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
-from bayesrate.models.dynamic_edits import DynamicEditModel
+from bayesrate.models.dynamic import DynamicModel
 from bayesrate.models.excursion import ExcursionModel
 from bayesrate.models.hierarchical import HierarchicalModel
-from bayesrate.models.mass_edits import MassEditModel
 from bayesrate.models.modulated import ModulatedModel
-from bayesrate.models.registry import MODELS, get_model, register
-from bayesrate.models.shocks import DriftModel, PersistentShockModel, ShockModel
+from bayesrate.models.registry import (
+    ENTRY_POINT_GROUP,
+    MODELS,
+    RESEARCH_HINT,
+    get_model,
+    model_names,
+    register,
+)
 
-for _cls in (
-    CensoredModel,
-    HierarchicalModel,
-    ModulatedModel,
-    BurstyModel,
-    ShockModel,
-    DriftModel,
-    PersistentShockModel,
-    DynamicModel,
-    DynamicShockModel,
-    ExcursionModel,
-    MassEditModel,
-    DynamicEditModel,
-):
+for _cls in (CensoredModel, HierarchicalModel, ModulatedModel, DynamicModel, ExcursionModel):
     register(_cls.model_type, _cls)
+#: the core models (the research package registers more)
+CORE_MODELS = tuple(MODELS)
 
 
 def parse_model_configs(
@@ -85,7 +75,7 @@ def parse_model_configs(
                 ) from None
     out: dict[str, dict[str, Any]] = {}
     for name, config in items:
-        if name not in MODELS or name not in names:
+        if name not in names or name not in model_names():
             raise ObservationError(
                 f"model config for {name!r}: not a {what} ({', '.join(names) or 'none'})",
                 field="model_config",
@@ -105,22 +95,20 @@ def parse_model_configs(
 
 
 __all__ = [
+    "CORE_MODELS",
+    "ENTRY_POINT_GROUP",
     "MODELS",
-    "BurstyModel",
+    "RESEARCH_HINT",
     "CensoredModel",
     "ConvergenceWarning",
     "Diagnostics",
-    "DriftModel",
-    "DynamicEditModel",
     "DynamicModel",
-    "DynamicShockModel",
+    "ExcursionModel",
     "HierarchicalModel",
-    "MassEditModel",
     "ModulatedModel",
-    "PersistentShockModel",
     "RateModel",
-    "ShockModel",
     "get_model",
+    "model_names",
     "parse_model_configs",
     "register",
 ]

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
     from bayesrate.models.groups import IntervalGroups
     from bayesrate.observations import Observations
+    from bayesrate.predictive import Groups, Prediction
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,10 @@ class RateModel:
     #: whether :mod:`bayesrate.checks.marginal` integrates its pages' rates out (the
     #: leave-one-page-out of ``bayesrate calibrate``)
     marginal_loo: ClassVar[bool] = True
+    #: the PPC statistics that gate a prior artifact, per replication (``{"mixed":
+    #: POPULATION_GATES}``); ``None``: the model has no domain structure to export
+    #: (:func:`bayesrate.export.write_artifact` refuses it)
+    export_gates: ClassVar[Mapping[str, tuple[str, ...]] | None] = None
     #: whether the likelihood is observed interval groups (PyMC's pointwise log-likelihood
     #: and posterior predictive draws of them exist)
     observed_groups: ClassVar[bool] = True
@@ -879,6 +884,41 @@ class RateModel:
             return self.data_
         return data
 
+    # ------------------------------------------------------------------ forecast predictive
+    def forecast_groups(self, d, by_length: Groups) -> Groups:
+        """The test intervals of a forecast design ``d``
+        (:func:`bayesrate.studies.forecast.design`) grouped as this model's predictive
+        needs them: by (page, length), ``by_length``, for a rate constant in time."""
+        return by_length
+
+    def forecast_predictive(
+        self, d, groups: Groups, keep: np.ndarray, seed: int | str, walks: str = "summed"
+    ) -> Prediction:
+        """Per kept posterior draw (flat positions ``keep``), the integrated rate of each test
+        group (:meth:`forecast_groups`) and of each page's test window: each draw's page
+        rate times the hours (``walks``: the dynamic models' choice, see
+        :func:`bayesrate.studies.forecast.model_prediction`)."""
+        from bayesrate.predictive import Prediction
+
+        base, mean_rate = self._forecast_rates(keep)
+        return Prediction(
+            group_lambda=base[:, groups.page] * groups.key[None, :],
+            window_lambda=base * d.window_hours[None, :],
+            rate_per_hour=mean_rate,
+        )
+
+    def _forecast_rates(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(kept draws, pages)`` page rates ``exp(log_rate)`` and the posterior mean ``rate``."""
+        from bayesrate.draws import stack_draws
+
+        post = self.idata_["posterior"]
+        base = np.exp(stack_draws(post["log_rate"], DIM_PAGE)[keep])
+        return base, stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
+
+    def forecast_diagnostics(self) -> dict[str, Any]:
+        """What the forecast study records of this fit beyond its convergence diagnostics."""
+        return {}
+
     # ------------------------------------------------------------------ numpy log-likelihood
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
         """``(draws, pages)`` exact log-likelihood of each page at each kept posterior draw.
@@ -1024,7 +1064,7 @@ class RateModel:
         """
         import xarray as xr
 
-        from bayesrate.models.registry import MODELS
+        from bayesrate.models.registry import get_model
 
         path = Path(path)
         if not path.is_file():
@@ -1035,9 +1075,12 @@ class RateModel:
             raise ArtifactError(f"{path} is not a readable NetCDF fit: {exc}") from exc
         attrs = idata.attrs
         model_type = attrs.get("bayesrate_model_type")
-        if model_type not in MODELS:
-            raise ArtifactError(f"{path} is not a bayesrate model fit (model type {model_type!r})")
-        target = MODELS[model_type]
+        if model_type is None:
+            raise ArtifactError(f"{path} is not a bayesrate model fit (model type None)")
+        try:
+            target = get_model(model_type)
+        except ValueError as exc:
+            raise ArtifactError(f"{path} is not a fit of a known model: {exc}") from None
         if cls is not RateModel and target is not cls:
             raise ArtifactError(
                 f"{path} holds a {model_type!r} fit; cannot load it into {cls.__name__} "

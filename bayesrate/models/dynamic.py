@@ -56,13 +56,12 @@ from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
 from bayesrate.models.base import RateModel, _labels, check_config_numbers
 from bayesrate.models.epochs import EpochCells, end_epochs, epoch_cells
 from bayesrate.models.hierarchical import COVERED_BY, HierarchicalModel
-from bayesrate.models.shocks import ShockModel
+from bayesrate.seeds import draw_states
 
 if TYPE_CHECKING:
     import pymc as pm
     import xarray as xr
 
-    from bayesrate.models.hmm import ShiftedEmission
     from bayesrate.observations import Observations
 
 #: changes over the longest exposure / per shortest interval at the grid's ends
@@ -221,13 +220,6 @@ def cell_draws(grid: np.ndarray, state: np.ndarray, rng) -> np.ndarray:
     lower = grid - np.concatenate([half[:1], half])
     upper = grid + np.concatenate([half, half[-1:]])
     return lower[state] + rng.random(np.shape(state)) * (upper[state] - lower[state])
-
-
-def draw_states(probs: np.ndarray, rng) -> np.ndarray:
-    """One grid index per row of ``probs`` (``(..., K)`` probabilities, any scale)."""
-    cum = np.cumsum(probs, axis=-1)
-    u = rng.random(probs.shape[:-1])[..., None] * cum[..., -1:]
-    return np.minimum((u > cum).sum(axis=-1), probs.shape[-1] - 1)
 
 
 def bin_edges(grid: np.ndarray) -> np.ndarray:
@@ -1055,167 +1047,37 @@ class DynamicModel(HierarchicalModel):
             "paths summed out) or `bayesrate study forecast --methods dynamic`"
         )
 
+    # ------------------------------------------------------------------ forecast predictive
+    def forecast_groups(self, d, by_length):
+        """Test intervals grouped by (page, column of the closing visit's epoch on the
+        fitted grid, length): an interval has the rate of its closing epoch."""
+        from bayesrate.predictive import column_groups
 
-class DynamicShockModel(DynamicModel, ShockModel):
-    """The dynamic model with the shocks model's shared epoch effects on top: page
-    log-rates walk, and every epoch moves the pages of a domain together::
+        cells = self.cells(self.data_)
+        column = end_epochs(d.interval_end, cells.anchor, cells.epoch_hours) - cells.first_epoch
+        return column_groups(d, column)
 
-        log λ[p, e] = x[p, e] + shock[domain(p), e]
+    def forecast_predictive(self, d, groups, keep, seed, walks: str = "summed"):
+        """The page walks after the last fitted epoch summed out on the grid
+        (``walks="summed"``: :func:`bayesrate.models.walk_forecast.walk_forecast`) or one
+        sampled path per draw (``"sampled"``:
+        :func:`bayesrate.predictive.sampled_walk_prediction`)."""
+        from bayesrate.draws import stack_draws
 
-    ``x`` is the dynamic model's per-page walk (its paths summed out on the grid) and
-    ``shock`` the shocks model's (global, and per domain for domains of at least
-    ``domain_shock_min_pages`` pages; zero-sum, independent per epoch). A cell's
-    likelihood is evaluated at the shifted grid inside the kernel
-    (:class:`~bayesrate.models.hmm.ShiftedEmission`), so the shocks are sampled with the
-    population parameters and the paths stay summed out.
+        mean_rate = stack_draws(self.idata_["posterior"]["rate"], DIM_PAGE).mean(axis=0)
+        if walks == "summed":
+            from bayesrate.models.walk_forecast import walk_forecast
 
-    ``log_rate`` is each page's own level ``x`` in the last fitted epoch (its filtered
-    distribution under each draw's shocks), and ``rate`` its expected rate in a future
-    epoch (a fresh shock: ``exp(log_rate + σ_global²/2 [+ σ_domain²/2])``), as in the
-    shocks model. The forecast walks ``x`` on and draws fresh shocks per future epoch.
-    """
+            return walk_forecast(self, d, groups, keep, mean_rate, seed)
+        from bayesrate.predictive import sampled_walk_prediction
 
-    model_type: ClassVar[str] = "dynamic_shocks"
-    rate_units: ClassVar[str] = "changes per hour (expected in a future epoch)"
-    filter_vars: ClassVar[tuple[tuple[str, ...], ...]] = (
-        *DynamicModel.filter_vars,
-        ("shock", DIM_DOMAIN, DIM_EPOCH),
-    )
-    default_model_config: ClassVar[dict[str, Any]] = {
-        **ShockModel.default_model_config,
-        **DynamicModel.default_model_config,
-    }
+        return sampled_walk_prediction(self, d, groups, keep, mean_rate, seed)
 
-    def _validate_config(self) -> None:
-        super()._validate_config()
-        if self.model_config["shock_process"] != "iid":
-            raise ValueError(f"{self.model_type} has independent shocks (the pages walk already)")
-
-    def effect_rows(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct rows of the ``(domain, epoch)`` effects: a domain of each (one that
-        follows the global effects, then every domain with effects of its own,
-        :meth:`shocked_domains`), and per domain the index of its row among them."""
-
-        def compute() -> tuple[np.ndarray, np.ndarray]:
-            own = self.shocked_domains(data)
-            key = np.where(own, np.arange(len(own)) + 1, 0)
-            _, first, code = np.unique(key, return_index=True, return_inverse=True)
-            return first, code.reshape(-1)
-
-        return self._cached(data, "effect_rows", compute)
-
-    def shifted_emission(self, data: Observations) -> ShiftedEmission:
-        """The cells' likelihood terms on the grid, grouped by (distinct effect row, epoch)
-        (computed once per data)."""
-        from bayesrate.models.hmm import ShiftedEmission
-
-        def compute() -> ShiftedEmission:
-            cells = self.cells(data)
-            first, code = self.effect_rows(data)
-            return ShiftedEmission.from_cells(
-                cells.groups,
-                cells.cell_page,
-                cells.cell_epoch,
-                cells.n_pages,
-                cells.n_epochs,
-                self.grid(data),
-                code[data.domain_codes[cells.cell_page]] * cells.n_epochs + cells.cell_epoch,
-                len(first) * cells.n_epochs,
-            )
-
-        return self._cached(data, "shifted_emission", compute)
-
-    def active_cells(self, data: Observations) -> np.ndarray:
-        """``(domains, epochs)``: whether any page of the domain has a cell in the epoch."""
-        cells = self.cells(data)
-        active = np.zeros((len(data.domains), cells.n_epochs), dtype=bool)
-        active[data.domain_codes[cells.cell_page], cells.cell_epoch] = True
-        return active
-
-    def shock_information(self, data: Observations) -> tuple[np.ndarray, np.ndarray]:
-        """The shocks model's information per shock, each interval counted in the epoch of
-        its closing visit."""
-        from bayesrate.models.hierarchical import interval_information, plugin_log_rates
-
-        cells = self.cells(data)
-        stats = data.interval_stats
-        one_sided = (stats.n_changes == 0) | (stats.n_changes >= stats.n_intervals)
-        plug = np.where(one_sided, -np.inf, plugin_log_rates(stats))
-        ends = np.flatnonzero(~data.is_baseline)
-        page = data.page_of_visit[ends]
-        tau = data.time[ends] - data.time[ends - 1]
-        column = end_epochs(data.time[ends], cells.anchor, cells.epoch_hours) - cells.first_epoch
-        n_domains = len(data.domains)
-        cell = np.bincount(
-            data.domain_codes[page] * cells.n_epochs + column,
-            weights=interval_information(plug[page], tau),
-            minlength=n_domains * cells.n_epochs,
-        ).reshape(n_domains, cells.n_epochs)
-        return cell.sum(axis=0), cell
-
-    def _added(self, data: Observations):
-        """The added log-rates ``(domains, epochs)`` in the current model, or ``None``
-        (here: none; the dynamic mass-edit model's edits)."""
-        return None
-
-    def _paths(self, data: Observations, init, transitions):
-        from bayesrate.models.hmm import paths_logp
-
-        cells = self.cells(data)
-        rows, _ = self.effect_rows(data)
-        added = self._added(data)
-        return paths_logp(
-            init,
-            transitions,
-            self.shifted_emission(data),
-            data.domain_codes,
-            cells.first_column,
-            cells.last_column,
-            self._shocks(data)[rows],
-            None if added is None else added[rows],
-        )
-
-    def _group_shift(self, draws, i: int, domain: np.ndarray, column: np.ndarray):
-        """Draw ``i``'s fitted shocks of the groups (a new domain follows the global ones)."""
-        return self._fitted_effects(draws, i, "shock", "shock_global", domain, column)
-
-    def _fitted_effects(
-        self, draws, i: int, name: str, global_name: str, domain: np.ndarray, column
-    ) -> np.ndarray:
-        """Draw ``i``'s fitted ``(domain, epoch)`` effect ``name`` at the groups (a new
-        domain, code ``n_domains``, takes ``global_name``); a column outside the fitted
-        epochs is an error (the forecast study draws fresh effects for later epochs)."""
-        effect = draws[name][i]
-        if len(column) and (column.min() < 0 or column.max() >= effect.shape[1]):
-            raise ValueError(
-                f"{self.model_type} predicts visits within the fitted epochs only; "
-                "`bayesrate study forecast` draws the effects of later epochs"
-            )
-        if global_name in draws:
-            effect = np.vstack([effect, draws[global_name][i][None]])
-        return effect[domain, column]
-
-    def _draw_emission(self, draws: dict[str, np.ndarray], i: int, data: Observations):
-        added = self._draw_added(draws, i)
-        shift = self._distinct_rows(draws["shock"][i], data)
-        added = None if added is None else self._distinct_rows(added, data)
-        tables = self.shifted_emission(data).tables(shift, added)
-        return tables[0], tables[2]
-
-    def _distinct_rows(self, effect: np.ndarray, data: Observations) -> np.ndarray:
-        """The :meth:`effect_rows` of a drawn ``(domain, epoch)`` effect; ``ValueError`` if
-        domains that share a row differ (effects not drawn on ``data``'s domains)."""
-        rows, code = self.effect_rows(data)
-        if effect.shape[0] != len(code) or not np.array_equal(effect[rows][code], effect):
-            raise ValueError(
-                "the drawn (domain, epoch) effects do not match the domains of the data "
-                "(pass the fitted data)"
-            )
-        return effect[rows]
-
-    def _draw_added(self, draws: dict[str, np.ndarray], i: int):
-        """Draw ``i``'s added log-rates ``(domains, epochs)``, or ``None`` (here: none)."""
-        return None
-
-    def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
-        return [*super().diagnostic_vars(idata), "shock"]
+    def future_log_effects(
+        self, keep: np.ndarray, n_ahead: int, seed: int | str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(draws, domains, n_ahead + 1)`` log-rate offsets (0) and log added rates (−inf)
+        of the last fitted epoch and the ``n_ahead`` after it, for the kept draws: none
+        here; a model with shared effects per epoch overrides this."""
+        shape = (len(keep), len(self.data_.domains), n_ahead + 1)
+        return np.zeros(shape), np.full(shape, -np.inf)

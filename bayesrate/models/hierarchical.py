@@ -40,12 +40,19 @@ domain adds ``Normal(global_log_rate_mean, domain_log_rate_sd)`` for the domain 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from bayesrate.constants import DIM_DOMAIN, DIM_NEW_DOMAIN, DIM_PAGE, HOURS_PER_DAY
+from bayesrate.constants import (
+    DIM_DOMAIN,
+    DIM_NEW_DOMAIN,
+    DIM_PAGE,
+    HOURS_PER_DAY,
+    POPULATION_GATES,
+)
 from bayesrate.models.base import LOWER_Q, UPPER_Q, RateModel, _labels, check_config_numbers
 
 if TYPE_CHECKING:
@@ -127,6 +134,8 @@ class HierarchicalModel(RateModel):
     """Page rates pooled within domains (log-normal), domains pooled globally."""
 
     model_type: ClassVar[str] = "hierarchical"
+    #: a new page's prior: the population statistics on the mixed replication
+    export_gates: ClassVar[Mapping[str, tuple[str, ...]] | None] = {"mixed": POPULATION_GATES}
     conditional_pages: ClassVar[bool] = True
     #: 0.8 first; 0.95, then 0.99, only if a run diverges (short histories can: docs/models.md)
     sampler_defaults: ClassVar[dict[str, Any]] = {

@@ -33,13 +33,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from bayesrate.clock import to_timestamp
-from bayesrate.constants import DIM_HOUR_OF_WEEK, DIM_PAGE, HOURS_PER_DAY
+from bayesrate.constants import DIM_PAGE, HOURS_PER_DAY
 from bayesrate.errors import ObservationError
 from bayesrate.history import (
     ChangeHistory,
@@ -49,23 +49,30 @@ from bayesrate.history import (
     segment_searchsorted,
 )
 from bayesrate.observations import Observations, concat_ranges
+from bayesrate.predictive import (  # noqa: F401 (the study's names for them)
+    COVERAGE_TARGET,
+    MIN_PROBABILITY,
+    OVERLAP_CHUNK,
+    PIT_BAND,
+    FutureEpochs,
+    Worlds,
+    count_pmf,
+    future_epochs,
+    in_pit_band,
+    length_groups,
+    pattern_groups,
+    pmf_at,
+)
+from bayesrate.predictive import Groups as _Groups
+from bayesrate.predictive import Prediction as _Prediction
+from bayesrate.predictive import change_probability as _change_probability  # noqa: F401
+from bayesrate.predictive import sampled_walk_prediction as _dynamic_prediction  # noqa: F401
 from bayesrate.quick_fit import QUICK_SAMPLER
 from bayesrate.seeds import rng_from
 from bayesrate.studies import Progress, StudyResult, silent
-from bayesrate.studies.predictive import (
-    COVERAGE_TARGET,
-    MIN_PROBABILITY,
-    PIT_BAND,
-    Worlds,
-    count_pmf,
-    in_pit_band,
-    pmf_at,
-)
-from bayesrate.studies.predictive import Groups as _Groups
-from bayesrate.studies.predictive import Prediction as _Prediction
 
 if TYPE_CHECKING:
-    from bayesrate.studies.walk_forecast import WalkForecast
+    from bayesrate.models.walk_forecast import WalkForecast
 
 DESCRIPTION = "Forecast the future of real pages: every estimator and model vs the exact history"
 
@@ -73,34 +80,17 @@ POINT_METHODS = ("naive", "cho", "mle")
 #: fitted by maximum marginal likelihood, scored with their own exact predictive
 #: (:func:`burst_forecast`)
 BURST_METHODS = ("mmpp", "mmpp_mixture")
-MODEL_METHODS = (
-    "censored",
-    "hierarchical",
-    "modulated",
-    "bursty",
-    "shocks",
-    "drift",
-    "shocks_ar1",
-    "dynamic",
-    "dynamic_shocks",
-    "excursion",
-    "mass_edits",
-    "dynamic_edits",
-)
+#: the core's models; any other registered model (``bayesrate.models.register``, e.g. the
+#: research package's) is a method too, on request
+MODEL_METHODS = ("censored", "hierarchical", "modulated", "dynamic", "excursion")
 METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
-#: the methods run when none are named (``bursty`` on request: its fixed-grid predictive is
-#: the hierarchical model's, docs/models.md; the epoch models and the MMPP on request)
-ON_REQUEST = (
-    *(m for m in MODEL_METHODS if m not in ("censored", "hierarchical", "modulated")),
-    *BURST_METHODS,
-)
+#: the methods run when none are named (the epoch models and the MMPP on request)
+ON_REQUEST = ("dynamic", "excursion", *BURST_METHODS)
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in ON_REQUEST)
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
 #: worlds drawn from each method's predictive to show the spread of coverage90
 WORLDS = 500
-#: test intervals per chunk when computing hour-of-week overlaps
-OVERLAP_CHUNK = 50_000
 DEFAULT_HORIZON_DAYS = 180.0
 #: NUTS settings of the study's fits unless given: 4 x 2000 draws after the quick fits' 300
 #: tuning steps (:data:`bayesrate.quick_fit.QUICK_SAMPLER`). On all 6,907 tldr pages 4 x 1000
@@ -459,71 +449,10 @@ def design(
 
 
 # --------------------------------------------------------------------------- predictives
-def length_groups(d: _Design) -> _Groups:
-    """Test intervals grouped by (page, exact length)."""
-    tau = d.interval_end - d.interval_start
-    values, code = np.unique(tau, return_inverse=True)
-    key = d.interval_page * len(values) + code
-    uniq, count = np.unique(key, return_counts=True)
-    page, tau_code = np.divmod(uniq, len(values))
-    return _Groups(page, count, values[tau_code])
-
-
-def pattern_groups(d: _Design, timezone: str) -> _Groups:
-    """Test intervals grouped by (page, hour-of-week overlap pattern), exact."""
-    from bayesrate.clock import hour_of_week_overlap
-    from bayesrate.sufficient import _unique_rows
-
-    chunk_patterns, chunk_codes = [], []
-    for lo in range(0, len(d.interval_start), OVERLAP_CHUNK):
-        sl = slice(lo, lo + OVERLAP_CHUNK)
-        rows = hour_of_week_overlap(d.interval_start[sl], d.interval_end[sl], timezone)
-        patterns, codes = _unique_rows(rows)
-        chunk_codes.append(codes + sum(len(p) for p in chunk_patterns))
-        chunk_patterns.append(patterns)
-    patterns, remap = _unique_rows(np.concatenate(chunk_patterns))
-    code = remap[np.concatenate(chunk_codes)]
-    key = d.interval_page * len(patterns) + code
-    uniq, count = np.unique(key, return_counts=True)
-    page, pattern = np.divmod(uniq, len(patterns))
-    return _Groups(page, count, pattern, patterns)
-
-
-def epoch_groups(d: _Design, model) -> _Groups:
-    """Test intervals grouped by (page, hours per epoch) on a shocks model's fitted grid."""
-    from bayesrate.models.epochs import interval_patterns
-
-    grid = model.fitted_grid()
-    patterns = interval_patterns(
-        d.interval_start,
-        d.interval_end,
-        d.interval_page,
-        d.interval_truth > 0,
-        d.train.domain_codes,
-        d.n_pages,
-        grid.anchor,
-        grid.epoch_hours,
-        first_epoch=grid.first_epoch,
-    )
-    g = patterns.groups
-    return _Groups(g.page, g.trials, g.pattern, epochs=patterns)
-
-
 def closing_epoch_groups(d: _Design, model) -> _Groups:
-    """Test intervals grouped by (page, column of the closing visit's epoch on a dynamic
-    model's grid, length)."""
-    from bayesrate.models.dynamic import end_epochs
-
-    cells = model.cells(model.data_)
-    column = end_epochs(d.interval_end, cells.anchor, cells.epoch_hours) - cells.first_epoch
-    tau = d.interval_end - d.interval_start
-    values, code = np.unique(tau, return_inverse=True)
-    width = int(column.max()) + 1
-    key = (d.interval_page * width + column) * len(values) + code.reshape(-1)
-    uniq, count = np.unique(key, return_counts=True)
-    rest, tau_code = np.divmod(uniq, len(values))
-    page, col = np.divmod(rest, width)
-    return _Groups(page, count, values[tau_code], epochs=col)
+    """Test intervals grouped as a dynamic model's predictive needs them: by (page, column
+    of the closing visit's epoch on its grid, length)."""
+    return model.forecast_groups(d, length_groups(d))
 
 
 def count_predictive(
@@ -705,10 +634,11 @@ def hindsight_prediction(d: _Design, groups: _Groups) -> _Prediction:
 def model_prediction(
     model, d: _Design, groups: _Groups, n_draws: int, seed: int | str, walks: str = "summed"
 ) -> _Prediction | WalkForecast:
-    """Posterior predictive integrated rates of a fitted model, on ``n_draws`` draws.
+    """Posterior predictive integrated rates of a fitted model, on ``n_draws`` draws: the
+    model's own :meth:`~bayesrate.models.base.RateModel.forecast_predictive`.
 
     A dynamic model's page walks after the last fitted epoch are summed out on its grid
-    (``walks="summed"``, :mod:`bayesrate.studies.walk_forecast`) or sampled, one path per
+    (``walks="summed"``, :mod:`bayesrate.models.walk_forecast`) or sampled, one path per
     draw (``"sampled"``: integrated rates per draw, as :mod:`bayesrate.studies.level`
     needs; for a grid fit the same law with Monte Carlo error in the tails, for a Laplace
     fit its states start from the Normal approximation of its ``log_rate`` draws instead
@@ -717,271 +647,9 @@ def model_prediction(
     from bayesrate.draws import stack_draws
 
     _checked_walks(walks)
-    post = model.idata_["posterior"]
-    log_rate = stack_draws(post["log_rate"], DIM_PAGE)
-    keep = np.sort(rng_from(f"{seed}-draws").permutation(len(log_rate))[:n_draws])
-    base = np.exp(log_rate[keep])
-    mean_rate = stack_draws(post["rate"], DIM_PAGE).mean(axis=0)
-    if "log_kappa" in post:
-        return _bursty_prediction(post, d, groups, base, keep, mean_rate)
-    if "sigma_walk" in post and walks == "summed":
-        from bayesrate.studies.walk_forecast import walk_forecast
-
-        future = future_epochs(model, d, groups, keep, seed)
-        return walk_forecast(model, d, groups, keep, mean_rate, future)
-    if "sigma_walk" in post:
-        return _dynamic_prediction(model, d, groups, keep, mean_rate, seed)
-    if "shock" in post:
-        return _shock_prediction(model, d, groups, base, keep, mean_rate, seed)
-    if "log_multiplier" not in post:
-        return _Prediction(
-            group_lambda=base[:, groups.page] * groups.key[None, :],
-            window_lambda=base * d.window_hours[None, :],
-            rate_per_hour=mean_rate,
-        )
-    from bayesrate.clock import hour_of_week_overlap
-
-    multiplier = np.exp(stack_draws(post["log_multiplier"], DIM_HOUR_OF_WEEK)[keep])
-    timezone = model.model_config["timezone"]
-    pattern_weight = multiplier @ groups.patterns.T  # (draws, patterns): ∫ m over the pattern
-    window = hour_of_week_overlap(np.full(d.n_pages, d.split), d.split + d.window_hours, timezone)
-    return _Prediction(
-        group_lambda=base[:, groups.page] * pattern_weight[:, groups.key],
-        window_lambda=base * (multiplier @ window.T),
-        rate_per_hour=mean_rate,
-    )
-
-
-def _bursty_prediction(post, d: _Design, groups: _Groups, base, keep, mean_rate) -> _Prediction:
-    """The bursty model's predictive: each test interval Gamma-mixed with its domain's ``κ``.
-
-    The window ("changes at all") is taken as the page's test intervals' worth of intervals
-    of their mean length: ``κ_window = κ · window / τ̄`` (the same formula, exact when the
-    window is a whole number of equal intervals).
-    """
-    from bayesrate.constants import DIM_DOMAIN
-    from bayesrate.draws import stack_draws
-
-    kappa = np.exp(stack_draws(post["log_kappa"], DIM_DOMAIN)[keep])[:, d.train.domain_codes]
-    span = np.bincount(
-        d.interval_page, weights=d.interval_end - d.interval_start, minlength=d.n_pages
-    )
-    intervals = np.bincount(d.interval_page, minlength=d.n_pages)
-    return _Prediction(
-        group_lambda=base[:, groups.page] * groups.key[None, :],
-        window_lambda=base * d.window_hours[None, :],
-        rate_per_hour=mean_rate,
-        group_shape=kappa[:, groups.page],
-        window_shape=kappa * (d.window_hours * intervals / span)[None, :],
-    )
-
-
-def _shock_prediction(
-    model, d: _Design, groups: _Groups, base, keep, mean_rate, seed: int | str
-) -> _Prediction:
-    """The shocks model's predictive: fitted shocks for the fitted epochs, fresh draws of the
-    shock distribution (global, and per domain for the domains with shocks of their own; per
-    posterior draw) for every later epoch:
-    independent shocks, or (``random_walk``) steps from the last fitted level. The mass-edit
-    model adds its edit rate, fitted and then drawn afresh likewise."""
-    from bayesrate.constants import DIM_EPOCH
-    from bayesrate.models.epochs import interval_patterns, log_exposure_draws
-    from bayesrate.models.mass_edits import EDIT_RATE
-
-    n_fitted = model.idata_["posterior"].sizes[DIM_EPOCH]
-    grid = model.fitted_grid()
-    window = interval_patterns(
-        np.full(d.n_pages, d.split),
-        d.split + d.window_hours,
-        np.arange(d.n_pages),
-        np.zeros(d.n_pages),
-        d.train.domain_codes,
-        d.n_pages,
-        grid.anchor,
-        grid.epoch_hours,
-        first_epoch=grid.first_epoch,
-    )
-    n_epochs = max(groups.epochs.n_epochs, window.n_epochs, n_fitted)
-    shock = _fitted_and_future_shocks(model, keep, n_epochs - n_fitted, seed)
-    group_lambda = (
-        base[:, groups.page] * np.exp(log_exposure_draws(groups.epochs, shock))[:, groups.key]
-    )
-    window_lambda = (
-        base[:, window.groups.page]
-        * np.exp(log_exposure_draws(window, shock))[:, window.groups.pattern]
-    )
-    if EDIT_RATE in model.idata_["posterior"]:  # mass edits: the added rate on top
-        edit = _fitted_and_future_edits(model, keep, n_epochs - n_fitted, seed)
-        group_lambda += np.exp(log_exposure_draws(groups.epochs, edit))[:, groups.key]
-        window_lambda += np.exp(log_exposure_draws(window, edit))[:, window.groups.pattern]
-    return _Prediction(
-        group_lambda=group_lambda, window_lambda=window_lambda, rate_per_hour=mean_rate
-    )
-
-
-def _fitted_and_future_edits(model, keep, n_new: int, seed: int | str) -> np.ndarray:
-    """``(draws, domains, fitted + n_new epochs)``: each kept draw's fitted edit log-rates,
-    then fresh draws of their distribution (global, and per domain for the domains with
-    effects of their own) for ``n_new`` later epochs; the global level independent per
-    epoch or (``edit_process: ar1``) continued from its last fitted value
-    (:func:`~bayesrate.models.mass_edits.future_global_edits`)."""
-    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
-    from bayesrate.draws import stack_draws
-    from bayesrate.models.mass_edits import (
-        EDIT_GLOBAL,
-        EDIT_MEAN,
-        EDIT_PERSISTENCE,
-        EDIT_RATE,
-        SIGMA_EDIT_DOMAIN,
-        SIGMA_EDIT_GLOBAL,
-        future_global_edits,
-    )
-
-    post = model.idata_["posterior"]
-    fitted = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)[keep]
-    rng = rng_from(f"{seed}-future-edits")
-    n_draws, n_domains = fitted.shape[:2]
-    mean = stack_draws(post[EDIT_MEAN])[keep]
-    sigma_g = stack_draws(post[SIGMA_EDIT_GLOBAL])[keep]
-    z = rng.standard_normal((n_draws, n_new))
-    phi = last = None
-    if EDIT_PERSISTENCE in post:
-        phi = stack_draws(post[EDIT_PERSISTENCE])[keep]
-        last = stack_draws(post[EDIT_GLOBAL], DIM_EPOCH)[keep, -1]
-    future = future_global_edits(mean, sigma_g, z, n_new, last, phi)[:, None, :]
-    if SIGMA_EDIT_DOMAIN in post:
-        own = model.shocked_domains(model.data_).astype(float)[None, :, None]
-        sigma_d = stack_draws(post[SIGMA_EDIT_DOMAIN])[keep][:, None, None]
-        future = future + sigma_d * rng.standard_normal((n_draws, n_domains, n_new)) * own
-    return np.concatenate([fitted, np.broadcast_to(future, (n_draws, n_domains, n_new))], axis=2)
-
-
-def _fitted_and_future_shocks(model, keep, n_new: int, seed: int | str) -> np.ndarray:
-    """``(draws, domains, fitted + n_new epochs)``: each kept draw's fitted shocks, then
-    fresh draws of the shock distribution (global, and per domain for the domains with
-    shocks of their own) for ``n_new`` later epochs: independent, (``random_walk``) steps
-    from the last fitted level, or (``ar1``) the global path continued from its last fitted
-    value (:func:`~bayesrate.models.shocks.ar1_continue`) with independent domain parts."""
-    from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
-    from bayesrate.draws import stack_draws
-    from bayesrate.models.shocks import ar1_continue
-
-    post = model.idata_["posterior"]
-    fitted = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)[keep]
-    rng = rng_from(f"{seed}-future-shocks")
-    n_draws, n_domains = fitted.shape[:2]
-    future = np.zeros((n_draws, n_domains, n_new))
-    own = model.shocked_domains(model.data_).astype(float)[None, :, None]
-    process = model.model_config["shock_process"]
-    ar1 = process == "ar1" and "shock_persistence" in post  # (not with a single epoch)
-    for name, shape, mask in (
-        ("sigma_shock_global", (n_draws, 1, n_new), 1.0),
-        ("sigma_shock_domain", (n_draws, n_domains, n_new), own),
-    ):
-        if name in post and not (ar1 and name == "sigma_shock_global"):
-            sigma = stack_draws(post[name])[keep]
-            future += sigma[:, None, None] * rng.standard_normal(shape) * mask
-    if process == "random_walk":  # on from the last level
-        future = fitted[:, :, -1:] + np.cumsum(future, axis=2)
-    elif ar1:
-        mean, phi, sigma = (
-            stack_draws(post[k])[keep]
-            for k in ("shock_mean_global", "shock_persistence", "sigma_shock_global")
-        )
-        last = stack_draws(post["shock_path_global"], DIM_EPOCH)[keep, -1]
-        z = rng.standard_normal((n_draws, n_new))
-        future += ar1_continue(last, mean, phi, sigma, z, n_new)[:, None, :]
-    return np.concatenate([fitted, future], axis=2)
-
-
-class FutureEpochs(NamedTuple):
-    """The epochs after a dynamic model's last fitted one, as its predictives use them.
-
-    Attributes
-    ----------
-    group_ahead
-        Per test group, its closing epoch's steps after the last fitted one (0: at or
-        before it).
-    window_page, window_ahead, window_hours
-        The pieces of each page's window: page, steps ahead, hours.
-    n_ahead
-        The most steps any group or piece needs.
-    log_shift, log_added
-        ``(draws, domains, n_ahead + 1)``: the log-rate offset (a shock; 0 without) and the
-        log of an added rate (edits; ``−inf`` without) of each epoch from the last fitted
-        one: the fitted values, then fresh draws (:func:`_fitted_and_future_shocks`,
-        :func:`_fitted_and_future_edits`).
-    """
-
-    group_ahead: np.ndarray
-    window_page: np.ndarray
-    window_ahead: np.ndarray
-    window_hours: np.ndarray
-    n_ahead: int
-    log_shift: np.ndarray
-    log_added: np.ndarray
-
-
-def future_epochs(model, d: _Design, groups: _Groups, keep, seed: int | str) -> FutureEpochs:
-    """:class:`FutureEpochs` of a fitted dynamic model for the design ``d``, its test groups
-    by closing epoch (:func:`closing_epoch_groups`) and the kept draws ``keep``."""
-    from bayesrate.models.epochs import epoch_overlap
-    from bayesrate.models.mass_edits import EDIT_RATE
-
-    post = model.idata_["posterior"]
-    cells = model.cells(model.data_)
-    last = cells.n_epochs - 1
-    page, epoch, hours = epoch_overlap(
-        np.full(d.n_pages, d.split), d.split + d.window_hours, cells.anchor, cells.epoch_hours
-    )
-    window_ahead = np.maximum(epoch - cells.first_epoch - last, 0)
-    group_ahead = np.maximum(np.asarray(groups.epochs) - last, 0)
-    n_ahead = int(max(group_ahead.max(initial=0), window_ahead.max(initial=0)))
-    log_shift = np.zeros((len(keep), len(d.train.domains), n_ahead + 1))
-    log_added = np.full_like(log_shift, -np.inf)
-    if "shock" in post:  # dynamic_shocks: the last fitted epoch's shock, then fresh ones
-        log_shift = _fitted_and_future_shocks(model, keep, n_ahead, seed)[:, :, last:]
-    if EDIT_RATE in post:  # dynamic_edits: the added rate, the last fitted then fresh ones
-        log_added = _fitted_and_future_edits(model, keep, n_ahead, seed)[:, :, last:]
-    return FutureEpochs(group_ahead, page, window_ahead, hours, n_ahead, log_shift, log_added)
-
-
-def _dynamic_prediction(
-    model, d: _Design, groups: _Groups, keep, mean_rate, seed: int | str
-) -> _Prediction:
-    """The dynamic model's predictive: per draw, each page's state in the last fitted epoch
-    (its posterior ``log_rate`` draw) walks on one step per later epoch
-    (:meth:`~bayesrate.models.dynamic.DynamicModel.walk_forward`); a test interval has its
-    closing epoch's rate, the window the rates of the epochs it overlaps."""
-    from bayesrate.draws import stack_draws
-
-    post = model.idata_["posterior"]
-    grid = model.grid(model.data_)
-    log_rate = stack_draws(post["log_rate"], DIM_PAGE)[keep]
-    state = np.rint((log_rate - grid[0]) / (grid[1] - grid[0])).astype(np.int64)
-    state = np.clip(state, 0, len(grid) - 1)  # a Laplace fit's draws are not grid values
-    dom = d.train.domain_codes
-    sigma, centre, phi = model.forward_walk({k: v[keep] for k, v in model._stacked(post).items()})
-    future = future_epochs(model, d, groups, keep, seed)
-    rng = rng_from(f"{seed}-future-walk")
-    levels = [grid[state]]
-    for _ in range(future.n_ahead):
-        state = model.walk_forward(state, sigma, rng, centre, phi)
-        levels.append(grid[state])
-    levels = np.stack(levels, axis=2) + future.log_shift[:, dom, :]  # (draws, pages, ahead)
-    levels = np.logaddexp(levels, future.log_added[:, dom, :])
-    owner, window_ahead = future.window_page, future.window_ahead
-    window_lambda = np.zeros((len(keep), d.n_pages))
-    np.add.at(
-        window_lambda.T,
-        owner,
-        (future.window_hours[None, :] * np.exp(levels[:, owner, window_ahead])).T,
-    )
-    return _Prediction(
-        group_lambda=np.exp(levels[:, groups.page, future.group_ahead]) * groups.key[None, :],
-        window_lambda=window_lambda,
-        rate_per_hour=mean_rate,
-    )
+    n_total = stack_draws(model.idata_["posterior"]["log_rate"], DIM_PAGE).shape[0]
+    keep = np.sort(rng_from(f"{seed}-draws").permutation(n_total)[:n_draws])
+    return model.forecast_predictive(d, groups, keep, seed, walks)
 
 
 def score(
@@ -997,7 +665,7 @@ def score(
 ) -> MethodForecast:
     """Scores of one method's prediction (see the module docstring): Binomials per draw
     (:class:`_Prediction`) or a dynamic model's walks summed out
-    (:class:`~bayesrate.studies.walk_forecast.WalkForecast`); with ``worlds``, the spread
+    (:class:`~bayesrate.models.walk_forecast.WalkForecast`); with ``worlds``, the spread
     of coverage90 over that many worlds drawn from the prediction (:func:`world_coverage`)."""
     k = d.detected
     source = _Binomials(pred, groups, d.n_pages) if isinstance(pred, _Prediction) else pred
@@ -1174,7 +842,8 @@ def run(
     horizon_days
         Length of the test window.
     methods
-        Any of :data:`METHODS` (a sequence, or comma-separated text); default
+        Any of :data:`METHODS` or a registered model (:func:`bayesrate.models.register`;
+        a sequence, or comma-separated text); default
         :data:`DEFAULT_METHODS`.
     max_pages
         Score a random subset of this many eligible pages.
@@ -1186,7 +855,7 @@ def run(
         Worlds drawn from each method's predictive to show how far from 0.90 its coverage90
         falls when it is the truth (:func:`world_coverage`; 0: none).
     model_config
-        Per model method, overrides of its ``model_config`` (e.g. ``{"shocks":
+        Per model method, overrides of its ``model_config`` (e.g. ``{"dynamic":
         {"epoch_days": 365}}``), or ``"METHOD=JSON"`` texts (the CLI's
         ``--model-config``); recorded in each method's diagnostics.
     walks
@@ -1306,7 +975,9 @@ def _method_configs(
     from bayesrate.models import parse_model_configs
 
     return parse_model_configs(
-        given, [m for m in methods if m in MODEL_METHODS], what="model method of this run"
+        given,
+        [m for m in methods if m not in (*POINT_METHODS, *BURST_METHODS)],
+        what="model method of this run",
     )
 
 
@@ -1320,10 +991,14 @@ def _checked_methods(methods: Sequence[str] | str, horizon_days: float) -> list[
     """The methods as a list (from a sequence or comma-separated text), all known."""
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
+    from bayesrate.models import RESEARCH_HINT, model_names
+
+    known = (*POINT_METHODS, *model_names(), *BURST_METHODS)
+    unknown = [m for m in methods if m not in known]
     if unknown or not methods:
         raise ObservationError(
-            f"unknown method(s) {unknown}; choose from {list(METHODS)}", field="methods"
+            f"unknown method(s) {unknown}; choose from {list(known)} ({RESEARCH_HINT})",
+            field="methods",
         )
     if not (np.isfinite(horizon_days) and horizon_days > 0):
         raise ObservationError("horizon must be > 0 days", field="horizon_days")
@@ -1363,21 +1038,9 @@ def method_prediction(
     diag = model.diagnostics_.to_dict()
     if model_config:
         diag["model_config_overrides"] = dict(model_config)
-    if "kappa" in model.idata_["posterior"]:
-        diag["kappa_per_domain_q05_q50_q95"] = _domain_quantiles(model.idata_["posterior"]["kappa"])
+    diag.update(model.forecast_diagnostics())
     progress(f"  {name}: fitted in {time.perf_counter() - t0:.0f} s; {describe_fit(diag)}")
-    from bayesrate.models.dynamic import DynamicModel
-    from bayesrate.models.modulated import ModulatedModel
-    from bayesrate.models.shocks import ShockModel
-
-    if isinstance(model, ModulatedModel):
-        groups = pattern_groups(d, model.model_config["timezone"])
-    elif isinstance(model, DynamicModel):  # before ShockModel: dynamic_shocks is both
-        groups = closing_epoch_groups(d, model)
-    elif isinstance(model, ShockModel):
-        groups = epoch_groups(d, model)
-    else:
-        groups = by_length
+    groups = model.forecast_groups(d, by_length)
     return model_prediction(model, d, groups, predictive_draws, seed, walks), groups, diag
 
 
@@ -1387,15 +1050,6 @@ def _report(progress: Progress, m: MethodForecast) -> None:
         f"{m.coverage90:.3f}{_worlds_text(m.worlds)}, rate log-RMSE "
         f"{m.rate_log_rmse:.3f} ({m.seconds:.1f} s)"
     )
-
-
-def _domain_quantiles(draws) -> dict[str, list[float]]:
-    """Per domain, the 5%, 50% and 95% posterior quantiles of ``draws`` (chain, draw, domain)."""
-    from bayesrate.constants import DIM_DOMAIN
-
-    q = draws.quantile([0.05, 0.5, 0.95], dim=("chain", "draw")).transpose(DIM_DOMAIN, ...)
-    rows = zip(q[DIM_DOMAIN].values, q.values, strict=True)
-    return {str(d): [float(v) for v in row] for d, row in rows}
 
 
 def _worlds_text(w: WorldCoverage | None) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bayesrate.studies.predictive import (
+from bayesrate.predictive import (
     COVERAGE_TARGET,
     MIN_PROBABILITY,
     Groups,
@@ -134,7 +134,7 @@ def _counts_at_levels(
     """``(factors, pages)`` ``P(K = detected)`` and ``P(K < detected)`` with every integrated
     rate ``group_lambda`` ``(draws, groups)`` times each factor (Gamma-mixed with
     ``group_shape`` if given), mixed over the draws: one exact
-    :func:`~bayesrate.studies.predictive.count_pmf` per factor."""
+    :func:`~bayesrate.predictive.count_pmf` per factor."""
     prob_k = np.empty((len(factors), len(detected)))
     cdf_below = np.empty_like(prob_k)
     for j, factor in enumerate(factors):
@@ -197,7 +197,7 @@ def level_table(
 
     Each factor multiplies every integrated rate of every draw (and, for the bursty
     model, keeps its shape ``κ``); the count distribution is the exact convolution of
-    :func:`~bayesrate.studies.predictive.count_pmf`. Work: one ``count_pmf`` per factor.
+    :func:`~bayesrate.predictive.count_pmf`. Work: one ``count_pmf`` per factor.
     """
     prob_k, cdf_below = _counts_at_levels(
         pred.group_lambda, pred.group_shape, groups.page, groups.count, detected, factors
@@ -275,7 +275,7 @@ def level_tradeoff(
     pandas.DataFrame
         ``params`` with, per window, ``log_score[LABEL]`` and ``coverage90[LABEL]``, and
         ``in_target``: whether every window's coverage90 lies in
-        :data:`~bayesrate.studies.predictive.COVERAGE_TARGET`.
+        :data:`~bayesrate.predictive.COVERAGE_TARGET`.
     """
     first = next(iter(tables.values()))
     if any(not np.array_equal(t.factors, first.factors) for t in tables.values()):

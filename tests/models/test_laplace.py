@@ -17,7 +17,7 @@ from scipy import integrate, optimize
 from scipy.stats import norm
 
 from bayesrate.likelihood import loglik, loglik_derivatives
-from bayesrate.models.dynamic import DynamicModel, DynamicShockModel, epoch_cells
+from bayesrate.models.dynamic import DynamicModel, epoch_cells
 from bayesrate.models.laplace import (
     SECOND_ORDER_CAP,
     PathLayout,
@@ -510,8 +510,6 @@ def test_refuses_what_it_does_not_integrate():
         DynamicModel(model_config={**reverting, "laplace_order": 2})
     with pytest.raises(ValueError, match="second-order Laplace term takes the random walk"):
         laplace_logp_grad(-5.0, 1.0, 0.5, PathLayout.from_cells(tiny_cells()), 2, rho=0.5)
-    with pytest.raises(ValueError, match="walks of the 'dynamic' model"):
-        DynamicShockModel(model_config={"path_integral": "laplace"})
 
 
 def tiny_cells():

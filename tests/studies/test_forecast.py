@@ -203,38 +203,16 @@ def test_cli_json_and_figures(tmp_path, capsys):
     assert "unknown method" in capsys.readouterr().err
 
 
-#: the slowest fits: page paths summed out under sampled shared effects
-PATHS_WITH_SHOCKS = ("dynamic_shocks", "dynamic_edits")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("methods", "max_pages"),
-    [
-        (tuple(m for m in forecast.METHODS if m not in PATHS_WITH_SHOCKS), None),
-        # the slowest models (~60 gradients of ~7 ms per draw on 150 pages) on fewer pages
-        *(((m,), 30) for m in PATHS_WITH_SHOCKS),
-    ],
-)
-def test_models_in_fast_mode_on_tldr_pages(methods, max_pages):
-    h = datasets.load_history("tldr-pages")
-    configs = {"shocks": {"epoch_days": 180.0}} if "shocks" in methods else None
-    result = forecast.run(
-        history=h,
-        fast=True,
-        methods=methods,
-        crawl_every=168.0,
-        max_pages=max_pages,
-        model_config=configs,
-    )
-    if configs:  # the override reached the fit (its epochs are 180 days)
-        d = result.methods["shocks"].diagnostics
-        assert d["model_config_overrides"] == {"epoch_days": 180.0}
-        assert d["extra"]["epochs"]["epoch_days"] == 180.0
+def test_models_in_fast_mode_on_tldr_pages():
+    """Every core method (the research models: research/tests/test_forecast_research.py)."""
+    methods = forecast.METHODS
+    result = forecast.run(history=datasets.load_history("tldr-pages"), fast=True,
+                          methods=methods, crawl_every=168.0)  # fmt: skip
     table = result.table()
     assert list(table.index) == list(methods)
     assert np.isfinite(table[["log_score", "brier", "coverage90", "rate_log_rmse"]]).all().all()
-    for name in set(forecast.MODEL_METHODS) & set(methods):
+    for name in forecast.MODEL_METHODS:
         d = result.methods[name].diagnostics
         assert {"r_hat_max", "ess_bulk_min", "divergences"} <= set(d)
         # --json carries each fit's gates beside its scores
@@ -268,22 +246,31 @@ def test_gamma_mixed_change_probability_is_the_negative_binomial():
 def test_model_config_overrides_are_checked_before_any_fit():
     """``--model-config METHOD=JSON``: per model method of the run, a JSON object whose keys
     the model accepts; anything else is an error naming the method."""
-    methods = ["mle", "shocks", "hierarchical"]
-    got = forecast._method_configs(['shocks={"epoch_days": 365}', "hierarchical={}"], methods)
-    assert got == {"shocks": {"epoch_days": 365}, "hierarchical": {}}
+    methods = ["mle", "dynamic", "hierarchical"]
+    got = forecast._method_configs(['dynamic={"epoch_days": 365}', "hierarchical={}"], methods)
+    assert got == {"dynamic": {"epoch_days": 365}, "hierarchical": {}}
     assert forecast._method_configs(None, methods) == {}
     bad = {
         "mle={}": "not a model method",
-        'drift={"epoch_days": 30}': "not a model method",
-        "shocks": "NAME=JSON",
-        "shocks={epoch_days: 3}": "not JSON",
-        "shocks=[1]": "JSON object",
-        'shocks={"epoch_dayz": 3}': "epoch_dayz",
-        'shocks={"epoch_days": -1}': "epoch_days",
+        'excursion={"epoch_days": 30}': "not a model method",
+        "dynamic": "NAME=JSON",
+        "dynamic={epoch_days: 3}": "not JSON",
+        "dynamic=[1]": "JSON object",
+        'dynamic={"epoch_dayz": 3}': "epoch_dayz",
+        'dynamic={"epoch_days": -1}': "epoch_days",
     }
     for text, message in bad.items():
         with pytest.raises(ObservationError, match=message):
             forecast._method_configs([text], methods)
+
+
+def test_methods_are_the_core_and_the_registered_models():
+    """The core's models are methods; a name no registry knows is refused, saying where the
+    research models are."""
+    assert set(forecast.MODEL_METHODS) == {"censored", "hierarchical", "modulated", "dynamic",
+                                           "excursion"}  # fmt: skip
+    with pytest.raises(ObservationError, match="pip install -e research"):
+        forecast._checked_methods("mle,no_such_model", 30.0)
 
 
 def test_cli_help_states_the_study_sampler(capsys):
@@ -299,7 +286,7 @@ def test_closing_epoch_groups_key_each_interval_by_its_closing_epoch():
     length and the grid column its closing visit falls in (checked interval by interval)."""
     from types import SimpleNamespace
 
-    from bayesrate.models.dynamic import EpochCells
+    from bayesrate.models.dynamic import DynamicModel, EpochCells
 
     rng = np.random.default_rng(7)
     n = 300
@@ -313,7 +300,7 @@ def test_closing_epoch_groups_key_each_interval_by_its_closing_epoch():
     )  # fmt: skip
     model = SimpleNamespace(cells=lambda data: cells, data_=None)
     d = SimpleNamespace(interval_start=start, interval_end=end, interval_page=page)
-    g = forecast.closing_epoch_groups(d, model)
+    g = DynamicModel.forecast_groups(model, d, None)  # the dynamic model's own grouping
     assert g.count.sum() == n
     for p, col, tau, count in zip(g.page, g.epochs, g.key, g.count, strict=True):
         k = col + cells.first_epoch

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
+from bayesrate.predictive import Groups, Prediction
 from bayesrate.studies import forecast, level
-from bayesrate.studies.predictive import Groups, Prediction
 
 
 def _brute_count(group_lambda, group_page, group_n, detected, factor):

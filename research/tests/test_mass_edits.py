@@ -16,21 +16,23 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-
-from bayesrate import simulate as sim
-from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
-from bayesrate.draws import stack_draws
-from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
-from bayesrate.models import MassEditModel, ShockModel, get_model
-from bayesrate.models.mass_edits import (
+from bayesrate_research.models.mass_edits import (
     EDIT_GLOBAL,
     EDIT_MEAN,
     EDIT_PERSISTENCE,
     EDIT_RATE,
     SIGMA_EDIT_DOMAIN,
     SIGMA_EDIT_GLOBAL,
+    MassEditModel,
     future_global_edits,
 )
+from bayesrate_research.models.shocks import ShockModel
+
+from bayesrate import simulate as sim
+from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
+from bayesrate.draws import stack_draws
+from bayesrate.likelihood import CensoredGroups, loglik_derivatives, loglik_grid
+from bayesrate.models import get_model
 from tests.helpers import seed_of
 from tests.recovery import (
     assert_coverage,
@@ -340,8 +342,7 @@ def test_future_edits_in_the_forecast_continue_each_draw():
     """The forecast's edit rates: the fitted epochs are the posterior's, each later epoch a
     fresh draw of edit_log_rate_mean + σ_global·z (+ σ_domain·z for a domain of its own)."""
     import xarray as xr
-
-    from bayesrate.studies.forecast import _fitted_and_future_edits
+    from bayesrate_research.forecast import fitted_and_future_edits as _fitted_and_future_edits
 
     rng = np.random.default_rng(seed_of("future-edits"))
     n_draws, n_domains, n_epochs = 4000, 3, 2
@@ -406,8 +407,7 @@ def test_ar1_future_edits_continue_the_last_fitted_level():
     (:meth:`future_edit_log_mean`) is the log of the first future epoch's mean
     ``E[exp(level)]`` per draw (200,000 normal draws each for 3 draws)."""
     import xarray as xr
-
-    from bayesrate.studies.forecast import _fitted_and_future_edits
+    from bayesrate_research.forecast import fitted_and_future_edits as _fitted_and_future_edits
 
     rng = np.random.default_rng(seed_of("ar1-future-edits"))
     n_draws, n_domains, n_epochs = 20_000, 2, 3

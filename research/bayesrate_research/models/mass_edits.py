@@ -6,7 +6,7 @@ on the exact tldr-pages history the 900 pages that had not changed in 2022–202
 1.36 times in 2025 on average, as often as those that had changed once (1.33) or 2–3
 times (1.36), and 5,422 of 2025's 8,013 changes fell on days when more than 50 pages
 changed (``docs/models.md``, "Mass-edit model"). A multiplicative
-shock (:mod:`bayesrate.models.shocks`) scales a quiet page's small rate and cannot say so;
+shock (:mod:`bayesrate_research.models.shocks`) scales a quiet page's small rate and cannot say so;
 an added rate can::
 
     λ_p(t) = exp(log_rate[p] + shock[d, e]) + exp(edit_log_rate[d, e])     t in epoch e
@@ -79,7 +79,7 @@ from bayesrate.constants import (
     HOURS_PER_DAY,
 )
 from bayesrate.models.base import check_config_numbers
-from bayesrate.models.shocks import ShockModel, ar1_continue, ar1_next_log_mean, ar1_path
+from bayesrate_research.models.shocks import ShockModel, ar1_continue, ar1_next_log_mean, ar1_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -108,7 +108,7 @@ EDIT_PROCESSES = ("iid", "ar1")
 def future_global_edits(mean, sigma, z, n: int, last=None, phi=None):
     """The global edit log-rates of ``n`` epochs after the fit from standard normal ``z``
     ``(..., n)``: ``iid`` (``phi`` None), ``mean + sigma·z``; ``ar1``, the path continued
-    from its last fitted value ``last`` (:func:`~bayesrate.models.shocks.ar1_continue`).
+    from its last fitted value ``last`` (:func:`~bayesrate_research.models.shocks.ar1_continue`).
     Arguments broadcast over leading (draw) axes; PyTensor or numpy."""
     if phi is None:
         return mean[..., None] + sigma[..., None] * z
@@ -275,7 +275,7 @@ class MassEditModel(ShockModel):
 
     def _groups_of_draws(self, post: xr.Dataset) -> Callable[[int], CensoredGroups]:
         from bayesrate.draws import stack_draws
-        from bayesrate.models.epochs import log_exposure_draws
+        from bayesrate_research.models.epochs import log_exposure_draws
 
         log_e = self._pattern_log_exposures(post)
         edit = stack_draws(post[EDIT_RATE], DIM_DOMAIN, DIM_EPOCH)
@@ -287,8 +287,9 @@ class MassEditModel(ShockModel):
         effects, edits included, down to every draw's page prior ``mu − 10·sigma`` (a page's
         likelihood flattens at low rates, so the prior's tail counts there); each draw then
         integrates on :attr:`marginal_refine_to` nodes of its own."""
-        from bayesrate.checks.marginal import N_GRID, page_grids
+        from bayesrate.checks.marginal import N_GRID
         from bayesrate.draws import stack_draws
+        from bayesrate.estimators.grid import likelihood_support_grids as page_grids
 
         support = page_grids(groups_of(0), 2 * N_GRID)
         mu = stack_draws(post["mu_domain"], DIM_DOMAIN)[:, self.data_.domain_codes]

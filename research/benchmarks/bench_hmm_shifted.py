@@ -25,15 +25,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
+#: the core's benchmark helpers (gradient_timing)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
 
 def main() -> None:
+    from bayesrate_research.models.dynamic_edits import DynamicEditModel
     from gradient_timing import interleaved_ms, logp_dlogp_at
 
     from bayesrate.io.history import load_history
-    from bayesrate.models import DynamicEditModel, HierarchicalModel
+    from bayesrate.models import HierarchicalModel
     from bayesrate.models.dynamic import transition_matrices
     from bayesrate.models.hmm import ShiftedEmission, shifted_paths_logp_grad
     from bayesrate.studies.forecast import design, hours_of

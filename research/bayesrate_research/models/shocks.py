@@ -3,7 +3,7 @@
 Real sites change many pages at once (template edits, mass reformatting, policy updates),
 and their activity varies from year to year. The page level is
 :class:`~bayesrate.models.hierarchical.HierarchicalModel`'s; on top of it every epoch (a span
-of ``epoch_days``, counted back from the data's last visit: :mod:`bayesrate.models.epochs`)
+of ``epoch_days``, counted back from the data's last visit: :mod:`bayesrate_research.models.epochs`)
 has a log-rate effect shared by the pages of a domain::
 
     sigma_shock_global ~ Gamma(2, 2/shock_sd_scale)
@@ -46,9 +46,9 @@ if TYPE_CHECKING:
     import pymc as pm
     import xarray as xr
 
-    from bayesrate.models.epochs import EpochPatterns
     from bayesrate.models.groups import IntervalGroups
     from bayesrate.observations import Observations
+    from bayesrate_research.models.epochs import EpochPatterns
 
 #: ``iid``: a fresh shock per epoch around the page's average level; ``random_walk``: the
 #: level moves by a step per epoch and the page's ``log_rate`` is its level now; ``ar1``:
@@ -121,6 +121,8 @@ class ShockModel(HierarchicalModel):
     """Pooled page rates with epoch effects shared globally and per domain."""
 
     model_type: ClassVar[str] = "shocks"
+    #: research: no prior artifact (a hierarchical model underneath, not its gates)
+    export_gates: ClassVar[None] = None
     conditional_pages: ClassVar[bool] = False
     #: leave-one-page-out: each page's rate integrated out under each draw's shocks
     marginal_loo: ClassVar[bool] = True
@@ -155,7 +157,7 @@ class ShockModel(HierarchicalModel):
 
     def epochs(self, data: Observations) -> EpochPatterns:
         """``data``'s intervals on the epoch grid anchored at its last visit."""
-        from bayesrate.models.epochs import epoch_patterns
+        from bayesrate_research.models.epochs import epoch_patterns
 
         return self._cached(data, "epochs", lambda: epoch_patterns(data, self.epoch_hours))
 
@@ -189,8 +191,8 @@ class ShockModel(HierarchicalModel):
     def _build(self, data: Observations) -> pm.Model:
         import pymc as pm
 
-        from bayesrate.models import epochs as E
         from bayesrate.models import likelihood as lik
+        from bayesrate_research.models import epochs as E
 
         patterns = self.epochs(data)
         with pm.Model(coords=self.coords(data)) as model:
@@ -447,8 +449,8 @@ class ShockModel(HierarchicalModel):
     def _prediction_patterns(self, observations: Observations) -> EpochPatterns:
         """The visit patterns split by epoch of the fitted grid (so that each group has one
         integrated rate and one hour of its detecting visits)."""
-        from bayesrate.models.epochs import epoch_patterns
         from bayesrate.models.groups import visit_patterns
+        from bayesrate_research.models.epochs import epoch_patterns
 
         fitted = self.fitted_grid()
         visits = visit_patterns(observations, self.timezone)
@@ -476,8 +478,8 @@ class ShockModel(HierarchicalModel):
         import pymc as pm
 
         from bayesrate.constants import DIM_GROUP
-        from bayesrate.models import epochs as E
         from bayesrate.models.base import _labels
+        from bayesrate_research.models import epochs as E
 
         coords = {
             DIM_PAGE: _labels(data.pages.index),
@@ -613,7 +615,8 @@ class ShockModel(HierarchicalModel):
     def _marginal_grid(self, post: xr.Dataset, groups_of) -> np.ndarray:
         """Per-page log-rate grids of :meth:`marginal_page_loglik` (the likelihood's support
         at the draws' mean effects)."""
-        from bayesrate.checks.marginal import N_GRID, page_grids
+        from bayesrate.checks.marginal import N_GRID
+        from bayesrate.estimators.grid import likelihood_support_grids as page_grids
 
         return page_grids(self._shocked_groups(self._pattern_log_exposures(post).mean(axis=0)),
                           N_GRID)  # fmt: skip
@@ -641,7 +644,7 @@ class ShockModel(HierarchicalModel):
     def _pattern_log_exposures(self, post: xr.Dataset) -> np.ndarray:
         """``(draws, patterns)`` each fitted pattern's log exposure under each draw's shocks."""
         from bayesrate.draws import stack_draws
-        from bayesrate.models.epochs import log_exposure_draws
+        from bayesrate_research.models.epochs import log_exposure_draws
 
         shock = stack_draws(post["shock"], DIM_DOMAIN, DIM_EPOCH)
         return log_exposure_draws(self.fitted_grid(), shock)
@@ -667,6 +670,21 @@ class ShockModel(HierarchicalModel):
             unchanged_added=None if log_added is None else unchanged(log_added),
             group_log_added=None if log_added is None else log_added[g.pattern[busy]],
         )
+
+    # ------------------------------------------------------------------ forecast predictive
+    def forecast_groups(self, d, by_length):
+        """Test intervals grouped by (page, hours per epoch) on the fitted epoch grid."""
+        from bayesrate_research.forecast import epoch_groups
+
+        return epoch_groups(d, self)
+
+    def forecast_predictive(self, d, groups, keep, seed, walks: str = "summed"):
+        """Fitted shocks for the fitted epochs, fresh draws of the shock distribution for
+        every later one (:func:`bayesrate_research.forecast.shock_prediction`)."""
+        from bayesrate_research.forecast import shock_prediction
+
+        base, mean_rate = self._forecast_rates(keep)
+        return shock_prediction(self, d, groups, base, keep, mean_rate, seed)
 
 
 class DriftModel(ShockModel):

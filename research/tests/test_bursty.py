@@ -15,10 +15,11 @@ from decimal import Decimal, getcontext
 import numpy as np
 import pandas as pd
 import pytest
+from bayesrate_research.models.bursty import BurstyModel
 
 from bayesrate.draws import stack_draws
 from bayesrate.likelihood import log1mexp_of_log, mixed_log_detection, mixed_log_quiet
-from bayesrate.models import BurstyModel, HierarchicalModel, get_model
+from bayesrate.models import HierarchicalModel, get_model
 from bayesrate.observations import Observations
 from tests.helpers import seed_of
 from tests.recovery import assert_mixed, assert_truths_within, seed_name

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_bursty.py [--dataset ota-contrib] [--ppc-draws 200]
+    .venv/bin/python research/benchmarks/bench_bursty.py [--dataset ota-contrib] [--ppc-draws 200]
 
 Fits ``hierarchical`` (the named baseline) and ``bursty`` with their default sampler
 settings on the same observations and prints, per model: wall time (and bursty's ratio to

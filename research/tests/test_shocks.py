@@ -13,19 +13,21 @@ import warnings
 
 import numpy as np
 import pytest
-
-from bayesrate import simulate as sim
-from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
-from bayesrate.draws import stack_draws
-from bayesrate.models import HierarchicalModel, PersistentShockModel, ShockModel, get_model
-from bayesrate.models import epochs as E
-from bayesrate.models.shocks import (
+from bayesrate_research.models import epochs as E
+from bayesrate_research.models.shocks import (
+    PersistentShockModel,
+    ShockModel,
     ar1_continue,
     ar1_mean_given_deviations,
     ar1_path,
     ar1_weights,
     walk_back,
 )
+
+from bayesrate import simulate as sim
+from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE
+from bayesrate.draws import stack_draws
+from bayesrate.models import HierarchicalModel, get_model
 from tests.helpers import seed_of
 from tests.recovery import (
     assert_coverage,
@@ -656,7 +658,7 @@ def test_ar1_future_shocks_continue_each_draws_path(fitted_ar1):
     """The forecast's future global shocks, standardised by each draw's conditional
     moments (mean ``φ^h·x − m``, sd ``σ√(1 − φ^(2h))``), are standard normal over the
     draws; the fitted epochs keep the posterior shocks."""
-    from bayesrate.studies.forecast import _fitted_and_future_shocks
+    from bayesrate_research.forecast import fitted_and_future_shocks as _fitted_and_future_shocks
 
     post = fitted_ar1.idata_["posterior"]
     keep = np.arange(post.sizes["chain"] * post.sizes["draw"])

@@ -1,9 +1,9 @@
 """Dynamic mass-edit model: page walks, shared shocks and a shared added rate of edits.
 
-The dynamic shocks model (:class:`~bayesrate.models.dynamic.DynamicShockModel`: each
+The dynamic shocks model (:class:`~bayesrate_research.models.dynamic_shocks.DynamicShockModel`: each
 page's log-rate a random walk over epochs, its path summed out on a grid, times shocks
 shared per epoch) with the mass-edit model's added rate
-(:class:`~bayesrate.models.mass_edits.MassEditModel`) on top::
+(:class:`~bayesrate_research.models.mass_edits.MassEditModel`) on top::
 
     λ[p, e] = exp(x[p, e] + shock[d, e]) + exp(edit_log_rate[d, e])     d = domain(p)
 
@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH
-from bayesrate.models.dynamic import DynamicModel, DynamicShockModel
-from bayesrate.models.mass_edits import EDIT_GLOBAL, EDIT_RATE, MassEditModel
+from bayesrate.models.dynamic import DynamicModel
+from bayesrate_research.models.dynamic_shocks import DynamicShockModel
+from bayesrate_research.models.mass_edits import EDIT_GLOBAL, EDIT_RATE, MassEditModel
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -63,3 +64,13 @@ class DynamicEditModel(DynamicShockModel, MassEditModel):
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
         return [*super().diagnostic_vars(idata), EDIT_RATE]
+
+    def future_log_effects(self, keep, n_ahead: int, seed):
+        """The shocks as the dynamic shocks model's, and the added rate: the last fitted
+        epoch's edits, then fresh ones
+        (:func:`bayesrate_research.forecast.fitted_and_future_edits`)."""
+        from bayesrate_research.forecast import fitted_and_future_edits
+
+        log_shift, _ = super().future_log_effects(keep, n_ahead, seed)
+        last = self.cells(self.data_).n_epochs - 1
+        return log_shift, fitted_and_future_edits(self, keep, n_ahead, seed)[:, :, last:]

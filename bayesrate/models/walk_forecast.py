@@ -236,9 +236,8 @@ class WalkForecast:
         """Worlds from the predictive (:func:`bayesrate.studies.forecast.draw_worlds`):
         each takes one kept draw; each page a path of states from that draw's filtered
         distribution and walk, and its test counts from the path's Binomials."""
-        from bayesrate.models.dynamic import draw_states
-        from bayesrate.seeds import rng_from
-        from bayesrate.studies.predictive import Worlds
+        from bayesrate.predictive import Worlds
+        from bayesrate.seeds import draw_states, rng_from
 
         rng = rng_from(f"{seed}-worlds")
         draw = rng.integers(self.n_draws, size=n_worlds)
@@ -273,7 +272,7 @@ class WalkForecast:
         exact; a page where it is not is computed again up to its largest world count.
         The largest counts of a page whose rate may walk high would cost most of the work.
         """
-        from bayesrate.studies.predictive import PIT_BAND, pmf_buckets
+        from bayesrate.predictive import PIT_BAND, pmf_buckets
 
         cap = np.asarray(k, dtype=np.int64)
         if world_counts is None:
@@ -341,13 +340,14 @@ class WalkForecast:
         return pages, expected, 1.0 - no_change
 
 
-def walk_forecast(model, d, groups, keep: np.ndarray, mean_rate: np.ndarray, future):
+def walk_forecast(model, d, groups, keep: np.ndarray, mean_rate: np.ndarray, seed: int | str):
     """The :class:`WalkForecast` of a fitted dynamic model for the study design ``d`` and
     its test groups by closing epoch (:func:`~bayesrate.studies.forecast.closing_epoch_groups`),
-    on the posterior draws ``keep`` (flat positions). ``future`` holds the epochs after the
-    last fitted one (:func:`~bayesrate.studies.forecast.future_epochs`: fresh shocks and
-    edits drawn as for the sampled paths); the caller computes it, so that this module
-    does not import the study that calls it."""
+    on the posterior draws ``keep`` (flat positions); fresh shocks and edits of the epochs
+    after the last fitted one are drawn as for the sampled paths."""
+    from bayesrate.predictive import future_epochs
+
+    future = future_epochs(model, d, groups, keep, seed)
     flat = model._stacked(model.idata_["posterior"])
     order = np.lexsort((future.group_ahead, groups.page))  # the kernel's order
     return WalkForecast(

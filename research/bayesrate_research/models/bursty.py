@@ -58,6 +58,8 @@ class BurstyModel(HierarchicalModel):
     """Pooled page rates with Gamma-mixed interval exposures, ``κ`` pooled per domain."""
 
     model_type: ClassVar[str] = "bursty"
+    #: research: no prior artifact (a hierarchical model underneath, not its gates)
+    export_gates: ClassVar[None] = None
     conditional_pages: ClassVar[bool] = False
     #: κ per domain mixes slowly (docs/models.md): a longer warm-up than the default
     sampler_defaults: ClassVar[dict[str, Any]] = {
@@ -175,8 +177,9 @@ class BurstyModel(HierarchicalModel):
         """``(draws, pages)`` ``log ∫ p(y_p | λ, κ_s) Normal(log λ | mu_domain, sigma_page)``:
         each page's own rate integrated out under draw ``s``'s ``κ`` and population (the
         unit of leave-one-page-out, :mod:`bayesrate.checks.compare`)."""
-        from bayesrate.checks.marginal import N_GRID, integrated_loglik_per_draw, page_grids
+        from bayesrate.checks.marginal import N_GRID, integrated_loglik_per_draw
         from bayesrate.draws import stack_draws
+        from bayesrate.estimators.grid import likelihood_support_grids as page_grids
 
         self._loo_data(data, fitted_only=True)  # its terms are of the fitted data
         log_shape = self._page_log_shapes(post)
@@ -213,3 +216,18 @@ class BurstyModel(HierarchicalModel):
             log_rate,
             log_shape,
         )
+
+    # ------------------------------------------------------------------ forecast predictive
+    def forecast_predictive(self, d, groups, keep, seed, walks: str = "summed"):
+        """Each test interval Gamma-mixed with its domain's ``κ``
+        (:func:`bayesrate_research.forecast.bursty_prediction`)."""
+        from bayesrate_research.forecast import bursty_prediction
+
+        base, mean_rate = self._forecast_rates(keep)
+        return bursty_prediction(self.idata_["posterior"], d, groups, base, keep, mean_rate)
+
+    def forecast_diagnostics(self) -> dict[str, Any]:
+        """Per domain, the 5%, 50% and 95% posterior quantiles of ``κ``."""
+        from bayesrate_research.forecast import domain_quantiles
+
+        return {"kappa_per_domain_q05_q50_q95": domain_quantiles(self.idata_["posterior"]["kappa"])}
