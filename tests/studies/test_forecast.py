@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-from bayesrate import datasets
+from bayesrate import datasets, predictive
 from bayesrate.cli import main
 from bayesrate.errors import ObservationError
 from bayesrate.history import ChangeHistory
-from bayesrate.studies import forecast, predictive
+from bayesrate.studies import forecast
 
 T0 = pd.Timestamp("2022-01-01", tz="UTC")
 
