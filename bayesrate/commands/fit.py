@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tune",
         type=non_negative_int,
-        help="warm-up draws per chain (default 300; modulated and bursty 1000)",
+        help="warm-up draws per chain (default 300; modulated 1000)",
     )
     parser.add_argument("--chains", type=positive_int, help="chains (default 4)")
     parser.add_argument("--seed", help="seed (int or string; default 0)")
