@@ -207,15 +207,8 @@ def _keep_finished(partial: Path, name: str, model, checks, seconds, progress) -
         "seconds": {k: v for k, v in seconds.items() if k.endswith(f"_{name}")},
     }
     with atomic_path(partial / f"{name}.json") as tmp:
-        tmp.write_text(json.dumps(summary, indent=2, default=_plain))
+        tmp.write_text(json.dumps(summary, indent=2, default=str))  # as `fit` writes them
     progress(f"  {name}: kept in {partial}")
-
-
-def _plain(value: Any) -> Any:
-    """JSON for numpy scalars and arrays (``json.dumps``'s ``default``)."""
-    import numpy as np
-
-    return value.tolist() if isinstance(value, np.ndarray | np.generic) else str(value)
 
 
 def _fit_and_check(name, obs, config, sampler, method, seed, seconds, progress):

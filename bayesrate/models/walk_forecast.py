@@ -262,13 +262,13 @@ class WalkForecast:
 
     def count_distribution(self, k: np.ndarray, world_counts: np.ndarray | None = None):
         """Per page the predictive ``P(K = c)`` (as
-        :func:`bayesrate.studies.forecast.count_pmf`'s buckets), the expected count and the
+        :func:`bayesrate.predictive.count_pmf`'s buckets), the expected count and the
         probability of a change in the window, mixed over the kept draws.
 
         The pmf goes up to ``k`` and to the :data:`WORLD_QUANTILE` quantile of the worlds'
         counts (``world_counts``, ``(worlds, pages)``), not to their largest: a world's
         count beyond has ``P(K < c)`` above the PIT band's upper end wherever the mass up
-        there is (:func:`~bayesrate.studies.forecast.pmf_at`), so the worlds' coverage is
+        there is (:func:`~bayesrate.predictive.pmf_at`), so the worlds' coverage is
         exact; a page where it is not is computed again up to its largest world count.
         The largest counts of a page whose rate may walk high would cost most of the work.
         """

@@ -65,8 +65,6 @@ from bayesrate.predictive import (  # noqa: F401 (the study's names for them)
 )
 from bayesrate.predictive import Groups as _Groups
 from bayesrate.predictive import Prediction as _Prediction
-from bayesrate.predictive import change_probability as _change_probability  # noqa: F401
-from bayesrate.predictive import sampled_walk_prediction as _dynamic_prediction  # noqa: F401
 from bayesrate.quick_fit import QUICK_SAMPLER
 from bayesrate.seeds import rng_from
 from bayesrate.studies import Progress, StudyResult, silent

@@ -19,6 +19,7 @@ from scipy.stats import norm
 from bayesrate.models import walk_forecast as walk_forecast_module
 from bayesrate.models.dynamic import DynamicModel, end_epochs
 from bayesrate.models.walk_forecast import walk_forecast
+from bayesrate.predictive import sampled_walk_prediction
 from bayesrate.studies import forecast
 from tests.models.test_dynamic import (
     END,
@@ -187,7 +188,7 @@ def test_sampled_paths_draw_from_the_summed_law():
     d = _test_design(data)
     groups = forecast.closing_epoch_groups(d, model)
     keep = np.arange(n)
-    sampled = forecast._dynamic_prediction(model, d, groups, keep, np.zeros(3), "walk-law")
+    sampled = sampled_walk_prediction(model, d, groups, keep, np.zeros(3), "walk-law")
     summed = walk_forecast(model, d, groups, keep, np.zeros(3), "walk-law")
     _, expected, change = summed.count_distribution(np.zeros(3, dtype=np.int64))
     per_draw = np.zeros((n, 3))
