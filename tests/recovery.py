@@ -83,6 +83,19 @@ def assert_mixed(diagnostics) -> None:
     assert not problems, "; ".join(problems)
 
 
+def assert_read_mixed(model, names: list[str]) -> None:
+    """:func:`assert_mixed` on the variables ``names`` a test reads (their R-hat and ESS
+    recomputed from ``model``'s posterior), with no divergence anywhere in the fit. For
+    short chains of a hierarchy over a few domains: its population mean mixes more slowly
+    than the pages and walk sizes it pools, and a recovery test that reads only those
+    needs only those mixed."""
+    from bayesrate.models.diagnostics import compute
+
+    read = compute(model.idata_, names, method="nuts", seconds=0.0)
+    read.divergences = model.diagnostics_.divergences
+    assert_mixed(read)
+
+
 def seed_name(base: str, index: int) -> str:
     """The ``index``-th seed of a recovery test whose fixed seed is ``base``."""
     return base if index == 0 else f"{base}#{index}"

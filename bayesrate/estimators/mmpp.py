@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import logsumexp
+from scipy.special import expit, log_expit, logsumexp
 
 from bayesrate.errors import ObservationError
 
@@ -406,8 +406,9 @@ def _population(
             terms = [np.log(m @ weights) + t for m, t in zip(scaled, tops, strict=True)]
         if steady is None:
             return terms[0]
-        share = 1.0 / (1.0 + np.exp(-x[2]))
-        return np.logaddexp(np.log1p(-share) + terms[0], np.log(share) + terms[1])
+        # the steady share's logit: log(1 − share) and log(share) without overflow where
+        # the search strays far (a logit of −718 overflowed exp on 60 tldr-pages pages)
+        return np.logaddexp(log_expit(-x[2]) + terms[0], log_expit(x[2]) + terms[1])
 
     def objective(x):
         return -float(per_page(x).sum())
@@ -422,7 +423,7 @@ def _population(
         method="Nelder-Mead",
         options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 600},
     )
-    share = 0.0 if steady is None else float(1.0 / (1.0 + np.exp(-res.x[2])))
+    share = 0.0 if steady is None else float(expit(res.x[2]))
     return float(res.x[0]), float(np.exp(res.x[1])), share, -float(res.fun)
 
 
@@ -596,7 +597,7 @@ class BurstIntervals:
         put("burst_days", "log_q_out", lambda x: 1.0 / (24.0 * np.exp(x)), decreasing=True)
         put("mu", "mu", float)
         put("sigma", "log_sigma", np.exp)
-        put("steady_share", "logit_steady_share", lambda x: 1.0 / (1.0 + np.exp(-x)))
+        put("steady_share", "logit_steady_share", expit)
         return {k: (float(lo), float(hi)) for k, (lo, hi) in out.items()}
 
 
@@ -649,7 +650,7 @@ def information(fitted: BurstFit, runs: VisitRuns, *, step: float = 0.01) -> Bur
 
     def total(x):
         k = len(chain)
-        mix = 1.0 / (1.0 + np.exp(-x[k + 2])) if free_share else share
+        mix = expit(x[k + 2]) if free_share else share
         terms = _class_terms(chain_loglik(x), steady_ll, theta, x[k], np.exp(x[k + 1]), mix)
         bursty, steady = terms
         per_page = bursty if steady is None else np.logaddexp(bursty, steady)

@@ -27,7 +27,13 @@ from bayesrate.models.dynamic import (
     walk_information,
 )
 from tests.helpers import seed_of
-from tests.recovery import assert_coverage, assert_mixed, assert_truths_within, seed_name
+from tests.recovery import (
+    assert_coverage,
+    assert_mixed,
+    assert_read_mixed,
+    assert_truths_within,
+    seed_name,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -468,35 +474,55 @@ def check_model_gradient(pm_model, seed: str) -> None:
         assert numba_logp(point) == pytest.approx(logp(point), rel=1e-12)
 
 
+#: the recovery worlds: (pages, epochs, walk sizes of 4 domains, model config, sampler).
+#: Paths on the grid cost a row of the kernels per node (the grid rule gives 128 nodes
+#: here: 1,311 s cold on the Laplace variant's world), so theirs is smaller, on a fixed
+#: 64-node grid whose spacing (0.18) is below every walk (the rule itself is checked
+#: against a fine grid in ``test_walk_size_profile_agrees_with_a_fine_grid``)
+RECOVERY = {
+    "grid": (160, 6, [0.3, 0.45, 0.6, 0.9], {"grid_size": 64},
+             {"draws": 300, "tune": 300, "chains": 2}),
+    "laplace": (240, 8, [0.15, 0.3, 0.45, 0.6], {},
+                {"draws": 1000, "tune": 400, "chains": 2}),
+}  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path_integral", ["grid", "laplace"])
 def test_recovers_walk_sizes_and_current_rates(path_integral, recovery_seed):
-    """A drifting world (240 pages, 4 domains with walk sizes 0.15–0.6 per epoch, 8
-    epochs), paths on the grid or by the Laplace approximation: each domain's walk size
-    within its Bonferroni band of the posterior, the pages' current log-rates in their 90%
-    intervals at nominal coverage (the binomial band), chains that mix
-    (``tests/recovery.py``: bands a correct model passes at any seed)."""
-    walk = np.array([0.15, 0.3, 0.45, 0.6])
+    """A drifting world (:data:`RECOVERY`: 4 domains, walk sizes per epoch), paths on the
+    grid or by the Laplace approximation: each domain's walk size within its Bonferroni
+    band of the posterior, the pages' current log-rates in their 90% intervals at nominal
+    coverage (the binomial band), and what is read mixed (``tests/recovery.py``: bands a
+    correct model passes at any seed). Planted in the walk's kernel, the walk's variance
+    used as its sd is caught (grid, seed 0: z −10.2 against ±3.48), and so is a walk 20%
+    wider, with little margin (z 3.67 at seed 0, 4.66 at seed 1)."""
+    n_pages, n_epochs, walk, config, sampler = RECOVERY[path_integral]
+    walk = np.array(walk)
     world = seed_name("dyn-recovery", recovery_seed)
-    obs, path, _ = drift_world(world, 240, 4, 8, walk)
+    obs, path, _ = drift_world(world, n_pages, 4, n_epochs, walk)
     model = DynamicModel(
-        model_config={"path_integral": path_integral},
-        sampler_config={"draws": 1000, "tune": 400, "chains": 2, "seed": world},
+        model_config={"path_integral": path_integral, **config},
+        sampler_config={**sampler, "seed": world},
     )
-    post = mixed_posterior(model, obs)
+    post = mixed_posterior(model, obs, read=["sigma_walk", "log_rate"])
     assert_truths_within(stack_draws(post["sigma_walk"], DIM_DOMAIN), walk, "sigma_walk", log=True)
     q = post["log_rate"].quantile([0.05, 0.95], dim=("chain", "draw")).values
     truth = path[:, -1]
     assert_coverage((q[0] <= truth) & (truth <= q[1]), "current log-rates")
 
 
-def mixed_posterior(model, obs):
+def mixed_posterior(model, obs, read: list[str] | None = None):
     """``model`` fitted to ``obs`` (its warnings silenced): its posterior, the chains mixed
-    (:func:`tests.recovery.assert_mixed`)."""
+    (:func:`tests.recovery.assert_mixed`; only the variables ``read``, when given:
+    :func:`tests.recovery.assert_read_mixed`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(obs)
-    assert_mixed(model.diagnostics_)
+    if read is None:
+        assert_mixed(model.diagnostics_)
+    else:
+        assert_read_mixed(model, read)
     return model.idata_["posterior"]
 
 
