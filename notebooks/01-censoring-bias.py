@@ -230,7 +230,7 @@ fig
 # (the points below the line on the left: detections a few visits apart) and the longest are
 # tens of times the mean (the tail above the line): quiet spells between bursts.
 # Real documents change in bursts, which the Poisson estimators — and the Poisson models of
-# the model-comparison notebook — do not describe.
+# the model-comparison notebook (`research/notebooks/03-model-comparison`) — do not describe.
 #
 # ## 4. How often to revisit
 #

@@ -257,4 +257,4 @@ for key, value in results.items():
 #   the weekly 0.95 is mostly its prior (mean one edit per day, close to these articles'
 #   rates, with four visits per window), not information. A Poisson estimator removes the
 #   censoring bias but not the burstiness: that is a model question (see the
-#   model-comparison notebook).
+#   model-comparison notebook, `research/notebooks/03-model-comparison`).

@@ -22,7 +22,8 @@
 # probabilistic forecast of its future: the point estimators (naive, Cho & Garcia-Molina,
 # maximum likelihood) plugged into a Poisson model, or the Bayesian models (independent
 # pages, a hierarchy over platforms, hour-of-week modulation, Gamma-mixed bursts)? And does
-# the answer hold when the future does not look like the past?
+# the answer hold when the future does not look like the past? (The Gamma-mixed bursts are
+# the `bursty` model, now in the research package, `research/`.)
 #
 # **Data.** The embedded `tldr-pages` history: the creation, every landed change and the
 # deletion of each English page of [tldr-pages/tldr](https://github.com/tldr-pages/tldr)
@@ -217,7 +218,9 @@ fig
 #   `hierarchical` (page rates drawn from a log-normal per platform), `modulated` (the
 #   hierarchy times an hour-of-week multiplier) and `bursty` (the hierarchy with each
 #   interval's change probability Gamma-mixed, `1 − (1 + λτ/κ)^{−κ}`, one shape `κ` per
-#   platform). Their forecast is the posterior predictive, averaged over posterior draws.
+#   platform; a research model now: it lives in `research/` and is a forecast method only
+#   with that package installed, `pip install -e research`). Their forecast is the
+#   posterior predictive, averaged over posterior draws.
 # - **What is predicted.** Per page, the number `k` of test-window crawl intervals with a
 #   detected change (what a crawler will see), and the probability that the page changes at
 #   all in the window (scored against the exact history).
@@ -249,7 +252,7 @@ fig
 # **Sizes chosen for this notebook.** A run of all the methods on all 6,907 pages at the
 # study's former default sampler (4 chains × 500 draws) took 13 min 45 s on this shared machine,
 # and those short chains miss the R-hat gate (1.01). Here each split scores a random 1,000
-# of its eligible pages, with all seven methods, a daily crawl and a 180-day horizon, and the
+# of its eligible pages, with the seven methods above, a daily crawl and a 180-day horizon, and the
 # fits run 4 chains × 1,000 draws after 1,000 tuning steps, so that they can meet the
 # convergence gates (R-hat ≤ 1.01, bulk and tail ESS ≥ 400, no divergences). Two splits are
 # compared:
@@ -259,6 +262,11 @@ fig
 # - **2026-02-23** ("quiet after the burst", the study's default: the end of the history
 #   minus 180 days): trained through the December 2025 burst, tested on the calm months
 #   after it.
+#
+# The committed outputs are from the full run of 2026-12-01, when `forecast.METHODS` held
+# those seven methods. Today it holds ten: the same without `bursty`, plus `dynamic`,
+# `excursion`, `mmpp` and `mmpp_mixture`, so a full re-run scores more methods than the
+# tables below show.
 
 # %%
 results, run_seconds = {}, {}
@@ -526,8 +534,9 @@ fig
 # %% [markdown]
 # ## What we learned
 #
-# Numbers from the full run (1,000 random pages per split, daily crawl, 180-day horizon, all
-# seven methods, 4 × 1,000 NUTS draws; the cell below prints them). The notebook ran in
+# Numbers from the full run of 2026-12-01 (1,000 random pages per split, daily crawl,
+# 180-day horizon, the seven methods of that run, 4 × 1,000 NUTS draws; the cell below
+# prints them). The notebook ran in
 # 622 s on the shared 2-core machine (load average 4–9).
 #
 # 1. **Pooling helps most, censoring correction hardly at all.** The hierarchical model has
@@ -558,6 +567,10 @@ fig
 #
 # The next modelling step these numbers point to is a rate that moves in time and is shared
 # across pages (a collection-level activity factor), not a richer per-page stationary model.
+# Since this run the core has gained rates that move in time per page (`dynamic`,
+# `excursion`), and the research package has shared epoch shocks (`shocks`,
+# `dynamic_shocks`); their forecasts of tldr-pages are in `docs/models.md` and
+# `research/docs/models.md`.
 
 # %%
 for label, r in results.items():

@@ -21,7 +21,9 @@
 #
 # - The calibrated artifact `models/ota-contrib/hierarchical/` (`bayesrate calibrate
 #   --dataset ota-contrib`: a hierarchical log-normal model fitted to 877 documents of 385
-#   services over 14 years). It is derived from the
+#   services over 14 years). The same run also exports the excursion model's artifact, the
+#   one `models/ota-contrib/recommended.json` names; this notebook reads the hierarchical
+#   one. It is derived from the
 #   [Open Terms Archive](https://opentermsarchive.org) collection
 #   `OpenTermsArchive/contrib-versions`, © Open Terms Archive contributors, under the
 #   [Open Data Commons Attribution License (ODC-BY 1.0)](https://opendatacommons.org/licenses/by/1-0/).

@@ -9,7 +9,7 @@ Run all notebooks (full mode, writes the ``.ipynb`` files)::
 
 Run some of them in fast mode (``BAYESRATE_FAST=1``, small draws; nothing is written)::
 
-    .venv/bin/python scripts/run_notebooks.py --fast 01 03
+    .venv/bin/python scripts/run_notebooks.py --fast 01 04
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``bayesrate fit``: fit a PyMC model and write the result, a page table and diagnostics.
 
-Outputs in ``--out``: ``fit.nc`` (the self-describing fitted result, see
-``docs/models.md``: posterior, observed data, PyMC's pointwise log-likelihood and posterior
+Outputs in ``--out``: ``fit.nc`` (the self-describing fitted result, see ``docs/models.md``,
+"The fitted result": posterior, observed data, PyMC's pointwise log-likelihood and posterior
 predictive draws on up to ``--predictive-draws`` draws, and the data it was fitted to, so
 that ``RateModel.load`` needs nothing else), ``pages.csv`` (page, domain, rate_per_day,
 lower_per_day, upper_per_day, n_visits, n_changes; rates per day, 90% interval) and

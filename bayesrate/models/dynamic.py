@@ -184,7 +184,8 @@ def grid_size_rule(cells: EpochCells, lo: float, hi: float) -> tuple[int, dict[s
     step at σ̂ within ``GRID_WORK``. A walk step well below the spacing rarely leaves its
     bin, so the grid's walk sticks and the fitted walk size is biased upwards; a
     posterior narrower than the spacing sits on a node or two. On a simulated world of
-    600 pages over 8 epochs of 90 days at 0.3 changes a day (docs/models.md), the walk
+    600 pages over 8 epochs of 90 days at 0.3 changes a day (research/docs/models-log.md,
+    "Grid resolution from the data"), the walk
     size maximising the 48-node likelihood was 0.058 for a true 0.03 (0.027 on 128
     nodes and on 800). Where the walk is wide against the spacing (σ̂ 0.95 per year on
     ota-contrib) a finer grid barely moves it, and each node costs a full row.

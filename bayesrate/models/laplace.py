@@ -38,7 +38,7 @@ expansion, the Gaussian moments of the cells' cubic and quartic terms about the 
 rich (two columns of 2,000 intervals: 2.6e-8 against 2.2e-4) but is not the default: it
 grows like the walk's square on pages with runs of unchanged columns, and on the
 ota-contrib crawl log its fit is further from the grid's than the first order's (see
-``docs/models.md``).
+``research/docs/models-log.md``, "Laplace paths").
 
 A cell's terms are the scalar form of :func:`bayesrate.likelihood.loglik_derivatives`
 (``−U·λ + Σ_g c_g·log(1 − e^{−λE_g})``, its score and information) plus the third

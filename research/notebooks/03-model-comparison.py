@@ -27,7 +27,8 @@
 # contributors, licensed under the Open Data Commons Attribution License (ODC-BY 1.0).
 # The grid changed between eras (daily, then 6-hourly, then 12-hourly), which will matter.
 #
-# **Models** (`docs/models.md` has the formulas; all are fitted on sufficient statistics
+# **Models** (`docs/models.md` has the core models' formulas, `research/docs/models.md` the
+# bursty model's; all are fitted on sufficient statistics
 # with the exact interval-censored likelihood, NUTS via nutpie):
 #
 # | name | what it assumes |
@@ -41,8 +42,9 @@
 # κ → ∞.)
 #
 # The drift model of issue 14 (`dynamic`: each page's log-rate a random walk over epochs)
-# **does not exist yet** in bayesrate; this notebook does not fit it. Where the checks
-# below point at drifting rates, that is the model that would have to answer them.
+# and the `excursion` model (a stationary AR(1) around each page's own level) are in the
+# core now, but this notebook was run before they were built and does not fit them. Where
+# the checks below point at drifting rates, those are the models that answer them.
 
 # %%
 # %matplotlib inline
@@ -86,7 +88,7 @@ pd.set_option("display.width", 120)
 # Most services have one or two documents, and there the hierarchy can only pool across
 # services. To compare the models where pooling *within* a service matters — and to keep
 # the bursty model's fit affordable (on all of `ota-contrib` it took 946 s and missed the
-# ESS gate, `docs/models.md`) — we keep the services with at least
+# ESS gate, `research/docs/models.md`) — we keep the services with at least
 # `MIN_PAGES_PER_DOMAIN` documents. The `bayesrate calibrate` report on all pages is in
 # `docs/calibration.md`.
 
@@ -311,9 +313,11 @@ for name, replication in (("hierarchical", "mixed"), ("modulated", "conditional"
 #
 # `compare` scores each model by PSIS-LOO over *pages*, each page's own rate integrated out
 # given the population parameters of the draw, so the unit of prediction is a whole new
-# document. The bursty model is not in the table: that integral is written for the Poisson
-# likelihood, not for Gamma-mixed intervals, and `compare` refuses the bursty fit rather
-# than score it wrongly (shown below).
+# document. The bursty model is not in the table: when this notebook was run, that integral
+# was written for the Poisson likelihood only, and `compare` refused the bursty fit rather
+# than score it wrongly (the committed output below). Today each model integrates its own
+# pages' rates out (`marginal_page_loglik`; the bursty model under each draw's κ), so
+# `compare` accepts the bursty fit.
 
 # %%
 comparable = {name: fits[name] for name in ("censored", "hierarchical", "modulated")}
@@ -453,7 +457,7 @@ display(fig)
 #   interval, so consecutive intervals stay independent and detections cannot cluster in
 #   time. Clustering across intervals needs a state that persists — a rate that drifts over
 #   the years (the `dynamic` model: fitted to all 877 documents, its gap check passes,
-#   p = 0.475, `docs/models.md`) or a two-state burst process — not
+#   p = 0.475, `research/docs/models.md`) or a two-state burst process — not
 #   interval-level overdispersion. The detections-per-month figure at the top shows the
 #   same thing directly: bursts lasting months.
 # * **Day of week.** Legal documents change on working days; the homogeneous models
@@ -474,20 +478,22 @@ display(fig)
 #   24-hour interval only about three times as likely to show a change as a 6-hour one (a
 #   slow Poisson page: four times). κ is learnt from documents crawled at several interval
 #   lengths, i.e. from the eras, so it can as well be absorbing rates that changed between
-#   eras (as on all of `ota-contrib`, `docs/models.md`) as bursts. Either way the gap check
+#   eras (as on all of `ota-contrib`, `research/docs/models.md`) as bursts. Either way the gap check
 #   does not move, and the service-level rates become weakly identified (the wide green
 #   intervals of the domain figure).
 
 # %% [markdown]
-# ## The drift model is missing
+# ## The drift models are not in this comparison
 #
-# Issue 14 asks for a `dynamic` model in which each document's log-rate drifts over epochs
-# (a random walk whose volatility is pooled per service). **It does not exist in bayesrate
-# yet**, so it is not in this comparison. The figures above say where it would be judged:
-# the gap CV (clustered detections), the hour-of-day check (detections concentrated in the
-# eras a document was busy in) and the mixed replication's spread of counts. Until it
-# exists, the practical answer to drifting rates is outside the models: the scheduler's
-# exploration floor and its censoring-exact online updates of each page's posterior.
+# Issue 14 asked for a `dynamic` model in which each document's log-rate drifts over epochs
+# (a random walk whose volatility is pooled per service). It is in the core now, with the
+# `excursion` model (each document's rate a stationary AR(1) around its own level, the
+# main job's recommended model), but this notebook was run before they were built and does
+# not fit them. The figures above say where they are judged: the gap CV (clustered
+# detections), the hour-of-day check (detections concentrated in the eras a document was
+# busy in) and the mixed replication's spread of counts. On all 877 documents annual
+# `dynamic` and 90-day `excursion` fits pass the gap check, and `excursion` leads
+# leave-one-page-out (`docs/models.md`, "The main job on ota-contrib").
 
 # %% [markdown]
 # ## Numbers
@@ -573,7 +579,8 @@ print("observed share of detections by hour:",
 # * **Leave-one-page-out prefers `modulated`**: ΔELPD 159.9 ± 38.0 over `hierarchical` and
 #   899.4 ± 48.9 over `censored`; Pareto k is above its threshold for 2 documents of the
 #   modulated model (none of the hierarchical). The
-#   bursty model cannot be ranked: the package's leave-one-page-out is not written for it.
+#   bursty model was not ranked: the package's leave-one-page-out was not written for it
+#   when this notebook was run (it is now).
 # * **The weekly rhythm is real.** Tuesday to Thursday hold 15.8–16.7% of detections,
 #   Saturday 12.1% and Sunday 10.4% (flat: 14.3%). The modulated model's day multipliers
 #   (Tue–Thu 1.11–1.17, Sat 0.73, Sun 0.77) follow it, but its day-of-week check is
@@ -591,5 +598,5 @@ print("observed share of detections by hour:",
 #   documents (`bayesrate calibrate`, `docs/calibration.md`) the same check is extreme
 #   (p = 0.000), with 74 of 535 documents flagged individually, e.g. Zillow's privacy
 #   policy with 21% of its 504 detections at the Wednesday 00:00 visit: weekly jobs.
-# * **The drift model (`dynamic`, issue 14) does not exist yet.** The gap and hour checks
-#   are where it would have to prove itself.
+# * **The drift models (`dynamic`, `excursion`) were built after this run** and are not in
+#   it. The gap and hour checks are where they are judged (`docs/models.md`).

@@ -22,7 +22,8 @@ bursty intervals: a long interval is less likely to show a change than ``λτ`` 
 **Identifiability.** With one interval length per page (a fixed crawl grid), ``p`` is a
 monotone function of ``λ`` for every ``κ``: the data pin ``p``, not ``(λ, κ)``, and the
 predictive of further intervals of that length equals the hierarchical model's. ``κ`` is
-learnt only from pages visited at several interval lengths (``docs/models.md``).
+learnt only from pages visited at several interval lengths (``research/docs/models.md``,
+"Bursty model").
 
 The quiet intervals are no longer linear in ``λ``: ``quiet`` is one term per group without
 a detection, summed per page (:func:`bayesrate.models.likelihood.mixed_quiet`); the numpy
@@ -61,7 +62,7 @@ class BurstyModel(HierarchicalModel):
     #: research: no prior artifact (a hierarchical model underneath, not its gates)
     export_gates: ClassVar[None] = None
     conditional_pages: ClassVar[bool] = False
-    #: κ per domain mixes slowly (docs/models.md): a longer warm-up than the default
+    #: κ per domain mixes slowly (research/docs/models.md): a longer warm-up than the default
     sampler_defaults: ClassVar[dict[str, Any]] = {
         **HierarchicalModel.sampler_defaults,
         "tune": 1000,

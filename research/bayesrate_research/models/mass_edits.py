@@ -5,7 +5,7 @@ edit touches every page of a service. Such an edit reaches a page *whatever its 
 on the exact tldr-pages history the 900 pages that had not changed in 2022–2024 changed
 1.36 times in 2025 on average, as often as those that had changed once (1.33) or 2–3
 times (1.36), and 5,422 of 2025's 8,013 changes fell on days when more than 50 pages
-changed (``docs/models.md``, "Mass-edit model"). A multiplicative
+changed (``research/docs/models.md``, "Mass-edit model"). A multiplicative
 shock (:mod:`bayesrate_research.models.shocks`) scales a quiet page's small rate and cannot say so;
 an added rate can::
 
