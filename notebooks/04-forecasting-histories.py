@@ -61,7 +61,7 @@ if FAST:  # a smoke test: few pages, two models, short chains
     SAMPLER = {"draws": 150, "tune": 150, "chains": 2}
     PREDICTIVE_DRAWS = 100
 else:
-    MAX_PAGES, METHODS = 1000, list(forecast.METHODS)  # all seven methods
+    MAX_PAGES, METHODS = 1000, list(forecast.METHODS)  # every core method
     SAMPLER = {"draws": 1000, "tune": 1000, "chains": 4}
     PREDICTIVE_DRAWS = 500
 pd.set_option("display.precision", 4)
