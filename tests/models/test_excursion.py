@@ -23,16 +23,16 @@ from bayesrate.models import get_model
 from bayesrate.models.dynamic import end_epochs
 from bayesrate.models.excursion import ExcursionModel
 from tests.helpers import seed_of
-from tests.models.test_dynamic import (
+from tests.models.dynamic_checks import (
     POINT,
     L,
-    _fixed_posterior,
-    _group_columns,
-    _within,
     check_model_gradient,
     crawl_paths,
+    fixed_posterior,
+    group_columns,
     mixed_posterior,
     tiny_world,
+    within,
 )
 from tests.recovery import (
     assert_coverage,
@@ -85,7 +85,7 @@ def gaussian_page_loglik(
 def _fixed(data, n: int, levels: np.ndarray, grid_size: int):
     """An excursion model as if fitted to ``data``: POINT's population, ``walk_phi`` PHI,
     ``sigma_walk`` the excursions' sd, and ``levels`` (draws, pages) the page levels."""
-    model = _fixed_posterior(
+    model = fixed_posterior(
         ExcursionModel(model_config={"grid_size": grid_size}), data, n,
         extra={"walk_phi": np.array(PHI)},
     )  # fmt: skip
@@ -230,7 +230,7 @@ def test_new_pages_draw_a_level_and_a_stationary_start(tiny):
     def bins(mu, sd):
         return np.diff(norm.cdf(edges, mu, sd))
 
-    page, column, length = _group_columns(model, tiny)
+    page, column, length = group_columns(model, tiny)
     first = {p: column[page == p].min() for p in range(tiny.n_pages)}
     nodes, weights = np.polynomial.hermite_e.hermegauss(60)
     weights = weights / weights.sum()
@@ -248,7 +248,7 @@ def test_new_pages_draw_a_level_and_a_stationary_start(tiny):
         want[g] = state @ -np.expm1(-np.exp(grid) * length[g])
     tree = model.predict(tiny, n_draws=None, seed="exc-population")
     prob = np.asarray(tree["posterior_predictive"]["detection_probability"])[0]
-    _within(prob.mean(axis=0), want, prob.std(axis=0) / math.sqrt(n))
+    within(prob.mean(axis=0), want, prob.std(axis=0) / math.sqrt(n))
     assert (column - min(first.values())).max() == 2  # it steps
 
 

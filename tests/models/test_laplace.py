@@ -26,7 +26,7 @@ from bayesrate.models.laplace import (
     laplace_logp_grad,
 )
 from tests.helpers import seed_of
-from tests.models.test_dynamic import END, check_model_gradient, drift_world, tiny_world
+from tests.models.dynamic_checks import END, check_model_gradient, drift_world, tiny_world
 
 L = 90 * 24.0
 
