@@ -81,6 +81,25 @@ def next_check(
     return np.where(state.changed_every_visit, last + cfg.min_interval, t)
 
 
+def due_times(state: SchedulerState) -> np.ndarray:
+    """When each URL becomes due (hours since the epoch; NaN: never fetched, due at once).
+
+    The time :func:`priority` ranks it as due: with a plan, when its planned interval
+    ``1 / target`` has elapsed (in integrated hour-of-week time; a URL planned at 0 at its
+    revisit floor); without one, :func:`next_check`. Always within ``[min_interval,
+    max_interval]`` after the last fetch. The fleet's frontier
+    (:mod:`~bayesrate.scheduler.frontier`) hands out URLs in this order.
+    """
+    cfg = state.config
+    if not state.target.any():
+        return next_check(state)
+    last = state.last_fetch
+    target = state.target
+    interval = np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), cfg.max_interval)
+    t = state.modulation.advance(last, np.minimum(interval, cfg.max_interval))
+    return np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
+
+
 def priority(
     state: SchedulerState, now: float, *, rates: np.ndarray | None = None, use_plan: bool = True
 ) -> np.ndarray:

@@ -173,7 +173,7 @@ class StateStore:
     ) -> WriteResult:
         """Register new URLs durably (see :meth:`SchedulerState.add`)."""
         urls = [str(u) for u in urls]
-        return self._apply(urls, lambda work: work.add(urls, hosts, weights))
+        return self._apply(urls, lambda work: work.add(urls, hosts, weights), retry=False)
 
     def observe(
         self,
@@ -199,7 +199,7 @@ class StateStore:
         if t.shape == (len(urls),):  # other shapes: the state's validation names them
             check_fetch_times(t, now=now, unit=time_unit, urls=urls)
         return self._apply(
-            urls, lambda work: work.observe(urls, t, changed, hosts, weights), log=True
+            urls, lambda work: work.observe(urls, t, changed, hosts, weights), log=True, retry=False
         )
 
     def reset(self, urls: Sequence[str], *, keep_rate: bool = False) -> WriteResult:
@@ -219,10 +219,18 @@ class StateStore:
         raise NotImplementedError
 
     def _apply(
-        self, urls: list[str], change: Callable[[SchedulerState], Any], *, log: bool = False
+        self,
+        urls: list[str],
+        change: Callable[[SchedulerState], Any],
+        *,
+        log: bool = False,
+        retry: bool = True,
     ) -> WriteResult:
-        """Re-read the rows of ``urls`` under the write lock, ``change`` them, write them."""
-        batch = self._transaction(lambda tx: self._apply_in(tx, urls, change, log=log))
+        """Re-read the rows of ``urls`` under the write lock, ``change`` them, write them.
+
+        ``retry=False``: the change is not idempotent (see :meth:`_transaction`).
+        """
+        batch = self._transaction(lambda tx: self._apply_in(tx, urls, change, log=log), retry=retry)
         self._patch(batch.work, batch.counters["revision"], batch.after)
         return WriteResult(
             len(urls), batch.n_new, batch.n_urls + batch.n_new, batch.after["revision"]
