@@ -76,7 +76,9 @@ def next_check(
         raise ObservationError(f"factor must be > 0, got {factor!r}", field="factor")
     lam = decision_rates(state) if rates is None else np.asarray(rates, dtype=np.float64)
     last = state.last_fetch
-    t = state.modulation.advance(last, factor / lam)
+    t = np.full(len(last), np.nan)
+    fetched = ~np.isnan(last)  # hour-of-week buckets of a NaN time are undefined
+    t[fetched] = state.modulation.advance(last[fetched], (factor / lam)[fetched])
     t = np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
     return np.where(state.changed_every_visit, last + cfg.min_interval, t)
 
@@ -91,13 +93,19 @@ def due_times(state: SchedulerState) -> np.ndarray:
     (:mod:`~bayesrate.scheduler.frontier`) hands out URLs in this order.
     """
     cfg = state.config
-    if not state.target.any():
-        return next_check(state)
-    last = state.last_fetch
-    target = state.target
-    interval = np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), cfg.max_interval)
-    t = state.modulation.advance(last, np.minimum(interval, cfg.max_interval))
-    return np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
+    out = np.full(state.n, np.nan)
+    rows = np.flatnonzero(~np.isnan(state.last_fetch))
+    if not len(rows):
+        return out
+    last = state.last_fetch[rows]
+    if state.target.any():
+        target = state.target[rows]
+        interval = np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), cfg.max_interval)
+        t = state.modulation.advance(last, np.minimum(interval, cfg.max_interval))
+        out[rows] = np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
+    else:
+        out[rows] = next_check(state)[rows]
+    return out
 
 
 def priority(
