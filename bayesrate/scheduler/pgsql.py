@@ -187,9 +187,10 @@ FETCHES_INSERT = (
     " ORDER BY v.k RETURNING id, url"
 )
 LEASE_SET = (
-    "UPDATE urls SET lease_fetch = v.fetch, lease_until = %s"
-    " FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, fetch) WHERE urls.id = v.id"
-    " RETURNING urls.id, urls.url, urls.host, urls.last_fetch"
+    "UPDATE urls SET lease_fetch = v.fid, lease_until = %s"
+    " FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, fid), hosts"
+    " WHERE urls.id = v.id AND hosts.id = urls.host"
+    " RETURNING urls.id, urls.url, hosts.name"
 )
 #: the fetches of a report, locked (a retried report waits for the first, then sees it)
 FETCHES_OF_REPORT = (

@@ -24,6 +24,7 @@ minus the last fetch), the order in which the frontier leases URLs.
 
 from __future__ import annotations
 
+import logging
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -55,6 +56,10 @@ SCHEMA_VERSION = 1
 DEFAULT_RECONNECT_SECONDS = 30.0
 #: connections per pool
 POOL_SIZE = 4
+
+# the pool logs each failed connection attempt; our errors say what failed, once
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+logging.getLogger("psycopg.pool").propagate = False
 
 
 def redact(location: str) -> str:
@@ -237,7 +242,8 @@ class PgStore(StateStore):
         while True:
             committing = False
             try:
-                with self.pool.connection() as con:
+                wait = min(5.0, max(0.1, deadline - time.monotonic()))
+                with self.pool.connection(timeout=wait) as con:
                     with con.transaction():
                         result = body(con)
                         committing = True
@@ -252,8 +258,9 @@ class PgStore(StateStore):
                         "(the frontier's reports carry fetch ids and are safe to repeat)"
                     ) from exc
                 if time.monotonic() + delay > deadline:
+                    reason = _unreachable(self.location) or _first_line(exc)
                     raise ArtifactError(
-                        f"cannot reach {self.path} to {what} ({_first_line(exc)}) after "
+                        f"cannot reach {self.path} to {what} ({reason}) after "
                         f"{self.reconnect_seconds:g} s of retries; nothing was applied"
                     ) from exc
                 time.sleep(delay)
@@ -340,6 +347,15 @@ class PgStore(StateStore):
         if log and len(work.log_time):
             con.execute(pgsql.FETCH_LOG_INSERT, (work.log_host.tolist(), work.log_time.tolist()))
             con.execute(pgsql.FETCH_LOG_PRUNE, (float(self.config.politeness_window),))
+
+
+def _unreachable(location: str) -> str | None:
+    """Why a direct connection to ``location`` fails now (``None`` if it does not)."""
+    try:
+        psycopg.connect(location, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return _first_line(exc)
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
