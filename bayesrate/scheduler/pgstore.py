@@ -64,10 +64,14 @@ logging.getLogger("psycopg.pool").propagate = False
 
 def redact(location: str) -> str:
     """``location`` without its password, for messages."""
-    parts = urllib.parse.urlsplit(location)
-    if parts.password is None:
+    try:
+        parts = urllib.parse.urlsplit(location)
+        password = parts.password
+    except ValueError:  # unparsable: psycopg will say why
         return location
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    if password is None:
+        return location
+    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
