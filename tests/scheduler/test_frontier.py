@@ -243,3 +243,21 @@ def test_due_times_order_the_frontier_like_priority(pg_location):
         assert f.lease("w", 6, now=T0 + 3.9) == []
         got = f.lease("w", 6, now=T0 + 5.9)
         assert [x.url for x in got] == ["https://a/0", "https://a/1"]  # due at 4 h, 4.8 h
+
+
+def test_psycopg_is_imported_only_for_a_database(tmp_path):
+    """``import bayesrate.scheduler`` and ``bayesrate --help`` load neither PyMC nor
+    psycopg; opening a file state does not load psycopg either."""
+    code = (
+        "import sys, bayesrate.scheduler, bayesrate.scheduler.location as loc\n"
+        "from bayesrate.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "loc.create_store(sys.argv[1]).close()\n"
+        "print(sorted(m for m in ('psycopg', 'psycopg_pool', 'pymc') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "s.db")],
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
