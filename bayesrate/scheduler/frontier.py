@@ -45,21 +45,28 @@ DEFAULT_LEASE_HOURS = 1.0 / 6.0
 
 @dataclass(frozen=True)
 class Lease:
-    """One URL leased to a worker: fetch it and report the result under ``fetch_id``."""
+    """One URL leased to a worker: fetch it and report the result under ``fetch_id``.
+
+    ``digest`` is the content digest reported with the URL's last applied fetch (``None``:
+    none yet): a worker compares it with the digest of what it fetched to tell a change.
+    """
 
     fetch_id: int
     url: str
     host: str
     expires: float
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
 class FetchResult:
-    """A worker's result: the fetch ``fetch_id`` happened at ``time`` and saw a change or not."""
+    """A worker's result: the fetch ``fetch_id`` happened at ``time`` and saw a change or
+    not; ``digest`` (optional) is stored with the URL and handed out with its next lease."""
 
     fetch_id: int
     time: float
     changed: int
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,9 @@ class Frontier:
                     pgsql.HOSTS_NEXT_ALLOWED, (list(next_allowed), list(next_allowed.values()))
                 )
             by_id = {r[0]: r for r in rows}
-            return [Lease(fetch_of[u], by_id[u][1], by_id[u][2], expires) for u in picked]
+            return [
+                Lease(fetch_of[u], by_id[u][1], by_id[u][2], expires, by_id[u][3]) for u in picked
+            ]
 
         return self.store._transaction(take, what="lease URLs")
 
@@ -202,11 +211,12 @@ class Frontier:
     ) -> ReportResult:
         """Apply fetch results by fetch id, once each (see the module docstring).
 
-        ``results`` are :class:`FetchResult` or ``(fetch_id, time, changed)`` tuples. Unknown
+        ``results`` are :class:`FetchResult` or ``(fetch_id, time, changed[, digest])``
+        tuples. Unknown
         fetch ids, a fetch id twice in one report, flags other than 0/1 and times in the
         future are errors that apply nothing.
         """
-        ids, times, changed = _checked_results(results)
+        ids, times, changed, digests = _checked_results(results)
         now = check_fetch_times(times, now=now)
         if not ids:
             return ReportResult(0, 0, 0, self.store._state_revision)
@@ -230,6 +240,13 @@ class Frontier:
                 urls = [found[ids[i]][0] for i in fresh]
                 t, c = times[fresh], changed[fresh]
                 batch = store._apply_in(con, urls, lambda work: work.observe(urls, t, c), log=True)
+                latest: dict[str, tuple[float, str]] = {}  # per URL: its latest fetch's
+                for i in fresh:
+                    url = found[ids[i]][0]
+                    if digests[i] is not None and times[i] > latest.get(url, (-math.inf,))[0]:
+                        latest[url] = (float(times[i]), digests[i])
+                if latest:
+                    con.execute(pgsql.DIGESTS_SET, (list(latest), [d for _, d in latest.values()]))
             new = [i for i, s in enumerate(status) if s != "duplicate"]
             if new:
                 con.execute(
@@ -271,14 +288,20 @@ def _positive(value: Any, name: str, *, zero: bool = False) -> float:
 
 def _checked_results(
     results: Sequence[FetchResult | tuple],
-) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """Fetch ids, times and flags of ``results``; :class:`ObservationError` naming bad rows."""
-    ids, times, flags = [], [], []
+) -> tuple[list[int], np.ndarray, np.ndarray, list[str | None]]:
+    """Fetch ids, times, flags and digests of ``results``; :class:`ObservationError` naming
+    bad rows."""
+    ids, times, flags, digests = [], [], [], []
     for r in results:
-        f, t, c = (r.fetch_id, r.time, r.changed) if isinstance(r, FetchResult) else r
+        f, t, c, d = (
+            (r.fetch_id, r.time, r.changed, r.digest)
+            if isinstance(r, FetchResult)
+            else (*r, None)[:4]
+        )
         ids.append(f)
         times.append(t)
         flags.append(c)
+        digests.append(None if d is None else str(d))
     bad = [
         i for i, f in enumerate(ids) if isinstance(f, bool) or not isinstance(f, int | np.integer)
     ]
@@ -297,7 +320,7 @@ def _checked_results(
     bad = np.flatnonzero(~np.isin(c, (0.0, 1.0))).tolist()
     if bad:
         raise ObservationError("'changed' must be 0 or 1", field="changed", rows=bad)
-    return ids, t, c.astype(np.int8)
+    return ids, t, c.astype(np.int8), digests
 
 
 def _statuses(ids: list[int], times: np.ndarray, found: dict[int, tuple]) -> list[str]:

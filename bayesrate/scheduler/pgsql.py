@@ -9,7 +9,8 @@ SQLite file.
 :func:`migrate` applies, in one transaction under an advisory lock, the versions that the
 ``schema_migrations`` table does not list, and refuses a database migrated by a newer
 bayesrate. Version 1 holds the state (the SQLite file's tables); version 2 the fleet: due
-times, leases, the fetch log that makes reports idempotent, and per-host politeness.
+times, leases, the fetch log that makes reports idempotent, and per-host politeness;
+version 3 the content digest of each URL's last fetch.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX fetches_url ON fetches (url)",
         ),
     ),
+    (
+        3,
+        # the content digest of the last applied fetch (workers detect changes by it)
+        ("ALTER TABLE urls ADD COLUMN digest TEXT",),
+    ),
 )
 LATEST = MIGRATIONS[-1][0]
 
@@ -85,10 +91,7 @@ def migrate(cur: Any) -> int:
     return LATEST
 
 
-SCHEMA_LEVEL = (
-    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
-    " WHERE to_regclass('schema_migrations') IS NOT NULL"
-)
+APPLIED = "SELECT version FROM schema_migrations ORDER BY version"
 HAS_MIGRATIONS = "SELECT to_regclass('schema_migrations') IS NOT NULL"
 
 # ---------------------------------------------------------------------- state
@@ -190,7 +193,7 @@ LEASE_SET = (
     "UPDATE urls SET lease_fetch = v.fid, lease_until = %s"
     " FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, fid), hosts"
     " WHERE urls.id = v.id AND hosts.id = urls.host"
-    " RETURNING urls.id, urls.url, hosts.name"
+    " RETURNING urls.id, urls.url, hosts.name, urls.digest"
 )
 #: the fetches of a report, locked (a retried report waits for the first, then sees it)
 FETCHES_OF_REPORT = (

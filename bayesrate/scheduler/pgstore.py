@@ -187,17 +187,20 @@ class PgStore(StateStore):
                 raise ArtifactError(
                     f"no scheduler state in {path} (run 'bayesrate schedule init {path}')"
                 )
-            level = con.execute(pgsql.SCHEMA_LEVEL).fetchone()[0]
-            if level < pgsql.LATEST and readonly:
+            applied = {v for (v,) in con.execute(pgsql.APPLIED).fetchall()}
+            known = {v for v, _ in pgsql.MIGRATIONS}
+            if applied - known:
                 raise ArtifactError(
-                    f"{path} has schema level {level}; open it once for writing to migrate "
-                    f"it to {pgsql.LATEST}"
+                    f"{path} has schema version {max(applied)}; this bayesrate knows "
+                    f"versions up to {pgsql.LATEST}: upgrade bayesrate"
                 )
-            if level > pgsql.LATEST:
+            missing = sorted(known - applied)
+            if missing and readonly:
                 raise ArtifactError(
-                    f"{path} has schema level {level}; this bayesrate reads up to {pgsql.LATEST}"
+                    f"{path} lacks schema migrations {missing}; open it once for writing "
+                    "(any schedule command that writes) to apply them"
                 )
-            if not readonly and level < pgsql.LATEST:
+            if missing:
                 pgsql.migrate(con)
             meta = dict(con.execute(pgsql.META_ALL).fetchall())
             if not meta:

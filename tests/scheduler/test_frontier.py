@@ -95,11 +95,14 @@ def test_late_report_after_reissue_is_recorded_not_applied(pg_location):
     with _frontier(pg_location, {"a": 1}) as f:
         (slow,) = f.lease("slow", 1, now=T0, hours=0.1)
         (fast,) = f.lease("fast", 1, now=T0 + 0.2)  # slow's lease expired
-        assert f.report([(fast.fetch_id, T0 + 0.3, 1)], now=T0 + 0.3).applied == 1
-        late = f.report([(slow.fetch_id, T0 + 0.05, 1)], now=T0 + 0.3)
+        assert slow.digest is None
+        assert f.report([(fast.fetch_id, T0 + 0.3, 1, "new")], now=T0 + 0.3).applied == 1
+        late = f.report([(slow.fetch_id, T0 + 0.05, 1, "old")], now=T0 + 0.3)
         assert (late.applied, late.stale) == (0, 1)
         assert f.store.refresh().n_fetch.tolist() == [1]
         assert f.report([(slow.fetch_id, T0 + 0.05, 1)], now=T0 + 0.3).duplicates == 1
+        (next_lease,) = f.lease("w", 1, now=T0 + 1000)
+        assert next_lease.digest == "new"  # the applied fetch's digest, not the stale one's
 
 
 def test_bad_reports_apply_nothing_and_name_the_problem(pg_location):
@@ -204,24 +207,25 @@ def test_state_commands_on_a_database_need_an_initialised_state(pg_location):
 
 
 def test_migrations_are_versioned_and_applied_on_open(pg_location):
-    """A database at schema level 1 (before the fleet's tables) is migrated by a writable
-    open, refused by a read-only one; a level newer than this bayesrate is refused."""
+    """A database migrated to version 1 only (before the fleet's tables) is migrated by a
+    writable open, refused by a read-only one; a version newer than this bayesrate is
+    refused."""
     PgStore.create(pg_location).close()
     with psycopg.connect(pg_location, autocommit=True) as con:
         con.execute("DROP TABLE fetches")
         con.execute("DROP INDEX urls_due")
         con.execute("ALTER TABLE urls DROP COLUMN due_after, DROP COLUMN lease_fetch,"
-                    " DROP COLUMN lease_until")  # fmt: skip
+                    " DROP COLUMN lease_until, DROP COLUMN digest")  # fmt: skip
         con.execute("ALTER TABLE hosts DROP COLUMN crawl_delay, DROP COLUMN next_allowed")
-        con.execute("DELETE FROM schema_migrations WHERE version = 2")
-    with pytest.raises(ArtifactError, match="schema level 1"):
+        con.execute("DELETE FROM schema_migrations WHERE version > 1")
+    with pytest.raises(ArtifactError, match=r"lacks schema migrations \[2, 3\]"):
         PgStore.open(pg_location, readonly=True)
     PgStore.open(pg_location).close()
     with psycopg.connect(pg_location, autocommit=True) as con:
         levels = [v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY 1")]
         assert levels == [v for v, _ in pgsql.MIGRATIONS]
         con.execute("INSERT INTO schema_migrations (version) VALUES (99)")
-    with pytest.raises(ArtifactError, match="schema level 99"):
+    with pytest.raises(ArtifactError, match="schema version 99; this bayesrate knows"):
         PgStore.open(pg_location)
 
 
