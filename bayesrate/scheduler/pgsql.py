@@ -211,3 +211,8 @@ LEASE_COUNTS = (
     f"SELECT count(*) FILTER (WHERE lease_until > %s), count(*) FILTER (WHERE {DUE} <= %s"
     " AND (lease_until IS NULL OR lease_until <= %s)) FROM urls"
 )
+#: the digest of each URL's latest applied fetch (one row per URL)
+DIGESTS_SET = (
+    "UPDATE urls SET digest = v.digest FROM unnest(%s::text[], %s::text[]) AS v(url, digest)"
+    " WHERE urls.url = v.url"
+)
