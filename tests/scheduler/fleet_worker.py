@@ -1,17 +1,19 @@
-"""A fleet worker for the tests: lease, "fetch", report, on a simulated clock.
+"""Fleet workers for the tests: lease, fetch, report, on a simulated clock.
 
 ``python -m tests.scheduler.fleet_worker LOCATION NAME ROUNDS K STEP LOG [--hold]``: for
 round ``r`` the clock is ``T0 + r * STEP`` hours; the worker leases ``K`` URLs, reports each
 (changed when the fetch id is odd) at that time, and reports every other batch twice (a
 retry after a lost acknowledgement). After each acknowledged report it appends the fetch
 ids to ``LOG`` (one per line): what the worker knows was accepted. ``--hold``: lease once,
-write the fetch ids, then sleep holding the leases (for kill -9).
+write the fetch ids, then sleep holding the leases (for kill -9). :func:`serve` is the
+HTTP end-to-end test's worker (a ``multiprocessing`` process).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 from bayesrate.scheduler.frontier import Frontier
 
@@ -41,3 +43,24 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def serve(location: str, name: str, pipe: Any) -> None:
+    """A worker process of the HTTP end-to-end test: for each ``(now, k)`` received, lease
+    ``k`` URLs, GET each (``?at=now``: the test server's simulated clock), tell a change by
+    the content's SHA-256 against the digest handed out with the lease, report the batch,
+    and send back how many fetches were reported. ``None`` ends the worker."""
+    import hashlib
+    import urllib.request
+
+    with Frontier.open(location) as frontier:
+        while (job := pipe.recv()) is not None:
+            now, k = job
+            results = []
+            for lease in frontier.lease(name, k, now=now, hours=1.0):
+                with urllib.request.urlopen(f"{lease.url}?at={now!r}", timeout=30) as reply:
+                    digest = hashlib.sha256(reply.read()).hexdigest()
+                changed = int(lease.digest is not None and digest != lease.digest)
+                results.append((lease.fetch_id, now, changed, digest))
+            frontier.report(results, now=now)
+            pipe.send(len(results))
