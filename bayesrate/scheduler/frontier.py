@@ -164,8 +164,12 @@ class Frontier:
         return self.store._transaction(take, what="lease URLs")
 
     def _pick(self, con: Any, k: int, now: float) -> tuple[list[int], dict[int, float]]:
-        """Ids of the URLs to lease (locked) and the hosts' new next-allowed times."""
-        limit = 4 * k
+        """Ids of the URLs to lease (locked) and the hosts' new next-allowed times.
+
+        Takes the ``k`` first due URLs, and more (4 times as many each time) only when
+        crawl delays hold some back: every candidate row is locked until the commit.
+        """
+        limit = k
         while True:
             cands = con.execute(pgsql.LEASE_CANDIDATES, {"now": now, "limit": limit}).fetchall()
             hosts = sorted({h for _, h in cands})
@@ -259,7 +263,9 @@ class Frontier:
                         [status[i] for i in new],
                     ),
                 )
-                con.execute(pgsql.LEASES_CLEAR, ([ids[i] for i in new],))
+                con.execute(
+                    pgsql.LEASES_CLEAR, ([found[ids[i]][3] for i in new], [ids[i] for i in new])
+                )
             revision = batch.after["revision"] if batch else counters["revision"]
             out = ReportResult(
                 len(fresh), status.count("duplicate"), status.count("stale"), revision
@@ -329,7 +335,7 @@ def _statuses(ids: list[int], times: np.ndarray, found: dict[int, tuple]) -> lis
     status = ["applied"] * len(ids)
     last: dict[str, float] = {}
     for i in np.argsort(times, kind="stable").tolist():
-        url, reported, stored_last = found[ids[i]]
+        url, reported, stored_last, _ = found[ids[i]]
         if reported:
             status[i] = "duplicate"
             continue

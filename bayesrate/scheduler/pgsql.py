@@ -31,7 +31,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             " weight DOUBLE PRECISION NOT NULL, alpha DOUBLE PRECISION, beta DOUBLE PRECISION,"
             " log_weights BYTEA, last_fetch DOUBLE PRECISION, last_change DOUBLE PRECISION,"
             " n_fetch INTEGER NOT NULL, n_changed INTEGER NOT NULL,"
-            " target DOUBLE PRECISION NOT NULL)",
+            " target DOUBLE PRECISION NOT NULL) WITH (fillfactor = 70)",  # room for HOT updates
             "CREATE TABLE fetch_log (host INTEGER NOT NULL, time DOUBLE PRECISION NOT NULL)",
             "CREATE INDEX fetch_log_time ON fetch_log (time)",
         ),
@@ -101,18 +101,18 @@ META_INSERT = "INSERT INTO meta (key, value) VALUES (%s, %s)"
 COUNTERS_LOCK = "SELECT key, value FROM meta WHERE key = ANY(%s) ORDER BY key FOR UPDATE"
 COUNTERS_READ = "SELECT key, value FROM meta WHERE key = ANY(%s)"
 COUNTER_UPDATE = (
-    "UPDATE meta SET value = v.value FROM unnest(%s::text[], %s::text[]) AS v(key, value)"
+    "UPDATE meta SET value = v.value FROM unnest(%b::text[], %b::text[]) AS v(key, value)"
     " WHERE meta.key = v.key"
 )
 HOSTS = "SELECT id, name FROM hosts ORDER BY id"
-HOSTS_INSERT = "INSERT INTO hosts (id, name) SELECT * FROM unnest(%s::int[], %s::text[])"
+HOSTS_INSERT = "INSERT INTO hosts (id, name) SELECT * FROM unnest(%b::int[], %b::text[])"
 URL_IDS = "SELECT COALESCE(MAX(id), -1) + 1 FROM urls"
 FETCH_LOG = "SELECT host, time FROM fetch_log ORDER BY time, host"
-FETCH_LOG_INSERT = "INSERT INTO fetch_log SELECT * FROM unnest(%s::int[], %s::float8[])"
+FETCH_LOG_INSERT = "INSERT INTO fetch_log SELECT * FROM unnest(%b::int[], %b::float8[])"
 FETCH_LOG_PRUNE = "DELETE FROM fetch_log WHERE time <= (SELECT MAX(time) FROM fetch_log) - %s"
 TARGETS_UPDATE = (
     "UPDATE urls SET target = v.target, due_after = v.due_after"
-    " FROM unnest(%s::text[], %s::float8[], %s::float8[]) AS v(url, target, due_after)"
+    " FROM unnest(%b::text[], %b::float8[], %b::float8[]) AS v(url, target, due_after)"
     " WHERE urls.url = v.url"
 )
 
@@ -136,7 +136,11 @@ COLUMN_TYPES = {
 
 def select_rows(columns: tuple[str, ...]) -> str:
     """``(id, url, *columns)`` of the rows whose URL is in the array parameter, by id."""
-    return "SELECT id, url, " + ", ".join(columns) + " FROM urls WHERE url = ANY(%s) ORDER BY id"
+    return (
+        "SELECT id, url, "
+        + ", ".join(columns)
+        + " FROM urls WHERE url = ANY(%b::text[]) ORDER BY id"
+    )
 
 
 def select_all(columns: tuple[str, ...]) -> str:
@@ -145,7 +149,7 @@ def select_all(columns: tuple[str, ...]) -> str:
 
 
 def _unnest(names: tuple[str, ...]) -> str:
-    types = ", ".join(f"%s::{COLUMN_TYPES[n]}[]" for n in names)
+    types = ", ".join(f"%b::{COLUMN_TYPES[n]}[]" for n in names)
     return f"unnest({types}) AS v({', '.join(names)})"
 
 
@@ -181,31 +185,36 @@ DELAYED_HOSTS = (
     "SELECT id FROM hosts WHERE id = ANY(%(hosts)s) AND COALESCE(crawl_delay, %(default)s) > 0"
 )
 HOSTS_NEXT_ALLOWED = (
-    "UPDATE hosts SET next_allowed = v.t FROM unnest(%s::int[], %s::float8[]) AS v(id, t)"
+    "UPDATE hosts SET next_allowed = v.t FROM unnest(%b::int[], %b::float8[]) AS v(id, t)"
     " WHERE hosts.id = v.id"
 )
 FETCHES_INSERT = (
     "INSERT INTO fetches (url, worker, leased_at, expires)"
-    " SELECT v.url, %s, %s, %s FROM unnest(%s::bigint[]) WITH ORDINALITY AS v(url, k)"
+    " SELECT v.url, %s, %s, %s FROM unnest(%b::bigint[]) WITH ORDINALITY AS v(url, k)"
     " ORDER BY v.k RETURNING id, url"
 )
 LEASE_SET = (
     "UPDATE urls SET lease_fetch = v.fid, lease_until = %s"
-    " FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, fid), hosts"
+    " FROM unnest(%b::bigint[], %b::bigint[]) AS v(id, fid), hosts"
     " WHERE urls.id = v.id AND hosts.id = urls.host"
     " RETURNING urls.id, urls.url, hosts.name, urls.digest"
 )
 #: the fetches of a report, locked (a retried report waits for the first, then sees it)
 FETCHES_OF_REPORT = (
-    "SELECT f.id, u.url, f.reported_at IS NOT NULL, u.last_fetch FROM fetches f"
-    " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%s) ORDER BY f.id FOR UPDATE OF f"
+    "SELECT f.id, u.url, f.reported_at IS NOT NULL, u.last_fetch, u.id FROM fetches f"
+    " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%b::bigint[]) ORDER BY f.id FOR UPDATE OF f"
 )
 FETCHES_REPORTED = (
     "UPDATE fetches SET reported_at = %s, time = v.time, changed = v.changed, status = v.status"
-    " FROM unnest(%s::bigint[], %s::float8[], %s::smallint[], %s::text[])"
+    " FROM unnest(%b::bigint[], %b::float8[], %b::smallint[], %b::text[])"
     " AS v(id, time, changed, status) WHERE fetches.id = v.id"
 )
-LEASES_CLEAR = "UPDATE urls SET lease_fetch = NULL, lease_until = NULL WHERE lease_fetch = ANY(%s)"
+#: clear the leases of reported fetches (by URL id, then fetch id: a URL leased again since
+#: keeps its new lease)
+LEASES_CLEAR = (
+    "UPDATE urls SET lease_fetch = NULL, lease_until = NULL"
+    " WHERE id = ANY(%b::bigint[]) AND lease_fetch = ANY(%b::bigint[])"
+)
 CRAWL_DELAY_SET = "UPDATE hosts SET crawl_delay = %s WHERE name = %s RETURNING id"
 LEASE_COUNTS = (
     f"SELECT count(*) FILTER (WHERE lease_until > %s), count(*) FILTER (WHERE {DUE} <= %s"
@@ -213,6 +222,6 @@ LEASE_COUNTS = (
 )
 #: the digest of each URL's latest applied fetch (one row per URL)
 DIGESTS_SET = (
-    "UPDATE urls SET digest = v.digest FROM unnest(%s::text[], %s::text[]) AS v(url, digest)"
+    "UPDATE urls SET digest = v.digest FROM unnest(%b::text[], %b::text[]) AS v(url, digest)"
     " WHERE urls.url = v.url"
 )
