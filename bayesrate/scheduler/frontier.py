@@ -144,9 +144,16 @@ class Frontier:
         expires = now + hours
 
         def take(con: Any) -> list[Lease]:
-            picked, next_allowed = self._pick(con, int(k), now)
+            leases: list[Lease] = []
+            if self.default_delay == 0:  # one statement for the URLs of undelayed hosts
+                args = {"now": now, "k": int(k), "worker": worker, "expires": expires}
+                rows = sorted(con.execute(pgsql.LEASE_UNDELAYED, args).fetchall())
+                leases = [Lease(r[2], r[3], r[4], expires, r[5]) for r in rows]
+                if len(leases) == k or not con.execute(pgsql.ANY_DELAYED).fetchone()[0]:
+                    return leases
+            picked, next_allowed = self._pick(con, int(k) - len(leases), now)
             if not picked:
-                return []
+                return leases
             fetches = con.execute(pgsql.FETCHES_INSERT, (worker, now, expires, picked)).fetchall()
             fetch_of = dict((u, f) for f, u in fetches)
             rows = con.execute(
@@ -157,7 +164,7 @@ class Frontier:
                     pgsql.HOSTS_NEXT_ALLOWED, (list(next_allowed), list(next_allowed.values()))
                 )
             by_id = {r[0]: r for r in rows}
-            return [
+            return leases + [
                 Lease(fetch_of[u], by_id[u][1], by_id[u][2], expires, by_id[u][3]) for u in picked
             ]
 

@@ -174,6 +174,24 @@ LEASE_CANDIDATES = (
     " AND (lease_until IS NULL OR lease_until <= %(now)s)"
     f" ORDER BY {DUE}, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
 )
+#: the whole lease of URLs whose host has no crawl delay, in one statement (when the state
+#: has no politeness limit): candidates locked, fetch ids made, leases set; rows
+#: (due, url id, fetch id, url, host name, digest), to be sorted
+LEASE_UNDELAYED = (
+    "WITH picked AS ("
+    f" SELECT id, {DUE} AS due FROM urls WHERE {DUE} <= %(now)s"
+    " AND (lease_until IS NULL OR lease_until <= %(now)s)"
+    " AND NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = urls.host AND h.crawl_delay > 0)"
+    f" ORDER BY {DUE}, id LIMIT %(k)s FOR UPDATE SKIP LOCKED),"
+    " made AS (INSERT INTO fetches (url, worker, leased_at, expires)"
+    " SELECT id, %(worker)s, %(now)s, %(expires)s FROM picked ORDER BY due, id"
+    " RETURNING id, url)"
+    " UPDATE urls SET lease_fetch = made.id, lease_until = %(expires)s"
+    " FROM made, picked, hosts"
+    " WHERE urls.id = made.url AND picked.id = made.url AND hosts.id = urls.host"
+    " RETURNING picked.due, urls.id, made.id, urls.url, hosts.name, urls.digest"
+)
+ANY_DELAYED = "SELECT EXISTS (SELECT 1 FROM hosts WHERE crawl_delay > 0)"
 #: hosts of the candidates with a crawl delay, free now, locked (skipping locked rows)
 POLITE_HOSTS = (
     "SELECT id, COALESCE(crawl_delay, %(default)s) FROM hosts WHERE id = ANY(%(hosts)s)"

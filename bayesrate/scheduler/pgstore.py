@@ -10,7 +10,9 @@ is committed (PostgreSQL's ``synchronous_commit``). The state is named by a data
 versioned migrations (:mod:`~bayesrate.scheduler.pgsql`), and so does a writable ``open``
 of a database migrated by an older bayesrate.
 
-Connections come from a pool (``psycopg_pool``). A transaction that cannot reach the server
+Connections come from a pool (``psycopg_pool``; not checked on checkout: a connection the
+server dropped fails its first statement, and the transaction is retried on a new one). A
+transaction that cannot reach the server
 (stopped, restarting, partitioned) is retried with exponential backoff for up to
 ``reconnect_seconds``; then :class:`~bayesrate.errors.ArtifactError` says nothing was
 applied. A connection lost *while committing* leaves the outcome unknown: writes that are
@@ -125,7 +127,6 @@ class PgStore(StateStore):
             max_size=size,
             open=True,
             timeout=5.0,
-            check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "connect_timeout": 5},
             name="bayesrate",
         )
