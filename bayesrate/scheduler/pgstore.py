@@ -252,7 +252,8 @@ class PgStore(StateStore):
             try:
                 wait = min(5.0, max(0.1, deadline - time.monotonic()))
                 with self.pool.connection(timeout=wait) as con:
-                    with con.transaction():
+                    # pipeline mode: statements whose results are not read go out together
+                    with con.pipeline(), con.transaction():
                         result = body(con)
                         committing = True
                     return result

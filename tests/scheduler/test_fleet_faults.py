@@ -136,6 +136,7 @@ def test_unreachable_server_applies_nothing_then_recovers(cluster):
                 f.report(results, now=T0)
         finally:
             cluster.restart()
+        f.store.reconnect_seconds = 30.0  # the worker keeps retrying, with backoff
         assert f.report(results, now=T0).applied == 3
         assert f.report(results, now=T0).duplicates == 3
     assert _fetched(location) == 3
