@@ -234,7 +234,9 @@ class Frontier:
 
         def apply(con: Any) -> tuple[ReportResult, Batch | None]:
             store = self.store
-            counters = store._read_counters(con)  # writers' lock first, as every write
+            # lock the URLs' rows first (in id order, as every writer), then the fetches
+            url_ids = con.execute(pgsql.URLS_OF_FETCHES, (ids,)).fetchall()
+            con.execute(pgsql.URLS_LOCK, (sorted(u for (u,) in url_ids),))
             found = {r[0]: r[1:] for r in con.execute(pgsql.FETCHES_OF_REPORT, (ids,)).fetchall()}
             unknown = [i for i, f in enumerate(ids) if f not in found]
             if unknown:
@@ -273,7 +275,9 @@ class Frontier:
                 con.execute(
                     pgsql.LEASES_CLEAR, ([found[ids[i]][3] for i in new], [ids[i] for i in new])
                 )
-            revision = batch.after["revision"] if batch else counters["revision"]
+            revision = (
+                batch.after["revision"] if batch else store._counters(con, lock=False)["revision"]
+            )
             out = ReportResult(
                 len(fresh), status.count("duplicate"), status.count("stale"), revision
             )

@@ -105,6 +105,17 @@ COUNTER_UPDATE = (
     " WHERE meta.key = v.key"
 )
 HOSTS = "SELECT id, name FROM hosts ORDER BY id"
+#: the counters moved on by a write, last (the counters row is locked only until the commit)
+COUNTERS_ADD = (
+    "UPDATE meta SET value = (meta.value::bigint + v.delta)::text"
+    " FROM unnest(%b::text[], %b::bigint[]) AS v(key, delta) WHERE meta.key = v.key"
+    " RETURNING meta.key, meta.value"
+)
+#: whether any of the URLs exists (new URLs of a batch, checked under the counters lock)
+ANY_URL = "SELECT EXISTS (SELECT 1 FROM urls WHERE url = ANY(%b::text[]))"
+HOST_COUNT = "SELECT count(*) FROM hosts"
+#: lock URL rows by id, in id order
+URLS_LOCK = "SELECT id FROM urls WHERE id = ANY(%b::bigint[]) ORDER BY id FOR UPDATE"
 HOSTS_INSERT = "INSERT INTO hosts (id, name) SELECT * FROM unnest(%b::int[], %b::text[])"
 URL_IDS = "SELECT COALESCE(MAX(id), -1) + 1 FROM urls"
 FETCH_LOG = "SELECT host, time FROM fetch_log ORDER BY time, host"
@@ -134,12 +145,13 @@ COLUMN_TYPES = {
 }
 
 
-def select_rows(columns: tuple[str, ...]) -> str:
-    """``(id, url, *columns)`` of the rows whose URL is in the array parameter, by id."""
+def select_rows(columns: tuple[str, ...], *, lock: bool = False) -> str:
+    """``(id, url, *columns)`` of the rows whose URL is in the array parameter, by id
+    (``lock``: locked in id order, the order every writer locks rows in)."""
+    lock_clause = " FOR UPDATE" if lock else ""
     return (
-        "SELECT id, url, "
-        + ", ".join(columns)
-        + " FROM urls WHERE url = ANY(%b::text[]) ORDER BY id"
+        f"SELECT id, url, {', '.join(columns)} FROM urls WHERE url = ANY(%b::text[])"
+        f" ORDER BY id{lock_clause}"
     )
 
 
@@ -217,7 +229,10 @@ LEASE_SET = (
     " WHERE urls.id = v.id AND hosts.id = urls.host"
     " RETURNING urls.id, urls.url, hosts.name, urls.digest"
 )
-#: the fetches of a report, locked (a retried report waits for the first, then sees it)
+#: the URL ids of a report's fetches (to lock their rows first)
+URLS_OF_FETCHES = "SELECT DISTINCT url FROM fetches WHERE id = ANY(%b::bigint[])"
+#: the fetches of a report, locked (a retried report waits for the first, then sees it);
+#: the report locks the URLs' rows first (URLS_LOCK), as every writer does
 FETCHES_OF_REPORT = (
     "SELECT f.id, u.url, f.reported_at IS NOT NULL, u.last_fetch, u.id FROM fetches f"
     " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%b::bigint[]) ORDER BY f.id FOR UPDATE OF f"

@@ -1,11 +1,15 @@
 """PostgreSQL persistence of the scheduler state, for a crawler fleet sharing one frontier.
 
 :class:`PgStore` has the interface and the guarantees of the SQLite
-:class:`~bayesrate.scheduler.store.Store` (:mod:`~bayesrate.scheduler.statestore`): each
-write is one transaction that first locks the counters row of ``meta`` (writers are
-serialised), re-reads the rows it touches by URL, applies the batch with the state's maths
-and writes back only those rows; a rejected batch changes nothing; once a write returns it
-is committed (PostgreSQL's ``synchronous_commit``). The state is named by a database URL
+:class:`~bayesrate.scheduler.store.Store` (:mod:`~bayesrate.scheduler.statestore`), with
+row-level locks instead of one writers' lock: each write is one transaction that locks the
+rows it touches (``FOR UPDATE``, in id order, so writers of disjoint URLs run in parallel
+and writers of the same URLs take turns without deadlock), reads them, applies the batch
+with the state's maths, writes back only those rows, and moves the counters of ``meta`` on
+last (that row is locked only until the commit). A batch that adds URLs or hosts takes the
+counters lock before allocating their ids, and starts over if another writer added any of
+them meanwhile. A rejected batch changes nothing; once a write returns it is committed
+(PostgreSQL's ``synchronous_commit``). The state is named by a database URL
 (``postgresql://user@host:port/db``); one database holds one state. ``create`` applies the
 versioned migrations (:mod:`~bayesrate.scheduler.pgsql`), and so does a writable ``open``
 of a database migrated by an older bayesrate.
@@ -75,6 +79,10 @@ def redact(location: str) -> str:
         return location
     netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+class _Again(Exception):
+    """Another writer added URLs or hosts of this batch: run the transaction again."""
 
 
 def due_after(state: SchedulerState) -> list[float]:
@@ -257,6 +265,8 @@ class PgStore(StateStore):
                         result = body(con)
                         committing = True
                     return result
+            except _Again:
+                continue  # rolled back; the next attempt sees the other writer's rows
             except (psycopg.OperationalError, PoolTimeout) as exc:
                 if isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
                     raise ArtifactError(f"{self.path}: {exc}; nothing was applied") from exc
@@ -308,16 +318,56 @@ class PgStore(StateStore):
         after = due_after(st)
 
         def write(con: psycopg.Connection) -> dict[str, int]:
-            counters = self._read_counters(con)
             con.execute(pgsql.TARGETS_UPDATE, (st.urls, sql_values(st.target), after))
-            self._write_counters(con, counters | {"revision": counters["revision"] + 1})
-            return counters
+            return self._add_counters(con, {"revision": 1})
 
         counters = self._transaction(write, what="save targets")
-        if self._state_revision == counters["revision"]:
+        if self._state_revision == counters["revision"] - 1:
             self._state_revision += 1
         else:
             self._state = None
+
+    def _apply_in(
+        self,
+        con: psycopg.Connection,
+        urls: list[str],
+        change: Callable[[SchedulerState], Any],
+        *,
+        log: bool,
+    ) -> Batch:
+        """:meth:`StateStore._apply_in` with row-level locks (see the module docstring)."""
+        found = con.execute(
+            pgsql.select_rows(self.columns, lock=True), (list(dict.fromkeys(urls)),)
+        ).fetchall()
+        hosts = self._read_hosts(con)
+        work = self._state_of(hosts, [r[1:] for r in found], dict.fromkeys(COUNTERS, 0))
+        n_hosts, n_known = len(work.hosts), len(found)
+        change(work)  # validates first: raises (and nothing is written) or mutates work
+        if work.n > n_known or len(work.hosts) > n_hosts:  # ids are allocated under the lock
+            self._counters(con, lock=True)
+            hosts_now = con.execute(pgsql.HOST_COUNT).fetchone()[0]
+            urls_now = con.execute(pgsql.ANY_URL, (work.urls[n_known:],)).fetchone()[0]
+            if hosts_now != n_hosts or urls_now:
+                raise _Again
+        next_id, n_urls = self._id_range(con)
+        batch = Batch(work, [r[0] for r in found], next_id, n_hosts, n_urls, {}, {})
+        self._write_batch(con, batch, log=log)
+        batch.after = self._add_counters(
+            con,
+            {
+                "version": work.version,
+                "revision": 1,
+                "baseline_flags_ignored": work.baseline_flags_ignored,
+            },
+        )
+        batch.counters = {"revision": batch.after["revision"] - 1}
+        return batch
+
+    def _add_counters(self, con: psycopg.Connection, deltas: dict[str, int]) -> dict[str, int]:
+        """Move counters on by ``deltas`` (locking their row until the commit); all of them
+        afterwards."""
+        con.execute(pgsql.COUNTERS_ADD, (list(deltas), list(deltas.values())))
+        return self._counters(con, lock=False)
 
     # ---------------------------------------------------------- backend statements
     def _counters(self, con: psycopg.Connection, *, lock: bool) -> dict[str, int]:
