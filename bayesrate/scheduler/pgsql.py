@@ -100,10 +100,6 @@ META_INSERT = "INSERT INTO meta (key, value) VALUES (%s, %s)"
 #: the counters, locked: every writer takes this lock first, so writers are serialised
 COUNTERS_LOCK = "SELECT key, value FROM meta WHERE key = ANY(%s) ORDER BY key FOR UPDATE"
 COUNTERS_READ = "SELECT key, value FROM meta WHERE key = ANY(%s)"
-COUNTER_UPDATE = (
-    "UPDATE meta SET value = v.value FROM unnest(%b::text[], %b::text[]) AS v(key, value)"
-    " WHERE meta.key = v.key"
-)
 HOSTS = "SELECT id, name FROM hosts ORDER BY id"
 #: the counters moved on by a write, last (the counters row is locked only until the commit)
 COUNTERS_ADD = (

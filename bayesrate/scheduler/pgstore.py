@@ -375,17 +375,8 @@ class PgStore(StateStore):
         meta = dict(con.execute(sql, (list(COUNTERS),)).fetchall())
         return parse_counters(meta, self.path)
 
-    def _read_counters(self, con: psycopg.Connection) -> dict[str, int]:
-        return self._counters(con, lock=True)
-
-    def _write_counters(self, con: psycopg.Connection, counters: dict[str, int]) -> None:
-        con.execute(pgsql.COUNTER_UPDATE, (list(counters), [str(v) for v in counters.values()]))
-
     def _read_hosts(self, con: psycopg.Connection) -> list[str]:
         return checked_hosts(con.execute(pgsql.HOSTS).fetchall(), self.path)
-
-    def _select_rows(self, con: psycopg.Connection, urls: list[str]) -> list[tuple]:
-        return con.execute(pgsql.select_rows(self.columns), (urls,)).fetchall()
 
     def _id_range(self, con: psycopg.Connection) -> tuple[int, int]:
         (next_id,) = con.execute(pgsql.URL_IDS).fetchone()

@@ -82,10 +82,12 @@ class Batch:
 class StateStore:
     """A scheduler state in a database; the backend-independent half (see module docstring).
 
-    Subclasses implement :meth:`_transaction` (one write transaction holding the lock that
-    serialises writers), :meth:`_load_all`, :meth:`save_targets`, :meth:`close` and the row
-    statements :meth:`_read_counters`, :meth:`_read_hosts`, :meth:`_select_rows`,
-    :meth:`_id_range`, :meth:`_write_batch` and :meth:`_write_counters`.
+    Subclasses implement :meth:`_transaction` (one write transaction), :meth:`_load_all`,
+    :meth:`save_targets`, :meth:`close` and the row statements :meth:`_read_hosts`,
+    :meth:`_id_range` and :meth:`_write_batch`; :meth:`_apply_in` (one writers' lock taken
+    first, as SQLite's ``BEGIN IMMEDIATE``) also needs :meth:`_read_counters`,
+    :meth:`_select_rows` and :meth:`_write_counters`; a backend with row-level locks
+    (:class:`~bayesrate.scheduler.pgstore.PgStore`) overrides it instead.
 
     Attributes
     ----------
