@@ -57,11 +57,19 @@ class Cluster:
         self._run("stop")
 
 
+def need_psycopg() -> None:
+    """Skip (fail under CI=true) without psycopg."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        unavailable("psycopg is not installed (pip install 'psycopg[binary,pool]')")
+
+
 def start_cluster() -> Cluster:
     """A new cluster in a new temporary directory (skips, or fails under CI, without
     server binaries). Not under pytest's ``tmp_path``: its parents are private to the
     caller, and the server runs as another user when the tests run as root."""
-    pytest.importorskip("psycopg", reason="psycopg is not installed")
+    need_psycopg()
     if not glob.glob("/usr/lib/postgresql/*/bin/initdb"):
         unavailable(f"no PostgreSQL: set {ENV} to a server URL or install Debian's postgresql")
     base = Path(tempfile.mkdtemp(prefix="bayesrate-pg."))
@@ -81,7 +89,7 @@ def start_cluster() -> Cluster:
 def postgres_server() -> Iterator[str]:
     """URL of a PostgreSQL database the tests may create schemas in."""
     if os.environ.get(ENV):
-        pytest.importorskip("psycopg", reason="psycopg is not installed")
+        need_psycopg()
         yield os.environ[ENV]
         return
     cluster = start_cluster()

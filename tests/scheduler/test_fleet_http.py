@@ -107,6 +107,7 @@ class Site:
         self.server.server_close()
 
 
+@pytest.mark.slow  # 15-30 s: 4 processes, 160 ticks of lease/GET/report
 def test_fleet_over_http_matches_the_replay(pg_location):
     history = _history()
     start = H0 + WARM_DAYS * HOURS_PER_DAY
