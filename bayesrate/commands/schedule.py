@@ -1,7 +1,13 @@
-"""``bayesrate schedule``: operate a revisit scheduler over an SQLite state file.
+"""``bayesrate schedule``: operate a revisit scheduler over a state file or database.
 
 Subcommands: ``init``, ``observe``, ``due``, ``plan``, ``stats``, ``reset-url``,
-``simulate``, ``replay`` (:mod:`bayesrate.commands.schedule_replay`).
+``lease``, ``report``, ``crawl-delay``, ``simulate``, ``replay``
+(:mod:`bayesrate.commands.schedule_replay`).
+
+The state is an SQLite file, or a PostgreSQL database named by its URL
+(``postgresql://user@host:port/db``) for a crawler fleet: every command that takes a file
+takes a URL. ``lease``/``report``/``crawl-delay`` (the fleet's frontier,
+``docs/scheduler.md`` "Fleet") need a database.
 
 Times: a plain number is **hours since the Unix epoch** (UTC); an ISO 8601 timestamp
 (``2025-01-06T09:30:00Z``) is converted (a timestamp without offset is read as UTC). In
@@ -35,18 +41,21 @@ from bayesrate.commands.common import (
 from bayesrate.constants import DEFAULT_TIME_UNIT, HOURS_PER_DAY, TIME_UNITS
 from bayesrate.errors import ObservationError
 
+STATE_HELP = "SQLite state file or postgresql:// URL"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "schedule",
-        help="revisit scheduler: init/observe/due/plan/stats over a state file; simulate",
+        help="revisit scheduler: init/observe/due/plan/stats over a state file or database; "
+        "lease/report for a fleet; simulate",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ops = parser.add_subparsers(dest="op", metavar="OP")
 
     p = ops.add_parser("init", help="create a state file")
-    p.add_argument("state", help="SQLite state file to create")
+    p.add_argument("state", help=STATE_HELP + " to create")
     p.add_argument(
         "--priors",
         metavar="PATH",
@@ -91,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_init)
 
     p = ops.add_parser("observe", help="apply fetch results from a CSV")
-    p.add_argument("state")
+    p.add_argument("state", help=STATE_HELP)
     p.add_argument("csv", help="columns url,time,changed[,host,weight]; host needed for new URLs")
     p.add_argument(
         "--time-unit",
@@ -108,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_observe)
 
     p = ops.add_parser("due", help="the K most valuable URLs to fetch now")
-    p.add_argument("state")
+    p.add_argument("state", help=STATE_HELP)
     p.add_argument(
         "--now",
         type=utc_time,
@@ -119,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_due)
 
     p = ops.add_parser("plan", help="store budget-optimal fetch rates (used by 'due')")
-    p.add_argument("state")
+    p.add_argument("state", help=STATE_HELP)
     p.add_argument(
         "--budget",
         type=non_negative_fraction,
@@ -136,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_plan)
 
     p = ops.add_parser("stats", help="summary of a state file")
-    p.add_argument("state")
+    p.add_argument("state", help=STATE_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_stats)
 
@@ -144,7 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reset-url",
         help="forget URLs' fetch history (e.g. after a wrong fetch time); next fetch = baseline",
     )
-    p.add_argument("state")
+    p.add_argument("state", help=STATE_HELP)
     p.add_argument("urls", nargs="+", metavar="URL")
     p.add_argument(
         "--keep-rate",
@@ -152,6 +161,39 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the learned rate posterior (default: back to the host's prior)",
     )
     p.set_defaults(func=_reset_url)
+
+    p = ops.add_parser("lease", help="lease due URLs to a fleet worker (database state)")
+    p.add_argument("state", help="postgresql:// URL")
+    p.add_argument("--worker", required=True, help="the worker's name (recorded with each lease)")
+    p.add_argument("-n", type=non_negative_int, default=10, help="URLs to lease (default 10)")
+    p.add_argument(
+        "--hours", type=positive_float, default=None, help="lease duration (default 1/6: 10 min)"
+    )
+    p.add_argument(
+        "--now", type=utc_time, help=f"hours since the epoch, or {UTC_TIME_HELP} (default: now)"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_lease)
+
+    p = ops.add_parser("report", help="report leased fetches (idempotent per fetch id)")
+    p.add_argument("state", help="postgresql:// URL")
+    p.add_argument("csv", help="columns fetch_id,time,changed (time as for observe)")
+    p.add_argument(
+        "--now",
+        type=utc_time,
+        help=f"the clock for the future-time check: hours since the epoch, or {UTC_TIME_HELP}",
+    )
+    p.set_defaults(func=_report)
+
+    p = ops.add_parser("crawl-delay", help="set a host's crawl delay for the fleet")
+    p.add_argument("state", help="postgresql:// URL")
+    p.add_argument("host")
+    p.add_argument(
+        "hours",
+        help="hours between two fetches of the host, or 'default' (the state's politeness "
+        "limit: window / limit)",
+    )
+    p.set_defaults(func=_crawl_delay)
 
     p = ops.add_parser("simulate", help="compare policies on a synthetic web at equal budget")
     p.add_argument("--pages", type=positive_int, default=10_000)
@@ -320,8 +362,8 @@ def _iso(hours: float) -> str:
 # ---------------------------------------------------------------------- handlers
 def _init(args: argparse.Namespace) -> int:
     from bayesrate.priors import resolve_priors
+    from bayesrate.scheduler.location import create_store
     from bayesrate.scheduler.state import SchedulerConfig
-    from bayesrate.scheduler.store import Store
 
     priors, where = resolve_priors(args.priors)
     config = SchedulerConfig(
@@ -336,7 +378,7 @@ def _init(args: argparse.Namespace) -> int:
         plan_expected=args.plan_quantile is None,
         posterior=args.posterior,
     )
-    Store.create(args.state, priors, config).close()
+    create_store(args.state, priors, config).close()
     print(
         f"created {args.state} (priors: {where}; {len(priors.domains)} domains; "
         f"hour-of-week: {'yes' if priors.hour_of_week is not None else 'no'})"
@@ -345,11 +387,11 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _observe(args: argparse.Namespace) -> int:
-    from bayesrate.scheduler.store import Store
+    from bayesrate.scheduler.location import open_store
 
     now = parse_time(args.now) if args.now is not None else None
     fetches = read_fetches(args.csv, args.time_unit)
-    with Store.open(args.state) as store:
+    with open_store(args.state) as store:
         done = store.observe(**fetches, now=now, time_unit=args.time_unit)
     print(
         f"observed {done.rows} fetches ({done.new_urls} new URLs; {done.urls} URLs in {args.state})"
@@ -358,9 +400,9 @@ def _observe(args: argparse.Namespace) -> int:
 
 
 def _reset_url(args: argparse.Namespace) -> int:
-    from bayesrate.scheduler.store import Store
+    from bayesrate.scheduler.location import open_store
 
-    with Store.open(args.state) as store:
+    with open_store(args.state) as store:
         done = store.reset(args.urls, keep_rate=args.keep_rate)
     kept = "kept their rate posterior" if args.keep_rate else "back to their host's prior"
     print(f"reset {done.rows} URLs in {args.state} (next fetch is a baseline; {kept})")
@@ -371,10 +413,10 @@ def _due(args: argparse.Namespace) -> int:
     import time
 
     from bayesrate.scheduler import decide
-    from bayesrate.scheduler.store import Store
+    from bayesrate.scheduler.location import open_store
 
     now = parse_time(args.now) if args.now is not None else time.time() / 3600.0
-    with Store.open(args.state, readonly=True) as store:
+    with open_store(args.state, readonly=True) as store:
         st = store.state
         rows = decide.due(st, now, args.k)
         score = decide.priority(st, now)
@@ -407,14 +449,14 @@ def _plan(args: argparse.Namespace) -> int:
     import math
 
     from bayesrate.scheduler import decide
+    from bayesrate.scheduler.location import open_store
     from bayesrate.scheduler.optimal import OBJECTIVE_DESCRIPTIONS, objective_name
-    from bayesrate.scheduler.store import Store
 
     if not (math.isfinite(args.budget) and args.budget >= 0):
         raise ObservationError(
             f"budget must be a finite number >= 0, got {args.budget}", field="budget"
         )
-    with Store.open(args.state) as store:
+    with open_store(args.state) as store:
         objective = objective_name(args.objective)
         p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=objective)
         store.save_targets()
@@ -436,9 +478,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from bayesrate.scheduler.store import Store
+    from bayesrate.scheduler.location import open_store
 
-    with Store.open(args.state, readonly=True) as store:
+    with open_store(args.state, readonly=True) as store:
         summary = store.state.summary()
         summary["state_file"] = str(args.state)
         summary["config"] = store.state.config.to_dict()
@@ -447,6 +489,71 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         for key, value in summary.items():
             print(f"{key}: {value}")
+    return 0
+
+
+def _frontier(location: str) -> Any:
+    """The fleet's frontier at a database URL (an error naming the problem for a file)."""
+    from bayesrate.errors import ArtifactError
+    from bayesrate.scheduler.location import is_database
+
+    if not is_database(location):
+        raise ArtifactError(
+            f"{location} is not a database: leases need a PostgreSQL state "
+            "('bayesrate schedule init postgresql://...')"
+        )
+    from bayesrate.scheduler.frontier import Frontier
+
+    return Frontier.open(location)
+
+
+def _lease(args: argparse.Namespace) -> int:
+    now = parse_time(args.now) if args.now is not None else None
+    with _frontier(args.state) as frontier:
+        leases = frontier.lease(args.worker, args.n, now=now, hours=args.hours)
+    if args.json:
+        print_json({"leases": [vars(x) | {"expires_iso": _iso(x.expires)} for x in leases]})
+    else:
+        print("fetch_id\turl\thost\texpires")
+        for x in leases:
+            print(f"{x.fetch_id}\t{x.url}\t{x.host}\t{_iso(x.expires)}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from bayesrate.io.table import load_table
+
+    now = parse_time(args.now) if args.now is not None else None
+    df = load_table(args.csv)
+    missing = [c for c in ("fetch_id", "time", "changed") if c not in df.columns]
+    if missing:
+        raise ObservationError(
+            f"{args.csv} lacks columns {missing}; have {list(df.columns)}", field=",".join(missing)
+        )
+    ids = pd.to_numeric(df["fetch_id"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    bad = np.flatnonzero(~np.isfinite(ids) | (ids != np.round(ids)))
+    if len(bad):
+        raise ObservationError("'fetch_id' must be an integer", field="fetch_id", rows=bad)
+    flags = pd.to_numeric(df["changed"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    times = _times(df["time"], DEFAULT_TIME_UNIT)
+    results = list(zip(ids.astype(np.int64).tolist(), times.tolist(), flags.tolist(), strict=True))
+    with _frontier(args.state) as frontier:
+        done = frontier.report(results, now=now)
+    print(
+        f"reported {len(results)} fetches: {done.applied} applied, {done.duplicates} already "
+        f"reported, {done.stale} stale (older than their URL's last fetch)"
+    )
+    return 0
+
+
+def _crawl_delay(args: argparse.Namespace) -> int:
+    hours = None if args.hours == "default" else args.hours
+    with _frontier(args.state) as frontier:
+        frontier.set_crawl_delay(args.host, hours)
+    print(f"crawl delay of {args.host}: {args.hours} {'' if hours is None else 'hours'}".strip())
     return 0
 
 

@@ -76,9 +76,36 @@ def next_check(
         raise ObservationError(f"factor must be > 0, got {factor!r}", field="factor")
     lam = decision_rates(state) if rates is None else np.asarray(rates, dtype=np.float64)
     last = state.last_fetch
-    t = state.modulation.advance(last, factor / lam)
+    t = np.full(len(last), np.nan)
+    fetched = ~np.isnan(last)  # hour-of-week buckets of a NaN time are undefined
+    t[fetched] = state.modulation.advance(last[fetched], (factor / lam)[fetched])
     t = np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
     return np.where(state.changed_every_visit, last + cfg.min_interval, t)
+
+
+def due_times(state: SchedulerState) -> np.ndarray:
+    """When each URL becomes due (hours since the epoch; NaN: never fetched, due at once).
+
+    The time :func:`priority` ranks it as due: with a plan, when its planned interval
+    ``1 / target`` has elapsed (in integrated hour-of-week time; a URL planned at 0 at its
+    revisit floor); without one, :func:`next_check`. Always within ``[min_interval,
+    max_interval]`` after the last fetch. The fleet's frontier
+    (:mod:`~bayesrate.scheduler.frontier`) hands out URLs in this order.
+    """
+    cfg = state.config
+    out = np.full(state.n, np.nan)
+    rows = np.flatnonzero(~np.isnan(state.last_fetch))
+    if not len(rows):
+        return out
+    last = state.last_fetch[rows]
+    if state.target.any():
+        target = state.target[rows]
+        interval = np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), cfg.max_interval)
+        t = state.modulation.advance(last, np.minimum(interval, cfg.max_interval))
+        out[rows] = np.clip(t, last + cfg.min_interval, last + cfg.max_interval)
+    else:
+        out[rows] = next_check(state)[rows]
+    return out
 
 
 def priority(

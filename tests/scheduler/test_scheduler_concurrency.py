@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bayesrate.scheduler.location import create_store, open_store
 from bayesrate.scheduler.store import Store
 
 T0 = 480_000.0  # 2024-10-04, hours since the epoch
@@ -41,7 +42,7 @@ N_HOSTS = 50
 
 _WRITER = r"""
 import fcntl, json, random, sys, time, zlib
-from bayesrate.scheduler.store import Store
+from bayesrate.scheduler.location import open_store
 
 path, lock, w, rounds, n_seed, n_shared, n_new, wall0 = sys.argv[1:9]
 w, rounds, n_seed, n_shared, n_new = map(int, (w, rounds, n_seed, n_shared, n_new))
@@ -59,7 +60,7 @@ def weight(url):
 
 
 for r in range(rounds):
-    store = Store.open(path)
+    store = open_store(path)
     store.state  # the snapshot this writer decides on; it goes stale while we wait
     time.sleep(rng.uniform(0.0, 0.02))
     urls = [seeded(i) for i in rng.sample(range(n_seed), n_shared)]
@@ -85,11 +86,11 @@ for r in range(rounds):
 _PLANNER = r"""
 import sys, time
 from bayesrate.scheduler import decide
-from bayesrate.scheduler.store import Store
+from bayesrate.scheduler.location import open_store
 
 path, rounds = sys.argv[1], int(sys.argv[2])
 for r in range(rounds):
-    store = Store.open(path)
+    store = open_store(path)
     try:
         decide.plan(store.state, 50.0)
         store.save_targets()
@@ -111,7 +112,7 @@ def _weight(url: str) -> float:
 
 
 def run_writers(
-    path: Path,
+    path: Path | str,
     *,
     writers: int,
     rounds: int,
@@ -120,10 +121,16 @@ def run_writers(
     n_new: int,
     ordered: bool,
     plans: int,
+    logs: Path | None = None,
 ) -> dict:
-    """Seed a state, run the writer and planner processes, check the file; returns counts."""
+    """Seed a state, run the writer and planner processes, check the file; returns counts.
+
+    ``path`` is an SQLite file, or a PostgreSQL URL with ``logs`` the directory for the
+    processes' outputs and the order lock (else beside the file).
+    """
     seed_urls = [_seeded(i) for i in range(n_seed)]
-    with Store.create(path) as store:
+    base = str(path) if logs is None else str(logs / "run")
+    with create_store(path) as store:
         store.observe(
             seed_urls,
             np.full(n_seed, T0),
@@ -131,7 +138,7 @@ def run_writers(
             [u.split("/")[2] for u in seed_urls],
             [_weight(u) for u in seed_urls],
         )
-    lock = str(path) + ".order" if ordered else "-"
+    lock = base + ".order" if ordered else "-"
     wall0 = f"{time.time():.6f}"
     commands = [
         [sys.executable, "-c", _WRITER, str(path), lock, str(w), str(rounds), str(n_seed),
@@ -139,14 +146,14 @@ def run_writers(
         for w in range(writers)
     ] + ([[sys.executable, "-c", _PLANNER, str(path), str(plans)]] if plans else [])  # fmt: skip
     # outputs go to files: a pipe that fills up would block a writer holding the order lock
-    logs = [(Path(f"{path}.{k}.out"), Path(f"{path}.{k}.err")) for k in range(len(commands))]
+    outs = [(Path(f"{base}.{k}.out"), Path(f"{base}.{k}.err")) for k in range(len(commands))]
     procs = []
-    for command, (out, err) in zip(commands, logs, strict=True):
+    for command, (out, err) in zip(commands, outs, strict=True):
         with out.open("w") as fout, err.open("w") as ferr:
             procs.append(subprocess.Popen(command, stdout=fout, stderr=ferr, text=True))
-    for p, (_, err) in zip(procs, logs, strict=True):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.wait(timeout=900) == 0, err.read_text()[-3000:]
-    outputs = [(out.read_text(), err.read_text()) for out, err in logs]
+    outputs = [(out.read_text(), err.read_text()) for out, err in outs]
     acked, rejected = [], []
     for out, _ in outputs[:writers]:
         for line in out.splitlines():
@@ -161,10 +168,11 @@ def run_writers(
     for batch in acked:
         for url, flag in zip(batch["urls"], batch["flags"], strict=True):
             fetches[url].append((batch["time"], flag))
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    con.close()
-    with Store.open(path) as store:
+    if logs is None:
+        con = sqlite3.connect(path)
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        con.close()
+    with open_store(path) as store:
         st = store.state
         missing = sorted(set(fetches) - set(st.urls))
         invented = sorted(set(st.urls) - set(fetches))
@@ -211,9 +219,16 @@ def test_ordered_writers_and_a_planner_lose_nothing(tmp_path):
     assert got["planned"] == 6
 
 
-def test_free_writers_lose_nothing(tmp_path):
-    got = run_writers(tmp_path / "s.db", writers=4, rounds=12, n_seed=20_000, n_shared=300,
-                      n_new=20, ordered=False, plans=0)  # fmt: skip
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def test_free_writers_lose_nothing(tmp_path, request, backend):
+    """On both backends (the PostgreSQL store serialises writers on the counters row; each
+    round opens the state and loads its 20,000 rows: ~20-35 s, hence slow)."""
+    if backend == "sqlite":
+        where, logs = tmp_path / "s.db", None
+    else:
+        where, logs = request.getfixturevalue("pg_location"), tmp_path
+    got = run_writers(where, writers=4, rounds=12, n_seed=20_000, n_shared=300, n_new=20,
+                      ordered=False, plans=0, logs=logs)  # fmt: skip
     assert all(_legitimate(r) for r in got["rejected"]), got["rejected"][:3]
     assert got["acked"] + len(got["rejected"]) == 4 * 12
 

@@ -1,4 +1,7 @@
-"""SQLite persistence: round trip, schema check, rejected batches, SIGKILL mid-batch."""
+"""Persistence: round trip, schema check, rejected batches, SIGKILL mid-batch.
+
+Tests taking ``location`` run on both backends (an SQLite file, a PostgreSQL database;
+``conftest.py``); the others are about the SQLite file itself."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pytest
 from bayesrate.errors import ArtifactError, ObservationError
 from bayesrate.priors import GammaPrior, PriorSet
 from bayesrate.scheduler import SchedulerConfig, SchedulerState, decide
+from bayesrate.scheduler.location import create_store, open_store
 from bayesrate.scheduler.store import Store
 
 T0 = 480_000.0
@@ -30,21 +34,21 @@ def _assert_states_equal(a, b):
 
 
 @pytest.mark.parametrize("posterior", ["gamma", "grid"])
-def test_round_trip(tmp_path, rng, posterior):
+def test_round_trip(location, rng, posterior):
     priors = PriorSet(
         GammaPrior(0.7, 3.0), {"a": GammaPrior(2.0, 1.0)}, hour_of_week=rng.uniform(0.5, 1.5, 168)
     )
     cfg = SchedulerConfig(politeness_limit=5, politeness_window=2.0, min_interval=0.5,
                           posterior=posterior, drift=0.2)  # fmt: skip
-    path = tmp_path / "s.db"
-    with Store.create(path, priors, cfg) as s:
+    path = location
+    with create_store(path, priors, cfg) as s:
         s.add(["x"], ["a"], [3.0])
         s.observe(["u1", "u2", "u3"], [T0, T0, T0], [0, 0, 0], hosts=["a", "b", "a"])
         s.observe(["u1", "u3", "u1"], [T0 + 1, T0 + 2, T0 + 5], [1, 0, 1], weights=[2.0, 1.0, 2.0])
         decide.plan(s.state, 0.5)
         s.save_targets()
         mem = s.state
-    with Store.open(path) as s2:
+    with open_store(path) as s2:
         _assert_states_equal(mem, s2.state)
         assert s2.state.config == cfg
         np.testing.assert_allclose(s2.state.priors.hour_of_week, priors.hour_of_week)
@@ -60,16 +64,16 @@ def test_round_trip(tmp_path, rng, posterior):
                 np.testing.assert_array_equal(mem_only.column(c), s2.state.column(c))
 
 
-def test_rejected_batch_changes_nothing(tmp_path):
-    path = tmp_path / "s.db"
-    with Store.create(path) as s:
+def test_rejected_batch_changes_nothing(location):
+    path = location
+    with create_store(path) as s:
         s.observe(["u1"], [T0], [0], hosts=["h"])
         with pytest.raises(ObservationError):
             s.observe(["u1", "ghost"], [T0 + 1, T0 + 1], [0, 0])
         with pytest.raises(ObservationError):
             s.observe(["u1"], [T0 - 1], [0])
         mem = s.state
-    with Store.open(path) as s2:
+    with open_store(path) as s2:
         _assert_states_equal(mem, s2.state)
         assert s2.state.n_fetch.tolist() == [1]
 
@@ -172,13 +176,13 @@ def test_sigkill_mid_batch_loses_nothing_acknowledged(tmp_path, posterior):
                 np.testing.assert_allclose(st.column(c), want, rtol=1e-6)
 
 
-def test_writer_with_stale_snapshot_applies_on_top_of_newer_rows(tmp_path):
+def test_writer_with_stale_snapshot_applies_on_top_of_newer_rows(location):
     """A writer whose snapshot is older than the file re-reads the rows it touches under
     the write lock: its batch lands on top of the other writer's, nothing is overwritten."""
-    path = tmp_path / "s.db"
-    with Store.create(path) as s:
+    path = location
+    with create_store(path) as s:
         s.observe(["u", "v"], [T0, T0], [0, 0], hosts=["h", "h"])
-    a, b = Store.open(path), Store.open(path)
+    a, b = open_store(path), open_store(path)
     assert a.state.n == b.state.n == 2  # both load their snapshot now
     a.observe(["u", "new-a"], [T0 + 1, T0 + 1], [1, 0], hosts=["h", "ha"])
     b.observe(["u", "new-b"], [T0 + 2, T0 + 2], [0, 0], hosts=["h", "hb"])
@@ -188,7 +192,7 @@ def test_writer_with_stale_snapshot_applies_on_top_of_newer_rows(tmp_path):
         a.observe(["u"], [T0 + 1.5], [0])  # a's snapshot says T0 + 1; the file says T0 + 2
     a.close()
     b.close()
-    with Store.open(path) as s:
+    with open_store(path) as s:
         st = s.state
         row = st.rows(["u", "v", "new-a", "new-b"])
         assert st.n_fetch[row].tolist() == [3, 1, 1, 1]
@@ -203,33 +207,33 @@ def _now() -> float:
     return time.time() / 3600.0
 
 
-def test_future_fetch_time_is_rejected_and_due_keeps_working(tmp_path):
+def test_future_fetch_time_is_rejected_and_due_keeps_working(location):
     """A fetch time beyond now + the skew tolerance is an error naming the URL; before the
     fix it was stored and every later ``due`` failed until the clock passed it."""
-    path = tmp_path / "s.db"
+    path = location
     now = _now()
-    with Store.create(path) as s:
+    with create_store(path) as s:
         s.observe(["u", "v"], [now - 5, now - 5], [0, 0], hosts=["h", "h"])
         with pytest.raises(ObservationError, match="in the future") as err:
             s.observe(["u", "v"], [now - 1, now + 24], [0, 0])
         assert err.value.rows == [1] and err.value.pages == ["v"]
         s.observe(["u"], [now + 0.5], [1])  # within the one-hour clock-skew tolerance
         assert len(decide.due(s.state, _now() + 0.6, 5)) <= 2
-    with Store.open(path) as s:
+    with open_store(path) as s:
         assert s.state.n_fetch.tolist() == [2, 1]
         decide.due(s.state, _now() + 0.6, 5)  # no "time going backwards"
 
 
-def test_fetch_within_the_skew_tolerance_does_not_block_due(tmp_path):
+def test_fetch_within_the_skew_tolerance_does_not_block_due(location):
     """Issue 54 row 1: a fetch 30 min in the future (accepted: within the skew) made every
     ``due`` at the wall clock fail ("now is before the last fetch"); now that URL is not
     eligible (just fetched) and the others are served. Beyond the tolerance is an error."""
-    path = tmp_path / "s.db"
+    path = location
     now = _now()
-    with Store.create(path) as s:
+    with create_store(path) as s:
         s.observe(["u", "v"], [now - 48, now - 48], [0, 0], hosts=["h", "h"])
         s.observe(["u"], [now + 0.5], [1])  # a crawler whose clock runs 30 min fast
-    with Store.open(path, readonly=True) as s:
+    with open_store(path, readonly=True) as s:
         rows = decide.due(s.state, now, 5)
         assert [s.state.urls[i] for i in rows] == ["v"]
         score = decide.priority(s.state, now)
@@ -239,21 +243,21 @@ def test_fetch_within_the_skew_tolerance_does_not_block_due(tmp_path):
         assert err.value.pages == ["u"]
 
 
-def test_observe_now_cannot_move_the_future_check_into_the_future(tmp_path):
+def test_observe_now_cannot_move_the_future_check_into_the_future(location):
     """Issue 54 row 1: ``observe --now <future>`` let any future fetch time in."""
-    path = tmp_path / "s.db"
+    path = location
     later = _now() + 24 * 365
-    with Store.create(path) as s:
+    with create_store(path) as s:
         with pytest.raises(ObservationError, match="later than the wall clock"):
             s.observe(["u"], [later], [0], hosts=["h"], now=later + 1)
         s.observe(["u"], [_now() - 1], [0], hosts=["h"], now=_now() + 0.5)  # within skew
-    with Store.open(path) as s:
+    with open_store(path) as s:
         assert s.state.n_fetch.tolist() == [1]
 
 
-def test_fetch_time_in_the_wrong_unit_names_the_unit(tmp_path):
-    path = tmp_path / "s.db"
-    with Store.create(path) as s:
+def test_fetch_time_in_the_wrong_unit_names_the_unit(location):
+    path = location
+    with create_store(path) as s:
         with pytest.raises(ObservationError, match="not a plausible date") as err:
             s.observe(["u"], [1_700_000_000.0], [0], hosts=["h"])  # epoch seconds as hours
         assert "hours" in str(err.value) and "--time-unit s" in str(err.value)
@@ -265,7 +269,7 @@ def test_fetch_time_in_the_wrong_unit_names_the_unit(tmp_path):
         s.observe(["u"], [T0 + 1.0], [0], hosts=["h"], now=T0)
         with pytest.raises(ObservationError, match="in the future"):
             s.observe(["u"], [T0 + 1.5], [0], now=T0)
-    with Store.open(path) as s:
+    with open_store(path) as s:
         assert s.state.n_fetch.tolist() == [1]
 
 
@@ -378,9 +382,9 @@ def test_truncated_and_garbage_state_files(tmp_path):
             s.state  # noqa: B018
 
 
-def test_hosts_are_strings_and_optional_for_known_urls(tmp_path):
-    path = tmp_path / "s.db"
-    with Store.create(path) as s:
+def test_hosts_are_strings_and_optional_for_known_urls(location):
+    path = location
+    with create_store(path) as s:
         s.observe(["a", "b", "c"], [T0] * 3, [0] * 3, hosts=["NA", "null", "007"])
         s.observe(["a", "b"], [T0 + 1] * 2, [1, 0], hosts=[None, ""])  # blank: not given
         s.observe(["c"], [T0 + 1], [0], hosts=[float("nan")])
@@ -390,7 +394,7 @@ def test_hosts_are_strings_and_optional_for_known_urls(tmp_path):
             s.observe(["new"], [T0 + 2], [0], hosts=[None])
         with pytest.raises(ObservationError, match="missing host"):
             s.add(["new"], [""])
-    with Store.open(path) as s:
+    with open_store(path) as s:
         st = s.state
         assert [st.hosts[h] for h in st.host] == ["NA", "null", "007"]
         assert st.n_fetch.tolist() == [2, 2, 2]

@@ -1,0 +1,187 @@
+"""Fleet benchmark: W workers against one PostgreSQL frontier vs the SQLite store, one run.
+
+PostgreSQL (:class:`~bayesrate.scheduler.frontier.Frontier`): a state of ``--urls`` URLs
+(one fetch each already applied, so every report is a real posterior update), then
+``--workers`` processes each loop ``--rounds`` times: lease ``--batch`` URLs (latency of
+each call recorded), report them all in one call. Reported fetches per second are counted
+over the wall time of the whole phase (leases and reports of all workers interleaved);
+lease latency percentiles over every lease call. Then the same state in an SQLite file
+(:class:`~bayesrate.scheduler.store.Store`), the same workers each ``observe`` the same
+number of batches of ``--batch`` fetches (the SQLite store has no leases: ``due`` on a
+snapshot is the single-process way).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_fleet.py [--urls 1000000] [--workers 8]
+        [--batch 1000] [--rounds 20] [--postgres URL]
+
+Without ``--postgres`` (or ``BAYESRATE_TEST_POSTGRES``) it starts a throwaway cluster
+with ``scripts/postgres_for_tests.sh`` and removes it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bayesrate.scheduler import SchedulerConfig
+from bayesrate.scheduler.frontier import Frontier
+from bayesrate.scheduler.pgstore import PgStore
+from bayesrate.scheduler.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+T0 = 480_000.0
+HOSTS = 1000
+
+
+def _populate(store, n: int) -> None:
+    """``n`` URLs on ``HOSTS`` hosts, each fetched once at ``T0`` (in batches)."""
+    step = 100_000
+    for lo in range(0, n, step):
+        urls = [f"https://h{i % HOSTS}.example/{i}" for i in range(lo, min(n, lo + step))]
+        store.observe(urls, np.full(len(urls), T0), np.zeros(len(urls), np.int8),
+                      hosts=[u.split("/")[2] for u in urls], now=T0)  # fmt: skip
+
+
+def _pg_worker(location: str, name: str, rounds: int, batch: int, go, out) -> None:
+    lat, reported = [], 0
+    with Frontier.open(location) as frontier:
+        out.put("ready")
+        go.wait()
+        for r in range(rounds):
+            now = T0 + 1000.0 + r  # every URL is due (revisit floor: 30 days)
+            t = time.perf_counter()
+            leases = frontier.lease(name, batch, now=now, hours=24.0)
+            lat.append(time.perf_counter() - t)
+            done = frontier.report([(x.fetch_id, now, r % 2) for x in leases], now=now)
+            reported += done.applied
+    out.put((lat, reported))
+
+
+def _sqlite_worker(path: str, w: int, workers: int, rounds: int, batch: int, go, out) -> None:
+    reported = 0
+    with Store.open(path) as store:
+        out.put("ready")
+        go.wait()
+        for r in range(rounds):
+            lo = (r * workers + w) * batch
+            urls = [f"https://h{i % HOSTS}.example/{i}" for i in range(lo, lo + batch)]
+            store.observe(
+                urls, np.full(batch, T0 + 1000.0 + r), np.full(batch, r % 2), now=T0 + 2000
+            )
+            reported += batch
+    out.put(([], reported))
+
+
+def _run(target, args_of, workers: int) -> tuple[float, list[float], int]:
+    """Run the workers; the wall time counts from when all are connected and ready."""
+    ctx = multiprocessing.get_context("spawn")
+    out, go = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*args_of(w), go, out)) for w in range(workers)]
+    for p in procs:
+        p.start()
+    assert [out.get() for _ in procs] == ["ready"] * workers
+    t = time.perf_counter()
+    go.set()
+    results = [out.get() for _ in procs]
+    wall = time.perf_counter() - t
+    for p in procs:
+        p.join()
+    return wall, [x for lat, _ in results for x in lat], sum(n for _, n in results)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--urls", type=int, default=1_000_000)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--postgres", default=os.environ.get("BAYESRATE_TEST_POSTGRES"))
+    args = ap.parse_args()
+    cluster = None
+    if not args.postgres:
+        cluster = tempfile.mkdtemp(prefix="bayesrate-pg.")
+        script = REPO / "scripts" / "postgres_for_tests.sh"
+        started = subprocess.run(
+            ["bash", str(script), "start", cluster], check=True, capture_output=True, text=True
+        )
+        args.postgres = started.stdout.split()[-1]
+    try:
+        result = bench(args)
+    finally:
+        if cluster:
+            subprocess.run(["bash", str(REPO / "scripts" / "postgres_for_tests.sh"), "stop",
+                            cluster], check=False)  # fmt: skip
+    print(json.dumps(result, indent=2))
+
+
+def bench(args: argparse.Namespace) -> dict:
+    import psycopg
+
+    with psycopg.connect(args.postgres, autocommit=True) as con:
+        con.execute("DROP SCHEMA IF EXISTS bench_fleet CASCADE")
+        con.execute("CREATE SCHEMA bench_fleet")
+    sep = "&" if "?" in args.postgres else "?"
+    location = f"{args.postgres}{sep}options=-csearch_path%3Dbench_fleet"
+    config = SchedulerConfig()
+    t = time.perf_counter()
+    with PgStore.create(location, config=config) as store:
+        _populate(store, args.urls)
+    pg_populate = time.perf_counter() - t
+    need = args.workers * args.rounds * args.batch
+    if need > args.urls:
+        raise SystemExit(f"--urls must be at least workers x rounds x batch = {need}")
+    wall, lat, reported = _run(
+        _pg_worker, lambda w: (location, f"w{w}", args.rounds, args.batch), args.workers
+    )
+    lat_ms = np.array(lat) * 1000
+    pg = {
+        "populate_seconds": round(pg_populate, 1),
+        "reported_fetches": reported,
+        "wall_seconds": round(wall, 2),
+        "reported_fetches_per_second": round(reported / wall),
+        "leases_per_second": round(len(lat) * args.batch / wall),
+        "lease_ms_p50": round(float(np.percentile(lat_ms, 50)), 1),
+        "lease_ms_p99": round(float(np.percentile(lat_ms, 99)), 1),
+        "lease_calls": len(lat),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "s.db")
+        t = time.perf_counter()
+        with Store.create(path, config=config) as store:
+            _populate(store, args.urls)
+        sq_populate = time.perf_counter() - t
+        wall, _, reported = _run(
+            _sqlite_worker,
+            lambda w: (path, w, args.workers, args.rounds, args.batch),
+            args.workers,
+        )
+    sqlite = {
+        "populate_seconds": round(sq_populate, 1),
+        "reported_fetches": reported,
+        "wall_seconds": round(wall, 2),
+        "reported_fetches_per_second": round(reported / wall),
+    }
+    with psycopg.connect(args.postgres, autocommit=True) as con:
+        con.execute("DROP SCHEMA bench_fleet CASCADE")
+    return {
+        "urls": args.urls,
+        "workers": args.workers,
+        "batch": args.batch,
+        "rounds": args.rounds,
+        "cores": os.cpu_count(),
+        "postgres": pg,
+        "sqlite": sqlite,
+    }
+
+
+if __name__ == "__main__":
+    main()
