@@ -311,7 +311,7 @@ def test_model_gradient_equals_finite_differences(tiny, model_class):
 #: against a fine grid in ``test_walk_size_profile_agrees_with_a_fine_grid``)
 RECOVERY = {
     "grid": (160, 6, [0.3, 0.45, 0.6, 0.9], {"grid_size": 64},
-             {"draws": 300, "tune": 300, "chains": 2}),
+             {"draws": 500, "tune": 300, "chains": 2}),
     "laplace": (240, 8, [0.15, 0.3, 0.45, 0.6], {},
                 {"draws": 1000, "tune": 400, "chains": 2}),
 }  # fmt: skip
@@ -324,9 +324,11 @@ def test_recovers_walk_sizes_and_current_rates(path_integral, recovery_seed):
     grid or by the Laplace approximation: each domain's walk size within its Bonferroni
     band of the posterior, the pages' current log-rates in their 90% intervals at nominal
     coverage (the binomial band), and what is read mixed (``tests/recovery.py``: bands a
-    correct model passes at any seed). Planted in the walk's kernel, the walk's variance
-    used as its sd is caught (grid, seed 0: z −10.2 against ±3.48), and so is a walk 20%
-    wider, with little margin (z 3.67 at seed 0, 4.66 at seed 1)."""
+    correct model passes at any seed). On the grid with 300 draws, seeds 0–2 passed and
+    seed 3's largest R-hat of what is read was 1.021, hence 500. Planted in the walk's
+    kernel (300 draws), the walk's variance used as its sd is caught (seed 0: z −10.2
+    against ±3.48), and so is a walk 20% wider, with little margin (z 3.67 at seed 0, 4.66
+    at seed 1)."""
     n_pages, n_epochs, walk, config, sampler = RECOVERY[path_integral]
     walk = np.array(walk)
     world = seed_name("dyn-recovery", recovery_seed)
