@@ -17,7 +17,8 @@
 - :func:`plan`: fetch rates optimal for freshness (Azar) or harmonic staleness (Kolobov)
   under a budget, with an exploration floor and per-host caps: from each URL's whole
   posterior at ``now`` (expected freshness gain, :func:`~bayesrate.scheduler.optimal.
-  expected_optimal_rates`; the grid posterior's default) or from point rates.
+  expected_optimal_rates`; the grid posterior's default) or from point rates; ``hedge``
+  spreads a share of the budget uniformly first (:func:`hedge_split`).
 """
 
 from __future__ import annotations
@@ -282,12 +283,10 @@ def plan(
         "hosts": hosts if host_cap is not None else None,
         "host_caps": caps,
     }
-    state.target[:] = 0.0
-    if hedge != 0.0 and budget <= 0.0:  # everything spread uniformly
-        state.target[rows] = uniform
-        return state.target.copy()
     expected = rates is None and cfg.plans_expected and not cfg.thompson
-    if expected:
+    if hedge != 0.0 and budget <= 0.0:  # everything spread uniformly
+        p = np.zeros(n)
+    elif expected:
         grid = state.config.grid()
         if state.posterior == "grid":
             logp = state.log_weights_at(now)[rows]
@@ -301,6 +300,7 @@ def plan(
         else:
             lam = np.asarray(rates, dtype=np.float64)
         p = optimal_rates(state.weight[rows], lam[rows], budget, **bounds)
+    state.target[:] = 0.0
     state.target[rows] = p + uniform
     return state.target.copy()
 
