@@ -71,6 +71,24 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+@contextmanager
+def directory_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on the directory ``path`` (which must exist) while in the block.
+
+    ``flock`` on the directory itself: no lock file is left, and a process that dies
+    releases it. Writers that rename several outputs into one place take it so that two
+    of them never leave a mix of their outputs (``calibrate``: artifacts and report).
+    """
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _umask() -> int:
     """The process's file-creation mask (read by setting it and putting it back)."""
     mask = os.umask(0)

@@ -16,11 +16,12 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bayesrate.atomic import atomic_directory, atomic_path
+from bayesrate.atomic import atomic_directory, atomic_path, directory_lock
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
 
@@ -156,55 +157,58 @@ def calibrate(
     final.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{dataset}.", suffix=".staging", dir=models_root))
     swap = _Swap()
-    try:
-        staged, refused = _export(
-            fits, checks, comparison, dataset, stage, force, command, obs.notes, progress
-        )
-        recommended = next((n for n in comparison.table.index if n in staged), None)
-        if recommended is not None:
-            (stage / dataset / RECOMMENDED_FILE).write_text(
-                json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2)
+    with ExitStack() as held:
+        try:
+            staged, refused = _export(
+                fits, checks, comparison, dataset, stage, force, command, obs.notes, progress
             )
-        artifacts = {name: final / path.name for name, path in staged.items()}
-        for name, path in staged.items():
-            swap.put(path, artifacts[name])
-        if recommended is not None:
-            swap.put(stage / dataset / RECOMMENDED_FILE, final / RECOMMENDED_FILE)
-        seconds["total_before_report"] = time.perf_counter() - start
+            # concurrent runs into one place put their outputs in one at a time: one run wins whole
+            held.enter_context(directory_lock(final))
+            recommended = next((n for n in comparison.table.index if n in staged), None)
+            if recommended is not None:
+                (stage / dataset / RECOMMENDED_FILE).write_text(
+                    json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2)
+                )
+            artifacts = {name: final / path.name for name, path in staged.items()}
+            for name, path in staged.items():
+                swap.put(path, artifacts[name])
+            if recommended is not None:
+                swap.put(stage / dataset / RECOMMENDED_FILE, final / RECOMMENDED_FILE)
+            seconds["total_before_report"] = time.perf_counter() - start
 
-        from bayesrate.report import write_report
+            from bayesrate.report import write_report
 
-        progress(f"writing report to {out} ...")
-        with atomic_directory(out) as staging:
-            for name, model in fits.items():
-                model.save(staging / f"fit-{name}.nc")
-            report = (
-                out
-                / write_report(
-                    staging,
-                    dataset=dataset,
-                    obs=obs,
-                    fits=fits,
-                    ppc=checks,
-                    comparison=comparison,
-                    artifacts=artifacts,
-                    refused=refused,
-                    recommended=recommended,
-                    seconds=seconds,
-                    command=command,
-                ).name
+            progress(f"writing report to {out} ...")
+            with atomic_directory(out) as staging:
+                for name, model in fits.items():
+                    model.save(staging / f"fit-{name}.nc")
+                report = (
+                    out
+                    / write_report(
+                        staging,
+                        dataset=dataset,
+                        obs=obs,
+                        fits=fits,
+                        ppc=checks,
+                        comparison=comparison,
+                        artifacts=artifacts,
+                        refused=refused,
+                        recommended=recommended,
+                        seconds=seconds,
+                        command=command,
+                    ).name
+                )
+        except BaseException:
+            swap.undo()
+            shutil.rmtree(stage, ignore_errors=True)
+            for directory in created:
+                _remove_if_empty(directory)
+            progress(
+                "stopped: no artifact and no report of this run were kept; earlier ones are intact"
             )
-    except BaseException:
-        swap.undo()
-        shutil.rmtree(stage, ignore_errors=True)
-        for directory in created:
-            _remove_if_empty(directory)
-        progress(
-            "stopped: no artifact and no report of this run were kept; earlier ones are intact"
-        )
-        raise
+            raise
+        swap.forget()
     shutil.rmtree(stage, ignore_errors=True)
-    swap.forget()
     for path in artifacts.values():
         progress(f"  exported {path}")
     shutil.rmtree(partial, ignore_errors=True)  # the report now holds every finished model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import warnings
 
 import pytest
@@ -58,12 +59,11 @@ def test_an_interrupted_run_keeps_the_models_it_finished(tmp_path, monkeypatch):
     assert not out.exists() and not (tmp_path / "models" / "crawl").exists()
 
 
-#: a child process: calibrate with the fits, the comparison and the report's contents
-#: faked (seconds, no sampler), the artifacts written by the real ``_export``/atomic code;
-#: run 1 succeeds, run 2 fails while its report is written (a figure larger than
-#: RLIMIT_FSIZE: EFBIG, as on a full disk), run 3 succeeds again.
-_FULL_DISK_CHILD = r"""
-import json, resource, sys, types
+#: calibrate in a child process with the fits, the comparison and the report's contents
+#: faked (seconds, no sampler); the artifacts are written by the real ``_export`` and
+#: atomic code into the models root ``calibrate`` gives.
+_FAKE_CALIBRATE = r"""
+import json, resource, sys, time, types
 from pathlib import Path
 
 import pandas as pd
@@ -76,7 +76,7 @@ from bayesrate.atomic import atomic_directory
 from bayesrate.observations import Observations
 
 root = Path(sys.argv[1])
-run = {"id": 0, "figure": 10}
+run = {"id": 0, "figure": 10, "report_seconds": 0.0}
 obs = Observations.from_frame(pd.DataFrame({
     "page": ["a", "a", "b", "b"], "time": [0.0, 24.0, 0.0, 48.0], "changed": [0, 1, 0, 0]}))
 
@@ -100,6 +100,7 @@ def write_artifact(model, *, dataset, root, **kwargs):
 
 
 def write_report(staging, **kwargs):
+    time.sleep(run["report_seconds"])
     text = f"run {run['id']}: " + ", ".join(map(str, kwargs["artifacts"].values()))
     (staging / "report.md").write_text(text)
     (staging / "rates.png").write_bytes(b"x" * run["figure"])
@@ -122,8 +123,13 @@ def tree():
 def calibrate(models):
     cal.calibrate(obs, dataset="crawl", models=models, out=root / "out" / "reports" / "crawl",
                   models_root=root / "out" / "models")
+"""
 
-
+#: run 1 succeeds, run 2 fails while its report is written (a figure larger than
+#: RLIMIT_FSIZE: EFBIG, as on a full disk), run 3 succeeds again
+_FULL_DISK_CHILD = (
+    _FAKE_CALIBRATE
+    + r"""
 out = {}
 run.update(id=1)
 calibrate(("hierarchical",))
@@ -152,6 +158,7 @@ except OSError:
 out["fresh"] = tree()
 print(json.dumps(out))
 """
+)
 
 
 def test_calibrate_on_a_full_disk_keeps_the_earlier_artifacts_and_report(tmp_path):
@@ -185,3 +192,44 @@ def test_calibrate_on_a_full_disk_keeps_the_earlier_artifacts_and_report(tmp_pat
     )
     assert not [p for p in third if "/." in f"/{p}"]  # no hidden staging or old copies
     assert out["fresh"] == {}  # a failed first run into a new place leaves nothing
+
+
+#: one run (``argv``: root, run id, seconds its report takes)
+_ONE_RUN_CHILD = (
+    _FAKE_CALIBRATE
+    + r"""
+run.update(id=int(sys.argv[2]), report_seconds=float(sys.argv[3]))
+calibrate(("hierarchical", "censored"))
+"""
+)
+
+
+def test_concurrent_calibrates_into_one_place_leave_one_runs_outputs(tmp_path):
+    """Run 1 writes its report slowly (2 s); run 2 starts 0.5 s later and writes its report
+    at once. Both succeed, and the artifacts, ``recommended.json`` and the report left are
+    of one run. Before the lock, run 2's artifacts stayed beside run 1's report (run 1
+    renamed its report in last)."""
+    import subprocess
+    import sys
+
+    def child(run_id, seconds):
+        return subprocess.Popen(
+            [sys.executable, "-c", _ONE_RUN_CHILD, str(tmp_path), str(run_id), str(seconds)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    first = child(1, 2.0)
+    time.sleep(0.5)
+    second = child(2, 0.0)
+    for proc in (first, second):
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+    models = tmp_path / "out" / "models" / "crawl"
+    report = (tmp_path / "out" / "reports" / "crawl" / "report.md").read_text()
+    runs = {
+        json.loads((models / m / "run.json").read_text())["run"]
+        for m in ("hierarchical", "censored")
+    }
+    assert len(runs) == 1
+    assert report.startswith(f"run {runs.pop()}: ")
+    assert not [p for p in tmp_path.rglob(".*")]  # no staging or old copies left
