@@ -311,6 +311,9 @@ def cases() -> list[Case]:
 
 # --------------------------------------------------------------------------- concurrency
 CONCURRENT = "concurrency and kill -9"
+#: what each scenario saw (where the kill landed, how many writers were acknowledged):
+#: printed with --verbose
+NOTES: list[str] = []
 
 
 def start(argv: list[str], cwd: Path, repo: Path) -> subprocess.Popen:
@@ -381,6 +384,7 @@ def concurrent_observes(root: Path, repo: Path) -> str:
     got = stats("many.db", root, repo)
     if isinstance(got, str):
         return got
+    NOTES.append(f"concurrent observe: {acked} of 6 acknowledged, the others refused whole")
     urls = 2000 * acked + (5 if acked else 0)
     if (got["urls"], got["fetches"]) != (urls, 2005 * acked) or acked == 0:
         return (
@@ -409,6 +413,8 @@ def killed_observe(delay: float) -> Callable[[Path, Path], str]:
         after = stats(state, root, repo)
         if isinstance(after, str):
             return after
+        landed = "after the commit" if after["urls"] > before["urls"] else "before the commit"
+        NOTES.append(f"observe killed after {delay} s: {landed}")
         if after["urls"] not in (before["urls"], before["urls"] + 100_000):
             return f"half a batch: {after['urls'] - before['urls']} of 100,000 URLs"
         done = run(["schedule", "observe", state, "big.csv"], root, repo=repo)
@@ -444,12 +450,45 @@ def killed_scale(delay: float) -> Callable[[Path, Path], str]:
             return "worker processes left running after kill -9"
         if (root / out).exists() and not (root / out / "manifest.json").exists():
             return "a partial output in place"
+        staged = list(root.glob(f".{out}.staging-*/_parts/*.json"))
+        NOTES.append(
+            f"scale aggregate killed after {delay} s: "
+            + ("output committed" if (root / out).exists() else f"{len(staged)} parts staged")
+        )
         done = run([*argv, out], root, repo=repo)
         if done.returncode:
             return f"rerun failed: {done.stderr.strip()[-200:]}"
         return _same_output(root / "agg-ref", root / out)
 
     return scenario
+
+
+def concurrent_scales(root: Path, repo: Path) -> str:
+    """Two ``scale aggregate`` with the same arguments into one ``--out`` at once (they
+    share a staging directory): each exits 0 or fails with one line, and the output is the
+    one an uninterrupted single run commits."""
+    argv = ["scale", "aggregate", "--input", "biglog", "--workers", "1", "--out"]
+    if not (root / "agg-ref").exists():
+        done = run([*argv, "agg-ref"], root, repo=repo)
+        if done.returncode:
+            return f"reference run failed: {done.stderr.strip()[-200:]}"
+    procs = [start([*argv, "agg-two"], root, repo) for _ in range(2)]
+    results = [finish(proc) for proc in procs]
+    for done in results:
+        if done.returncode and (problem := one_error_line(done)):
+            return problem
+    NOTES.append(
+        "two scale aggregate at once: exit statuses "
+        + ", ".join(str(d.returncode) for d in results)
+        + "; "
+        + "; ".join(x for d in results for x in d.stderr.splitlines() if ": error: " in x)
+    )
+    if not any(d.returncode == 0 for d in results):
+        return "neither run succeeded"
+    left = [p.name for p in root.glob(".agg-two.*")]
+    if left:
+        return f"left behind: {left}"
+    return _same_output(root / "agg-ref", root / "agg-two")
 
 
 def _same_output(a: Path, b: Path) -> str:
@@ -522,6 +561,7 @@ def scenarios() -> list[tuple[str, Callable[[Path, Path], str]]]:
             for d in (0.5, 1.2, 2.5)
         ],
         *[(f"kill -9 scale aggregate after {d} s, rerun", killed_scale(d)) for d in (3.0, 6.0)],
+        ("2 concurrent scale aggregate, same arguments, one --out", concurrent_scales),
         (
             "2 concurrent data crawl --out one file",
             concurrent_outputs(
@@ -586,6 +626,7 @@ def main() -> int:
         "--no-concurrency", action="store_true", help="skip the concurrency and kill -9 scenarios"
     )
     parser.add_argument("--only-concurrency", action="store_true", help="run only those")
+    parser.add_argument("--scenario", help="run only the scenarios whose name contains this")
     args = parser.parse_args()
     passed, total = Counter(), Counter()
     with tempfile.TemporaryDirectory(prefix="bayesrate-probe-") as tmp:
@@ -600,11 +641,15 @@ def main() -> int:
                 print(f"{'FAIL' if verdict else 'ok  '} {' '.join(case.argv)}: {verdict}")
         if not args.no_concurrency:
             for name, scenario in scenarios():
+                if args.scenario and args.scenario not in name:
+                    continue
                 verdict = scenario(root, args.repo)
                 total[CONCURRENT] += 1
                 passed[CONCURRENT] += not verdict
                 if verdict or args.verbose:
                     print(f"{'FAIL' if verdict else 'ok  '} {name}: {verdict}")
+            if args.verbose:
+                print("\n".join(f"  note: {note}" for note in NOTES))
     print("\n| category | cases | right |\n| --- | --- | --- |")
     for category in total:
         print(f"| {category} | {total[category]} | {passed[category]} |")
