@@ -185,7 +185,8 @@ def test_replay_module_never_imports_pymc():
     assert out.stdout.strip() == "[]"
 
 
-def test_cli_replay_json(tmp_path, capsys):
+def small_history_files(tmp_path):
+    """A 12-page history of 60 days as a CSV, and default priors saved beside it."""
     h_path = tmp_path / "h.csv"
     rows = []
     rng = np.random.default_rng(7)
@@ -193,7 +194,11 @@ def test_cli_replay_json(tmp_path, capsys):
         for t in np.sort(rng.uniform(0, 60 * 24, rng.integers(2, 30))):
             rows.append([f"p{i}", ts(t)])
     pd.DataFrame(rows, columns=["page", "time"]).to_csv(h_path, index=False)
-    priors = PriorSet.default().save(tmp_path / "priors")
+    return h_path, PriorSet.default().save(tmp_path / "priors")
+
+
+def test_cli_replay_json(tmp_path, capsys):
+    h_path, priors = small_history_files(tmp_path)
     args = ["schedule", "replay", "--history", str(h_path), "--start", ts(40 * 24)]
     args += ["--days", "10", "--budget", "0.5", "--priors", str(priors), "--json"]
     assert main([*args, "--seeds", "3"]) == 0
@@ -383,14 +388,7 @@ def test_replay_reports_the_hedge_and_a_given_share_is_used(tmp_path, capsys):
     with pytest.raises(ObservationError, match="hedge"):
         replay.replay_policies(setup, budget=1 / 3, priors=PriorSet.default(), hedge=1.5)
     # the command line
-    h_path = tmp_path / "h.csv"
-    rows = []
-    rng = np.random.default_rng(7)
-    for i in range(12):
-        for t in np.sort(rng.uniform(0, 60 * 24, rng.integers(2, 30))):
-            rows.append([f"p{i}", ts(t)])
-    pd.DataFrame(rows, columns=["page", "time"]).to_csv(h_path, index=False)
-    priors = PriorSet.default().save(tmp_path / "priors")
+    h_path, priors = small_history_files(tmp_path)
     args = ["schedule", "replay", "--input", str(h_path), "--start", ts(40 * 24), "--days", "10"]
     args += ["--budget", "0.5", "--priors", str(priors), "--seeds", "2"]
     assert main([*args, "--json", "--hedge", "1/4", "--ours", "bayesrate,unhedged"]) == 0
