@@ -12,11 +12,11 @@ import time
 
 from bayesrate.commands.common import (
     UTC_TIME_HELP,
-    non_negative_fraction,
     positive_fraction,
     positive_int,
     print_json,
     progress,
+    unit_fraction,
     utc_time,
 )
 from bayesrate.errors import ObservationError
@@ -108,10 +108,7 @@ def hedge_share(text: str) -> float | str:
     """``--hedge``: ``auto`` or a share in ``[0, 1]`` (a number or a fraction such as 1/4)."""
     if text.strip().lower() == "auto":
         return "auto"
-    share = non_negative_fraction(text)
-    if share > 1.0:
-        raise argparse.ArgumentTypeError(f"the hedge must be a share in [0, 1], got {text!r}")
-    return share
+    return unit_fraction(text)
 
 
 def _weights(path: str) -> dict[str, float]:
