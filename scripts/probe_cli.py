@@ -394,17 +394,30 @@ def concurrent_observes(root: Path, repo: Path) -> str:
     return ""
 
 
-def killed_observe(delay: float) -> Callable[[Path, Path], str]:
+#: seconds an uninterrupted run took, by scenario (the kills land at shares of it)
+TIMED: dict[str, float] = {}
+
+
+def killed_observe(share: float) -> Callable[[Path, Path], str]:
     def scenario(root: Path, repo: Path) -> str:
-        """``kill -9`` of an ``observe`` of 100,000 new URLs after ``delay`` s: the state
-        is readable and holds the batch whole or not at all; the rerun completes it."""
-        state = f"kill{delay}.db"
+        """``kill -9`` of an ``observe`` of 100,000 new URLs at ``share`` of the time an
+        uninterrupted one takes: the state is readable and holds the batch whole or not at
+        all; the rerun completes it."""
+        if not (root / "big.csv").exists():
+            fetch_table(root / "big.csv", [f"https://k/{j}" for j in range(100_000)], 1.0)
+        if "observe" not in TIMED:
+            shutil.copy(root / "state.db", root / "timed.db")
+            t0 = time.perf_counter()
+            done = run(["schedule", "observe", "timed.db", "big.csv"], root, repo=repo)
+            TIMED["observe"] = time.perf_counter() - t0
+            if done.returncode:
+                return f"an uninterrupted observe failed: {done.stderr.strip()[-200:]}"
+        delay = share * TIMED["observe"]
+        state = f"kill{share}.db"
         shutil.copy(root / "state.db", root / state)
         before = stats(state, root, repo)
         if isinstance(before, str):
             return before
-        if not (root / "big.csv").exists():
-            fetch_table(root / "big.csv", [f"https://k/{j}" for j in range(100_000)], 1.0)
         proc = start(["schedule", "observe", state, "big.csv"], root, repo)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
@@ -414,7 +427,7 @@ def killed_observe(delay: float) -> Callable[[Path, Path], str]:
         if isinstance(after, str):
             return after
         landed = "after the commit" if after["urls"] > before["urls"] else "before the commit"
-        NOTES.append(f"observe killed after {delay} s: {landed}")
+        NOTES.append(f"observe killed after {delay:.2f} s of {TIMED['observe']:.2f} s: {landed}")
         if after["urls"] not in (before["urls"], before["urls"] + 100_000):
             return f"half a batch: {after['urls'] - before['urls']} of 100,000 URLs"
         done = run(["schedule", "observe", state, "big.csv"], root, repo=repo)
@@ -430,17 +443,20 @@ def killed_observe(delay: float) -> Callable[[Path, Path], str]:
     return scenario
 
 
-def killed_scale(delay: float) -> Callable[[Path, Path], str]:
+def killed_scale(share: float) -> Callable[[Path, Path], str]:
     def scenario(root: Path, repo: Path) -> str:
-        """``kill -9`` of ``scale aggregate`` after ``delay`` s: no worker is left running,
-        the output is absent or whole; the rerun commits the same output as a run that was
-        never killed."""
-        out = f"agg{delay}"
+        """``kill -9`` of ``scale aggregate`` at ``share`` of the time an uninterrupted run
+        takes: no worker is left running, the output is absent or whole; the rerun commits
+        the same output as the run that was never killed."""
         argv = ["scale", "aggregate", "--input", "biglog", "--workers", "1", "--out"]
-        if not (root / "agg-ref").exists():
+        if "scale" not in TIMED:
+            t0 = time.perf_counter()
             done = run([*argv, "agg-ref"], root, repo=repo)
+            TIMED["scale"] = time.perf_counter() - t0
             if done.returncode:
                 return f"reference run failed: {done.stderr.strip()[-200:]}"
+        delay = share * TIMED["scale"]
+        out = f"agg{share}"
         proc = start([*argv, out], root, repo)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
@@ -448,11 +464,11 @@ def killed_scale(delay: float) -> Callable[[Path, Path], str]:
         time.sleep(2.0)
         if group_left(proc):
             return "worker processes left running after kill -9"
-        if (root / out).exists() and not (root / out / "manifest.json").exists():
+        if (root / out).exists() and not (root / out / "_manifest.json").exists():
             return "a partial output in place"
         staged = list(root.glob(f".{out}.staging-*/_parts/*.json"))
         NOTES.append(
-            f"scale aggregate killed after {delay} s: "
+            f"scale aggregate killed after {delay:.1f} s of {TIMED['scale']:.1f} s: "
             + ("output committed" if (root / out).exists() else f"{len(staged)} parts staged")
         )
         done = run([*argv, out], root, repo=repo)
@@ -557,10 +573,13 @@ def scenarios() -> list[tuple[str, Callable[[Path, Path], str]]]:
     return [
         ("6 concurrent schedule observe on one state", concurrent_observes),
         *[
-            (f"kill -9 schedule observe after {d} s, rerun", killed_observe(d))
-            for d in (0.5, 1.2, 2.5)
+            (f"kill -9 schedule observe at {share:.0%} of its time, rerun", killed_observe(share))
+            for share in (0.5, 0.8, 0.95)
         ],
-        *[(f"kill -9 scale aggregate after {d} s, rerun", killed_scale(d)) for d in (3.0, 6.0)],
+        *[
+            (f"kill -9 scale aggregate at {share:.0%} of its time, rerun", killed_scale(share))
+            for share in (0.5, 0.8)
+        ],
         ("2 concurrent scale aggregate, same arguments, one --out", concurrent_scales),
         (
             "2 concurrent data crawl --out one file",
