@@ -22,10 +22,11 @@ Policies: ``uniform``, ``nutch-adaptive``, ``stormcrawler-adaptive``, ``heritrix
 their interval rules), ``bayesrate`` (ours: per-URL Gamma posteriors from the priors updated
 with the warm-up log, Azar-optimal rates from the expected freshness gain over each
 posterior re-solved daily over the live pages, exploration floor — as in ``schedule
-simulate``; other variants of ours by name, :data:`OURS`) and ``oracle-hindsight``
-(the periodic-fetch optimum of Cho & Garcia-Molina with each page's realised rate in the
-window — the objective that matches the replay's fetches, each due when its planned
-interval has elapsed: an upper reference, not a bound, when rates drift).
+simulate`` — with a share of the budget spread uniformly, chosen by a backtest on the
+warm-up log, :func:`hedge_by_backtest`; other variants of ours by name, :data:`OURS`) and
+``oracle-hindsight`` (the periodic-fetch optimum of Cho & Garcia-Molina with each page's
+realised rate in the window — the objective that matches the replay's fetches, each due
+when its planned interval has elapsed: an upper reference, not a bound, when rates drift).
 
 Never imports PyMC: priors come in as a :class:`~bayesrate.priors.PriorSet` (calibrating
 them from the warm-up log is :func:`bayesrate.quick_fit.calibrate_priors`, which the command
@@ -67,7 +68,9 @@ FLOOR_DAYS = 60.0
 #: issue #15), ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the
 #: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift, ``periodic``
 #: the default planned for periodic fetches (Cho & Garcia-Molina's freshness, the objective
-#: that matches the replay's fetches; ``objective`` is the planner's, not a config setting)
+#: that matches the replay's fetches; ``objective`` is the planner's, not a config setting),
+#: ``unhedged`` the default with no share of the budget spread uniformly whatever ``hedge``
+#: says (``hedge`` is the planner's too; every other variant hedges as told)
 OURS: dict[str, dict[str, Any]] = {
     "bayesrate": {},
     "unhedged": {"hedge": 0.0},
