@@ -574,11 +574,11 @@ def scenarios() -> list[tuple[str, Callable[[Path, Path], str]]]:
         ("6 concurrent schedule observe on one state", concurrent_observes),
         *[
             (f"kill -9 schedule observe at {share:.0%} of its time, rerun", killed_observe(share))
-            for share in (0.5, 0.8, 0.95)
+            for share in (0.5, 0.8, 0.95, 0.99)
         ],
         *[
             (f"kill -9 scale aggregate at {share:.0%} of its time, rerun", killed_scale(share))
-            for share in (0.5, 0.8)
+            for share in (0.5, 0.8, 0.95)
         ],
         ("2 concurrent scale aggregate, same arguments, one --out", concurrent_scales),
         (
