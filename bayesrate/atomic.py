@@ -71,6 +71,41 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def lock_directory(path: str | Path, *, wait: bool = True) -> int | None:
+    """Take an exclusive lock on the directory ``path`` (which must exist).
+
+    ``flock`` on the directory itself: no lock file is left, and a process that dies
+    releases it. Returns the open descriptor that holds the lock (``os.close`` releases
+    it), or ``None`` when ``wait`` is false and another holder has it.
+    """
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def directory_lock(path: str | Path) -> Iterator[None]:
+    """Hold :func:`lock_directory` on ``path`` while in the block.
+
+    Writers that rename several outputs into one place take it so that two of them never
+    leave a mix of their outputs (``calibrate``: artifacts and report).
+    """
+    fd = lock_directory(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def _umask() -> int:
     """The process's file-creation mask (read by setting it and putting it back)."""
     mask = os.umask(0)

@@ -3,21 +3,25 @@
 :func:`calibrate` fits each requested model, runs the posterior predictive checks on the
 censored observation process, compares the models by leave-one-page-out ELPD, exports a
 prior artifact for every exportable model whose gates pass (or all, when forced), marks
-the best exported one as recommended, and writes a Markdown report with PNG figures.
+the best exported one as recommended, and writes a Markdown report with PNG figures. The
+artifacts and the report are kept together or not at all.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bayesrate.atomic import atomic_directory, atomic_path
+from bayesrate.atomic import atomic_directory, atomic_path, directory_lock
 from bayesrate.errors import ArtifactError
 from bayesrate.observations import Observations
 
@@ -104,6 +108,15 @@ def calibrate(
         (merged over :data:`DEFAULT_MODEL_CONFIGS`).
     force
         Export even when gates fail; the artifacts then say they were forced.
+
+    Notes
+    -----
+    The outputs are all or nothing: the artifacts (and ``recommended.json``) are written
+    into a hidden staging directory under ``models_root`` and renamed into place with what
+    they replace kept aside; the report is written last. If anything fails (a full disk, an
+    interrupt), the run's artifacts are removed and the earlier ones, their
+    ``recommended.json`` and the earlier report are as they were. Only ``<out>.partial``
+    (:func:`partial_directory`: the models fitted so far) is kept.
     """
     from bayesrate.checks.compare import compare
     from bayesrate.models.base import seed_int
@@ -134,39 +147,70 @@ def calibrate(
     seconds["loo"] = time.perf_counter() - t0
     progress(f"  {comparison.verdict}")
 
-    artifacts, refused = _export(
-        fits, checks, comparison, dataset, models_root, force, command, obs.notes, progress
-    )
-    recommended = next((n for n in comparison.table.index if n in artifacts), None)
-    if recommended is not None:
-        with atomic_path(Path(models_root) / dataset / RECOMMENDED_FILE) as tmp:
-            tmp.write_text(
-                json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2)
+    # All or nothing: the artifacts are written into a staging root, then put in place with
+    # what they replace kept aside; the report is written and put in place last. A failure
+    # anywhere (a full disk) puts back what was there before and removes what this run put.
+    models_root = Path(models_root)
+    final = models_root / dataset
+    # the directories this run makes (deepest first), removed on failure if empty
+    created = _missing_directories(final) + _missing_directories(out.parent)
+    final.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{dataset}.", suffix=".staging", dir=models_root))
+    swap = _Swap()
+    with ExitStack() as held:
+        try:
+            staged, refused = _export(
+                fits, checks, comparison, dataset, stage, force, command, obs.notes, progress
             )
-    seconds["total_before_report"] = time.perf_counter() - start
+            # concurrent runs into one place put their outputs in one at a time: one run wins whole
+            held.enter_context(directory_lock(final))
+            recommended = next((n for n in comparison.table.index if n in staged), None)
+            if recommended is not None:
+                (stage / dataset / RECOMMENDED_FILE).write_text(
+                    json.dumps({"model": recommended, "reason": comparison.verdict}, indent=2)
+                )
+            artifacts = {name: final / path.name for name, path in staged.items()}
+            for name, path in staged.items():
+                swap.put(path, artifacts[name])
+            if recommended is not None:
+                swap.put(stage / dataset / RECOMMENDED_FILE, final / RECOMMENDED_FILE)
+            seconds["total_before_report"] = time.perf_counter() - start
 
-    from bayesrate.report import write_report
+            from bayesrate.report import write_report
 
-    progress(f"writing report to {out} ...")
-    with atomic_directory(out) as staging:
-        for name, model in fits.items():
-            model.save(staging / f"fit-{name}.nc")
-        report = (
-            out
-            / write_report(
-                staging,
-                dataset=dataset,
-                obs=obs,
-                fits=fits,
-                ppc=checks,
-                comparison=comparison,
-                artifacts=artifacts,
-                refused=refused,
-                recommended=recommended,
-                seconds=seconds,
-                command=command,
-            ).name
-        )
+            progress(f"writing report to {out} ...")
+            with atomic_directory(out) as staging:
+                for name, model in fits.items():
+                    model.save(staging / f"fit-{name}.nc")
+                report = (
+                    out
+                    / write_report(
+                        staging,
+                        dataset=dataset,
+                        obs=obs,
+                        fits=fits,
+                        ppc=checks,
+                        comparison=comparison,
+                        artifacts=artifacts,
+                        refused=refused,
+                        recommended=recommended,
+                        seconds=seconds,
+                        command=command,
+                    ).name
+                )
+        except BaseException:
+            swap.undo()
+            shutil.rmtree(stage, ignore_errors=True)
+            for directory in created:
+                _remove_if_empty(directory)
+            progress(
+                "stopped: no artifact and no report of this run were kept; earlier ones are intact"
+            )
+            raise
+        swap.forget()
+    shutil.rmtree(stage, ignore_errors=True)
+    for path in artifacts.values():
+        progress(f"  exported {path}")
     shutil.rmtree(partial, ignore_errors=True)  # the report now holds every finished model
     seconds["total"] = time.perf_counter() - start
     return CalibrationResult(
@@ -181,6 +225,74 @@ def calibrate(
         report=report,
         seconds=seconds,
     )
+
+
+class _Swap:
+    """Put staged files or directories in place, keeping what they replace until the end.
+
+    :meth:`put` renames the target aside (beside it, hidden) and the staged path onto it;
+    :meth:`undo` removes what was put and renames every target's former content back (in
+    reverse order); :meth:`forget` deletes the former contents once all is in place.
+    Renames within one file system need no space, so a full disk cannot stop them halfway.
+    """
+
+    def __init__(self) -> None:
+        self.done: list[tuple[Path, Path | None]] = []
+
+    def put(self, staged: Path, target: Path) -> None:
+        """Rename ``staged`` onto ``target``, keeping ``target``'s content aside."""
+        aside = None
+        if target.exists() or target.is_symlink():
+            aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old",
+                                          dir=target.parent)) / target.name  # fmt: skip
+            os.replace(target, aside)
+        try:
+            os.replace(staged, target)
+        except BaseException:
+            if aside is not None:
+                os.replace(aside, target)
+                aside.parent.rmdir()
+            raise
+        self.done.append((target, aside))
+
+    def undo(self) -> None:
+        """Remove what was put and put the former contents back."""
+        for target, aside in reversed(self.done):
+            _remove(target)
+            if aside is not None:
+                os.replace(aside, target)
+                aside.parent.rmdir()
+        self.done = []
+
+    def forget(self) -> None:
+        """Delete the former contents (everything is in place)."""
+        for _, aside in self.done:
+            if aside is not None:
+                shutil.rmtree(aside.parent, ignore_errors=True)
+        self.done = []
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _missing_directories(directory: Path) -> list[Path]:
+    """``directory`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    return missing
+
+
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:  # not empty (or gone): leave it
+        pass
 
 
 def partial_directory(out: str | Path) -> Path:
@@ -262,7 +374,6 @@ def _export(fits, checks, comparison, dataset, models_root, force, command, note
                 command=command,
                 notes=notes,
             )
-            progress(f"  exported {artifacts[name]}")
         except ArtifactError as exc:
             refused[name] = str(exc)
             progress(f"  not exported: {exc}")

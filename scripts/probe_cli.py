@@ -12,21 +12,28 @@ directory of fixtures and is judged on what a user sees:
 Run: ``.venv/bin/python scripts/probe_cli.py [--verbose] [--repo TREE]``; prints the
 failing cases (all with ``--verbose``) and a table of pass counts per category
 (docs/reliability.md). ``--repo`` probes another source tree (e.g. ``git archive main``).
-Fast cases only: no case fits a model (those fail before any work); concurrency and
-kill -9 are the scheduler tests'.
+Fast cases only: no case fits a model except the concurrent ``calibrate`` (a tiny fit).
+The category "concurrency and kill -9" runs scenarios of several processes
+(:func:`scenarios`): concurrent writers of one state file or one output, and ``kill -9`` of
+a stage in the middle of its work; judged on what is left (no acknowledged write lost, the
+output whole and from one run, a rerun that works, no process left running).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +98,21 @@ def fixtures(root: Path) -> None:
     subprocess.run([*git, "commit", "-qm", "c"], cwd=repo, env=env, check=True)
     run(["schedule", "init", "state.db"], root)
     run(["schedule", "observe", "state.db", "fetches.csv"], root)
+    biglog = root / "biglog"
+    biglog.mkdir()
+    rng = __import__("random").Random(54)
+    for k in range(4):
+        rows = ["page,domain,time,changed"]
+        for i in range(3000):
+            for d in range(20):
+                flag = int(rng.random() < 0.3) if d else ""
+                rows.append(f"p{k}-{i},d{i % 7},2024-03-{d + 1:02d}T00:00:00Z,{flag}")
+        (biglog / f"part{k}.csv").write_text("\n".join(rows) + "\n")
+    visits = ["page,domain,time,changed"]
+    for i in range(30):
+        for d in range(40):
+            visits.append(f"v{i},d{i % 3},{24 * d},{int(rng.random() < 0.1 + i / 60) if d else ''}")
+    (root / "visits.csv").write_text("\n".join(visits) + "\n")
 
 
 def cases() -> list[Case]:
@@ -287,6 +309,294 @@ def cases() -> list[Case]:
     return files + options + outputs + state + scale + faults
 
 
+# --------------------------------------------------------------------------- concurrency
+CONCURRENT = "concurrency and kill -9"
+#: what each scenario saw (where the kill landed, how many writers were acknowledged):
+#: printed with --verbose
+NOTES: list[str] = []
+
+
+def start(argv: list[str], cwd: Path, repo: Path) -> subprocess.Popen:
+    """``python -m bayesrate.cli ARGV`` in the background, in its own process group."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bayesrate.cli", *argv], cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def one_error_line(done: subprocess.CompletedProcess, match: str = "") -> str:
+    """``""`` if ``done`` failed with one ``bayesrate ...: error:`` line containing ``match``."""
+    if done.returncode < 0 or done.returncode == 70 or "Traceback" in done.stderr:
+        return f"crash or traceback (status {done.returncode}): {done.stderr[-300:]!r}"
+    errors = [x for x in done.stderr.splitlines() if ": error: " in x]
+    if done.returncode != 1 or len(errors) != 1 or match not in errors[0]:
+        return f"status {done.returncode}, errors {errors[-2:]}"
+    return ""
+
+
+def stats(state: str, cwd: Path, repo: Path) -> dict | str:
+    done = run(["schedule", "stats", state, "--json"], cwd, repo=repo)
+    if done.returncode:
+        return f"stats failed: {done.stderr.strip()[-200:]}"
+    return json.loads(done.stdout)
+
+
+def fetch_table(path: Path, urls: list[str], hours_ago: float) -> None:
+    now = time.time() / 3600 - hours_ago
+    path.write_text("url,time,changed,host\n" + "".join(f"{u},{now},0,h\n" for u in urls))
+
+
+def group_left(proc: subprocess.Popen) -> bool:
+    """Whether any process of ``proc``'s group still runs (then it is killed)."""
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    os.killpg(proc.pid, signal.SIGKILL)
+    return True
+
+
+def concurrent_observes(root: Path, repo: Path) -> str:
+    """Six ``observe`` processes at once on one state: 2,000 new URLs each plus five shared
+    ones at distinct times. Each is acknowledged (exit 0) or refused whole ("time goes
+    backwards", exit 1); the state holds exactly the acknowledged batches."""
+    run(["schedule", "init", "many.db"], root, repo=repo)
+    shared = [f"https://s/{j}" for j in range(5)]
+    procs = []
+    for i in range(6):
+        fetch_table(root / f"batch{i}.csv", [f"https://c{i}/{j}" for j in range(2000)] + shared,
+                    2.0 - i / 60)  # fmt: skip
+    for i in range(6):
+        procs.append(start(["schedule", "observe", "many.db", f"batch{i}.csv"], root, repo))
+    acked = 0
+    for proc in procs:
+        done = finish(proc)
+        if done.returncode == 0:
+            acked += 1
+        elif problem := one_error_line(done, "backwards"):
+            return problem
+    got = stats("many.db", root, repo)
+    if isinstance(got, str):
+        return got
+    NOTES.append(f"concurrent observe: {acked} of 6 acknowledged, the others refused whole")
+    urls = 2000 * acked + (5 if acked else 0)
+    if (got["urls"], got["fetches"]) != (urls, 2005 * acked) or acked == 0:
+        return (
+            f"{acked} acknowledged: expected {urls} URLs, got {got['urls']} "
+            f"({got['fetches']} fetches)"
+        )
+    return ""
+
+
+#: seconds an uninterrupted run took, by scenario (the kills land at shares of it)
+TIMED: dict[str, float] = {}
+
+
+def killed_observe(share: float) -> Callable[[Path, Path], str]:
+    def scenario(root: Path, repo: Path) -> str:
+        """``kill -9`` of an ``observe`` of 100,000 new URLs at ``share`` of the time an
+        uninterrupted one takes: the state is readable and holds the batch whole or not at
+        all; the rerun completes it."""
+        if not (root / "big.csv").exists():
+            fetch_table(root / "big.csv", [f"https://k/{j}" for j in range(100_000)], 1.0)
+        if "observe" not in TIMED:
+            shutil.copy(root / "state.db", root / "timed.db")
+            t0 = time.perf_counter()
+            done = run(["schedule", "observe", "timed.db", "big.csv"], root, repo=repo)
+            TIMED["observe"] = time.perf_counter() - t0
+            if done.returncode:
+                return f"an uninterrupted observe failed: {done.stderr.strip()[-200:]}"
+        delay = share * TIMED["observe"]
+        state = f"kill{share}.db"
+        shutil.copy(root / "state.db", root / state)
+        before = stats(state, root, repo)
+        if isinstance(before, str):
+            return before
+        proc = start(["schedule", "observe", state, "big.csv"], root, repo)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        finish(proc)
+        left = group_left(proc)
+        after = stats(state, root, repo)
+        if isinstance(after, str):
+            return after
+        landed = "after the commit" if after["urls"] > before["urls"] else "before the commit"
+        NOTES.append(f"observe killed after {delay:.2f} s of {TIMED['observe']:.2f} s: {landed}")
+        if after["urls"] not in (before["urls"], before["urls"] + 100_000):
+            return f"half a batch: {after['urls'] - before['urls']} of 100,000 URLs"
+        done = run(["schedule", "observe", state, "big.csv"], root, repo=repo)
+        final = stats(state, root, repo)
+        if isinstance(final, str):
+            return final
+        if after["urls"] == before["urls"] and done.returncode != 0:
+            return f"rerun failed: {done.stderr.strip()[-200:]}"
+        if final["urls"] != before["urls"] + 100_000:
+            return f"after the rerun {final['urls'] - before['urls']} of 100,000 URLs"
+        return "processes left running" if left else ""
+
+    return scenario
+
+
+def killed_scale(share: float) -> Callable[[Path, Path], str]:
+    def scenario(root: Path, repo: Path) -> str:
+        """``kill -9`` of ``scale aggregate`` at ``share`` of the time an uninterrupted run
+        takes: no worker is left running, the output is absent or whole; the rerun commits
+        the same output as the run that was never killed."""
+        argv = ["scale", "aggregate", "--input", "biglog", "--workers", "1", "--out"]
+        if "scale" not in TIMED:
+            t0 = time.perf_counter()
+            done = run([*argv, "agg-ref"], root, repo=repo)
+            TIMED["scale"] = time.perf_counter() - t0
+            if done.returncode:
+                return f"reference run failed: {done.stderr.strip()[-200:]}"
+        delay = share * TIMED["scale"]
+        out = f"agg{share}"
+        proc = start([*argv, out], root, repo)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        finish(proc)
+        time.sleep(2.0)
+        if group_left(proc):
+            return "worker processes left running after kill -9"
+        if (root / out).exists() and not (root / out / "_manifest.json").exists():
+            return "a partial output in place"
+        staged = list(root.glob(f".{out}.staging-*/_parts/*.json"))
+        NOTES.append(
+            f"scale aggregate killed after {delay:.1f} s of {TIMED['scale']:.1f} s: "
+            + ("output committed" if (root / out).exists() else f"{len(staged)} parts staged")
+        )
+        done = run([*argv, out], root, repo=repo)
+        if done.returncode:
+            return f"rerun failed: {done.stderr.strip()[-200:]}"
+        return _same_output(root / "agg-ref", root / out)
+
+    return scenario
+
+
+def concurrent_scales(root: Path, repo: Path) -> str:
+    """Two ``scale aggregate`` with the same arguments into one ``--out`` at once (they
+    share a staging directory): each exits 0 or fails with one line, and the output is the
+    one an uninterrupted single run commits."""
+    argv = ["scale", "aggregate", "--input", "biglog", "--workers", "1", "--out"]
+    if not (root / "agg-ref").exists():
+        done = run([*argv, "agg-ref"], root, repo=repo)
+        if done.returncode:
+            return f"reference run failed: {done.stderr.strip()[-200:]}"
+    procs = [start([*argv, "agg-two"], root, repo) for _ in range(2)]
+    results = [finish(proc) for proc in procs]
+    for done in results:
+        if done.returncode and (problem := one_error_line(done)):
+            return problem
+    NOTES.append(
+        "two scale aggregate at once: exit statuses "
+        + ", ".join(str(d.returncode) for d in results)
+        + "; "
+        + "; ".join(x for d in results for x in d.stderr.splitlines() if ": error: " in x)
+    )
+    if not any(d.returncode == 0 for d in results):
+        return "neither run succeeded"
+    left = [p.name for p in root.glob(".agg-two.*")]
+    if left:
+        return f"left behind: {left}"
+    return _same_output(root / "agg-ref", root / "agg-two")
+
+
+def _same_output(a: Path, b: Path) -> str:
+    import pandas as pd
+
+    for part in sorted(a.rglob("*.parquet")):
+        other = b / part.relative_to(a)
+        if not other.exists():
+            return f"{other.relative_to(b.parent)} missing"
+        if not pd.read_parquet(part).equals(pd.read_parquet(other)):
+            return f"{other.relative_to(b.parent)} differs from an uninterrupted run"
+    return ""
+
+
+def concurrent_outputs(
+    name: str, variants: list[list[str]], out: str
+) -> Callable[[Path, Path], str]:
+    def scenario(root: Path, repo: Path) -> str:
+        """Commands writing one ``--out`` at once: each exits 0 and the file left is
+        exactly one of their outputs written alone (never a mix, never truncated)."""
+        solo = []
+        for k, argv in enumerate(variants):
+            done = run([*argv, "--out", f"solo{k}-{out}"], root, repo=repo)
+            if done.returncode:
+                return f"{name} alone failed: {done.stderr.strip()[-200:]}"
+            solo.append((root / f"solo{k}-{out}").read_bytes())
+        if len(set(solo)) != len(solo):
+            return "the variants write the same bytes: nothing to tell apart"
+        for _ in range(3):
+            procs = [start([*argv, "--out", out], root, repo) for argv in variants]
+            for proc in procs:
+                done = finish(proc)
+                if done.returncode:
+                    return f"status {done.returncode}: {done.stderr.strip()[-200:]}"
+            if (root / out).read_bytes() not in solo:
+                return "the output is none of the outputs written alone"
+        return ""
+
+    return scenario
+
+
+def concurrent_calibrates(root: Path, repo: Path) -> str:
+    """Two ``calibrate --out-dir`` into one place at once (seeds a and b): both exit 0 (or
+    one fails with one line), and the report and the artifacts left are of one run."""
+    argv = ["calibrate", "--input", "visits.csv", "--models", "hierarchical", "--draws", "30"]
+    argv += ["--tune", "30", "--chains", "1", "--force", "--out-dir", "cal", "--quiet"]
+    procs = [start([*argv, "--seed", seed], root, repo) for seed in ("seed-a", "seed-b")]
+    for proc in procs:
+        done = finish(proc)
+        if done.returncode and (problem := one_error_line(done)):
+            return problem
+    report = (root / "cal/reports/visits/report.md").read_text()
+    priors = json.loads((root / "cal/models/visits/hierarchical/priors.json").read_text())
+    command = priors["command"]
+    seed = command.split("--seed ")[-1].split()[0]
+    if f"--seed {seed}" not in report or ("seed-a" in report) == ("seed-b" in report):
+        return f"the report and the artifact are of different runs (artifact: {seed})"
+    left = [p.name for p in (root / "cal").rglob(".*")]
+    return f"left behind: {left}" if left else ""
+
+
+def scenarios() -> list[tuple[str, Callable[[Path, Path], str]]]:
+    """The concurrency and kill -9 scenarios: (description, function of (root, repo))."""
+    crawl = ["data", "crawl", "--dataset", "tldr-pages", "--start", "2025-01-01"]
+    git = ["data", "from-git", "repo", "--pathspec", "pages/ok.md"]
+    return [
+        ("6 concurrent schedule observe on one state", concurrent_observes),
+        *[
+            (f"kill -9 schedule observe at {share:.0%} of its time, rerun", killed_observe(share))
+            for share in (0.5, 0.8, 0.95, 0.99)
+        ],
+        *[
+            (f"kill -9 scale aggregate at {share:.0%} of its time, rerun", killed_scale(share))
+            for share in (0.5, 0.8, 0.95)
+        ],
+        ("2 concurrent scale aggregate, same arguments, one --out", concurrent_scales),
+        (
+            "2 concurrent data crawl --out one file",
+            concurrent_outputs(
+                "data crawl", [[*crawl, "--every", "168"], [*crawl, "--every", "169"]], "c.csv"
+            ),
+        ),
+        (
+            "2 concurrent data from-git --out one file",
+            concurrent_outputs(
+                "data from-git", [[*git, "--end", "rev"], [*git, "--end", "2030-01-01"]], "g.csv"
+            ),
+        ),
+        ("2 concurrent calibrate --out-dir one place", concurrent_calibrates),
+    ]
+
+
 def run(
     argv: list[str], cwd: Path, fsize: int | None = None, repo: Path = REPO
 ) -> subprocess.CompletedProcess:
@@ -331,18 +641,34 @@ def main() -> int:
     parser.add_argument(
         "--repo", type=Path, default=REPO, help="source tree to probe (default: this one)"
     )
+    parser.add_argument(
+        "--no-concurrency", action="store_true", help="skip the concurrency and kill -9 scenarios"
+    )
+    parser.add_argument("--only-concurrency", action="store_true", help="run only those")
+    parser.add_argument("--scenario", help="run only the scenarios whose name contains this")
     args = parser.parse_args()
     passed, total = Counter(), Counter()
     with tempfile.TemporaryDirectory(prefix="bayesrate-probe-") as tmp:
         root = Path(tmp)
         fixtures(root)
-        for case in cases():
+        for case in [] if args.only_concurrency else cases():
             done = run(case.argv, root, case.fsize, args.repo)
             verdict = judge(case, done, root)
             total[case.category] += 1
             passed[case.category] += not verdict
             if verdict or args.verbose:
                 print(f"{'FAIL' if verdict else 'ok  '} {' '.join(case.argv)}: {verdict}")
+        if not args.no_concurrency:
+            for name, scenario in scenarios():
+                if args.scenario and args.scenario not in name:
+                    continue
+                verdict = scenario(root, args.repo)
+                total[CONCURRENT] += 1
+                passed[CONCURRENT] += not verdict
+                if verdict or args.verbose:
+                    print(f"{'FAIL' if verdict else 'ok  '} {name}: {verdict}")
+            if args.verbose:
+                print("\n".join(f"  note: {note}" for note in NOTES))
     print("\n| category | cases | right |\n| --- | --- | --- |")
     for category in total:
         print(f"| {category} | {total[category]} | {passed[category]} |")

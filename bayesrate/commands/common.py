@@ -213,6 +213,14 @@ def non_negative_fraction(text: str) -> float:
     return value
 
 
+def unit_fraction(text: str) -> float:
+    """argparse type: a share in ``[0, 1]``, as a number or a fraction (``--hedge 1/4``)."""
+    value = non_negative_fraction(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a share in [0, 1], got {text!r}")
+    return value
+
+
 #: help text of options read by :func:`utc_time`
 UTC_TIME_HELP = "an ISO time with a time zone, or a date alone meaning 00:00 UTC (2020-01-01)"
 

@@ -36,6 +36,7 @@ from bayesrate.commands.common import (
     positive_int,
     print_json,
     progress,
+    unit_fraction,
     utc_time,
 )
 from bayesrate.constants import DEFAULT_TIME_UNIT, HOURS_PER_DAY, TIME_UNITS
@@ -140,6 +141,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=OBJECTIVE_CHOICES,
         default="freshness",
         help=OBJECTIVE_HELP,
+    )
+    p.add_argument(
+        "--hedge",
+        type=unit_fraction,
+        default=0.0,
+        metavar="SHARE",
+        help="share of the budget spread uniformly over the URLs, the rest planned (a hedge "
+        "against rates the posteriors get wrong; default 0, 1 = uniform)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
@@ -458,13 +467,16 @@ def _plan(args: argparse.Namespace) -> int:
         )
     with open_store(args.state) as store:
         objective = objective_name(args.objective)
-        p = decide.plan(store.state, args.budget / HOURS_PER_DAY, objective=objective)
+        p = decide.plan(
+            store.state, args.budget / HOURS_PER_DAY, objective=objective, hedge=args.hedge
+        )
         store.save_targets()
         out = {
             "objective": objective,
             "objective_solved": OBJECTIVE_DESCRIPTIONS[objective],
             "urls": int(store.state.n),
             "fetches_per_day": float(p.sum() * HOURS_PER_DAY),
+            "hedge": args.hedge,
             "never_fetched_except_floor": int((p <= p.min() * (1 + 1e-9)).sum()) if len(p) else 0,
         }
     if args.json:
@@ -473,6 +485,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(
             f"planned {out['fetches_per_day']:.4g} fetches/day over {out['urls']} URLs, "
             f"maximising {out['objective_solved']}"
+            + (f"; {args.hedge:g} of the budget spread uniformly" if args.hedge else "")
         )
     return 0
 

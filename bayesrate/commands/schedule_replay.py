@@ -16,6 +16,7 @@ from bayesrate.commands.common import (
     positive_int,
     print_json,
     progress,
+    unit_fraction,
     utc_time,
 )
 from bayesrate.errors import ObservationError
@@ -71,7 +72,17 @@ def register(ops: argparse._SubParsersAction) -> None:
         default="bayesrate",
         help="comma-separated variants of ours: bayesrate (Gamma-ADF, expected freshness gain "
         "for Poisson-timed fetches; default), periodic (the same for periodic fetches), "
-        "gamma-q0.3, gamma-mean, grid, grid-drift (docs/histories.md)",
+        "unhedged (bayesrate with --hedge 0), gamma-q0.3, gamma-mean, grid, grid-drift "
+        "(docs/histories.md)",
+    )
+    p.add_argument(
+        "--hedge",
+        type=hedge_share,
+        default="auto",
+        metavar="auto|SHARE",
+        help="share of ours' budget spread uniformly over the live pages (0: the plain plan, "
+        "1: uniform), or 'auto' (default): per seed and variant, the share that would have "
+        "kept the last stretch of the warm-up log freshest (never the window)",
     )
     p.add_argument(
         "--drift",
@@ -91,6 +102,13 @@ def register(ops: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
+
+
+def hedge_share(text: str) -> float | str:
+    """``--hedge``: ``auto`` or a share in ``[0, 1]`` (a number or a fraction such as 1/4)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return unit_fraction(text)
 
 
 def _weights(path: str) -> dict[str, float]:
@@ -171,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         progress(f"seed {i + 1}/{len(seeds)}: {seed}")
         result = replay.replay_policies(
             setup, budget=args.budget, priors=priors, seed=seed, progress=progress,
-            ours=ours, drift=drift,
+            ours=ours, drift=drift, hedge=args.hedge,
         )  # fmt: skip
         results.append(result)
     summary = replay.summarize_seeds(results, ours)
@@ -203,6 +221,13 @@ def run(args: argparse.Namespace) -> int:
             f"{name:24s} {mean_sd(r['freshness']):>22s} {mean_sd(r['harmonic_staleness']):>22s} "
             f"{r['fetches']:9.0f} {r['fetches'] / target:9.3f}"
         )
+    for name, r in summary["policies"].items():
+        if "hedge" in r:
+            how = "by backtest on the warm-up log" if args.hedge == "auto" else "given"
+            if name == "unhedged":
+                how = "never hedged"
+            shares = ", ".join(f"{h:g}" for h in r["hedge"])
+            print(f"{name}: share of the budget spread uniformly per seed: {shares} ({how})")
     for mine, against in summary["paired"].items():
         print(f"{mine} − each production policy, freshness (paired over seeds):")
         for base, d in against.items():

@@ -38,6 +38,8 @@ from typing import Any
 
 import pandas as pd
 
+from bayesrate.atomic import lock_directory
+
 MANIFEST = "_manifest.json"
 MARKERS = "_parts"
 #: the key of a part's file list in its marker
@@ -52,6 +54,18 @@ def run_key(arguments: Mapping[str, Any]) -> str:
     """A short stable hash of a stage's arguments (what makes a rerun "the same run")."""
     text = json.dumps(arguments, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: staging directories this process holds the lock of (path → descriptor)
+_HELD: dict[str, int] = {}
+
+
+def _release(path: str, fd: int) -> None:
+    """Release the lock held by ``fd`` on the staging directory ``path`` (once: a
+    descriptor another :class:`Staging` of this process released is not closed again)."""
+    if _HELD.get(path) == fd:
+        del _HELD[path]
+        os.close(fd)
 
 
 class Staging:
@@ -70,11 +84,42 @@ class Staging:
         self.arguments = dict(arguments)
         self.key = run_key(self.arguments)
         self.path = self.out.parent / f".{self.out.name}.staging-{self.key}"
+        self._lock: int | None = None
 
     def open(self) -> Staging:
-        """Create the staging directory if needed (a rerun keeps what is there)."""
-        (self.path / MARKERS).mkdir(parents=True, exist_ok=True)
-        return self
+        """Create the staging directory if needed (a rerun keeps what is there) and lock it.
+
+        The lock (:func:`~bayesrate.atomic.lock_directory`, held until :meth:`commit` or
+        :meth:`discard`, or the process ends) makes a run in another process with the same
+        arguments wait instead of writing into the same directory; if the first one
+        committed it meanwhile (the directory became the output), the second starts a fresh
+        one. Within one process, runs are one after the other: a rerun after a failure
+        takes over the lock its failed run left.
+        """
+        if self._lock is not None:
+            return self
+        while True:
+            (self.path / MARKERS).mkdir(parents=True, exist_ok=True)
+            fd = _HELD.get(str(self.path))
+            if fd is None:
+                fd = lock_directory(self.path)
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._lock = _HELD[str(self.path)] = fd
+                return self
+            # committed or removed while we waited: start again
+            if _HELD.get(str(self.path)) == fd:
+                _release(str(self.path), fd)
+            else:
+                os.close(fd)
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            _release(str(self.path), self._lock)
+            self._lock = None
 
     def pending(self, n_parts: int) -> tuple[dict[int, dict[str, Any]], list[int]]:
         """Open the staging directory; the parts already done and those still to do."""
@@ -124,13 +169,23 @@ class Staging:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         # staging directories of earlier runs into this output with other arguments (failed
-        # or killed and never resumed) would stay forever: this output supersedes them
+        # or killed and never resumed) would stay forever: this output supersedes them; one
+        # that a running run holds is its own (it commits or discards it)
+        self._unlock()
         for stale in self.out.parent.glob(f".{self.out.name}.staging-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            try:  # this process's own failed runs are over; another process's may be running
+                fd = _HELD.get(str(stale)) or lock_directory(stale, wait=False)
+            except FileNotFoundError:  # removed meanwhile
+                continue
+            if fd is not None:
+                shutil.rmtree(stale, ignore_errors=True)
+                _release(str(stale), fd)
         return self.out
 
     def discard(self) -> None:
+        """Remove the staging directory (and release its lock)."""
         shutil.rmtree(self.path, ignore_errors=True)
+        self._unlock()
 
 
 def missing_files(directory: str | Path, manifest: Mapping[str, Any]) -> list[str]:

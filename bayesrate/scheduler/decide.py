@@ -17,7 +17,8 @@
 - :func:`plan`: fetch rates optimal for freshness (Azar) or harmonic staleness (Kolobov)
   under a budget, with an exploration floor and per-host caps: from each URL's whole
   posterior at ``now`` (expected freshness gain, :func:`~bayesrate.scheduler.optimal.
-  expected_optimal_rates`; the grid posterior's default) or from point rates.
+  expected_optimal_rates`; the grid posterior's default) or from point rates; ``hedge``
+  spreads a share of the budget uniformly first (:func:`hedge_split`).
 """
 
 from __future__ import annotations
@@ -243,6 +244,7 @@ def plan(
     rng: np.random.Generator | None = None,
     now: float | None = None,
     rows: np.ndarray | None = None,
+    hedge: float = 0.0,
 ) -> np.ndarray:
     """Set ``state.target`` to optimal fetch rates per hour for a budget (fetches per hour).
 
@@ -267,6 +269,16 @@ def plan(
         Time the posteriors are drifted to (default: the latest fetch in the state).
     rows
         Plan only these URLs (the others get 0); default all.
+    hedge
+        Share of the budget spread uniformly over the planned URLs (a hedge against rates
+        the posteriors get wrong: drift, mass edits), in ``[0, 1]``; the rest is planned
+        as above (:func:`hedge_split`). 0 (default) is the plain plan, 1 the uniform
+        policy; the targets sum to what the plan of the rest uses plus the uniform share.
+
+    Returns
+    -------
+    numpy.ndarray
+        A copy of the new ``state.target``.
     """
     cfg = state.config
     if state.n == 0:
@@ -284,15 +296,24 @@ def plan(
             # floors may use at most half of a host's cap (large hosts get a lower floor)
             per_host = np.bincount(hosts, minlength=len(state.hosts))
             floor = np.minimum(floor, 0.5 * float(host_cap) / per_host[hosts])
+    upper: float | np.ndarray = 1.0 / cfg.min_interval
+    caps: float | np.ndarray | None = host_cap
+    uniform = np.zeros(n)
+    if hedge != 0.0:
+        uniform, budget, floor, upper, caps = hedge_split(
+            budget, hedge, hosts, floor=floor, upper=upper, host_cap=host_cap
+        )
     bounds = {
         "objective": objective,
         "lower": floor,
-        "upper": 1.0 / cfg.min_interval,
+        "upper": upper,
         "hosts": hosts if host_cap is not None else None,
-        "host_caps": host_cap,
+        "host_caps": caps,
     }
     expected = rates is None and cfg.plans_expected and not cfg.thompson
-    if expected:
+    if hedge != 0.0 and budget <= 0.0:  # everything spread uniformly
+        p = np.zeros(n)
+    elif expected:
         grid = state.config.grid()
         if state.posterior == "grid":
             logp = state.log_weights_at(now)[rows]
@@ -307,5 +328,71 @@ def plan(
             lam = np.asarray(rates, dtype=np.float64)
         p = optimal_rates(state.weight[rows], lam[rows], budget, **bounds)
     state.target[:] = 0.0
-    state.target[rows] = p
+    state.target[rows] = p + uniform
     return state.target.copy()
+
+
+def hedge_split(
+    budget: float,
+    share: float,
+    hosts: np.ndarray,
+    *,
+    floor: float | np.ndarray,
+    upper: float,
+    host_cap: float | None = None,
+) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Split a budget into a uniform share and the rest to plan (:func:`plan`'s ``hedge``).
+
+    Every URL gets ``share · budget / n`` fetches per hour (at most its host's cap divided
+    evenly over the host's URLs: what a host cannot take goes back to the plan); the plan
+    gets the rest of the budget, floors and bounds less what the uniform part already
+    gives, and each host's cap less its uniform fetches. Uniform share + planned budget =
+    ``budget`` exactly.
+
+    Parameters
+    ----------
+    budget
+        Total fetches per hour.
+    share
+        Share of the budget spread uniformly, in ``[0, 1]``.
+    hosts
+        Host code of each planned URL.
+    floor, upper
+        The plan's per-URL lower and upper bounds on the fetch rate.
+    host_cap
+        Fetches per hour per host, or ``None``.
+
+    Returns
+    -------
+    uniform, planned_budget, floor, upper, host_caps
+        Per-URL uniform fetch rates; the budget, bounds and per-host caps left for the plan.
+
+    Raises
+    ------
+    ObservationError
+        A share outside ``[0, 1]``, a budget that is not a finite number ``>= 0``.
+    """
+    share, budget = float(share), float(budget)
+    if not (np.isfinite(budget) and budget >= 0):
+        raise ObservationError(f"budget must be a finite number >= 0, got {budget!r}")
+    if not 0.0 <= share <= 1.0:
+        raise ObservationError(
+            f"the hedge must be a share of the budget in [0, 1], got {share!r}", field="hedge"
+        )
+    n = len(hosts)
+    uniform = np.full(n, share * budget / max(n, 1))
+    caps = None
+    if host_cap is not None:
+        per_host = np.bincount(hosts)
+        uniform = np.minimum(uniform, float(host_cap) / per_host[hosts])
+        caps = np.maximum(float(host_cap) - np.bincount(hosts, weights=uniform), 0.0)
+    planned = budget - float(uniform.sum())
+    if planned <= 1e-12 * budget:  # rounding of a share of 1: nothing left to plan
+        planned = 0.0
+    return (
+        uniform,
+        planned,
+        np.maximum(np.asarray(floor, dtype=np.float64) - uniform, 0.0),
+        np.maximum(upper - uniform, 0.0),
+        caps,
+    )

@@ -22,10 +22,11 @@ Policies: ``uniform``, ``nutch-adaptive``, ``stormcrawler-adaptive``, ``heritrix
 their interval rules), ``bayesrate`` (ours: per-URL Gamma posteriors from the priors updated
 with the warm-up log, Azar-optimal rates from the expected freshness gain over each
 posterior re-solved daily over the live pages, exploration floor — as in ``schedule
-simulate``; other variants of ours by name, :data:`OURS`) and ``oracle-hindsight``
-(the periodic-fetch optimum of Cho & Garcia-Molina with each page's realised rate in the
-window — the objective that matches the replay's fetches, each due when its planned
-interval has elapsed: an upper reference, not a bound, when rates drift).
+simulate`` — with a share of the budget spread uniformly, chosen by a backtest on the
+warm-up log, :func:`hedge_by_backtest`; other variants of ours by name, :data:`OURS`) and
+``oracle-hindsight`` (the periodic-fetch optimum of Cho & Garcia-Molina with each page's
+realised rate in the window — the objective that matches the replay's fetches, each due
+when its planned interval has elapsed: an upper reference, not a bound, when rates drift).
 
 Never imports PyMC: priors come in as a :class:`~bayesrate.priors.PriorSet` (calibrating
 them from the warm-up log is :func:`bayesrate.quick_fit.calibrate_priors`, which the command
@@ -48,9 +49,10 @@ from bayesrate.priors import PriorSet
 from bayesrate.ragged import concat_ranges
 from bayesrate.scheduler.baselines import BASELINES, IntervalPolicy, PageStatePolicy
 from bayesrate.scheduler.decide import plan, priority, select_polite, token_cap
-from bayesrate.scheduler.optimal import optimal_rates
+from bayesrate.scheduler.optimal import optimal_rates, periodic_freshness
 from bayesrate.scheduler.state import SchedulerConfig, SchedulerState
 from bayesrate.seeds import rng_from
+from bayesrate.sufficient import IntervalStats
 
 POLICIES = (*BASELINES, "bayesrate", "oracle-hindsight")
 #: a baseline's fetches must reach this share of the budget (tokens forbid more than 100%)
@@ -66,15 +68,20 @@ FLOOR_DAYS = 60.0
 #: issue #15), ``gamma-mean`` Gamma-ADF planned from the posterior mean, ``grid`` the
 #: log-rate grid posterior (expected gain), ``grid-drift`` the same with drift, ``periodic``
 #: the default planned for periodic fetches (Cho & Garcia-Molina's freshness, the objective
-#: that matches the replay's fetches; ``objective`` is the planner's, not a config setting)
+#: that matches the replay's fetches; ``objective`` is the planner's, not a config setting),
+#: ``unhedged`` the default with no share of the budget spread uniformly whatever ``hedge``
+#: says (``hedge`` is the planner's too; every other variant hedges as told)
 OURS: dict[str, dict[str, Any]] = {
     "bayesrate": {},
+    "unhedged": {"hedge": 0.0},
     "periodic": {"objective": "periodic"},
     "gamma-q0.3": {"posterior": "gamma", "plan_expected": False, "plan_quantile": PLAN_QUANTILE},
     "gamma-mean": {"posterior": "gamma", "plan_expected": False, "plan_quantile": None},
     "grid": {"posterior": "grid"},
     "grid-drift": {"posterior": "grid", "drift": True},
 }
+#: the shares of the budget spread uniformly that :func:`hedge_by_backtest` tries
+HEDGE_SHARES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: σ_rw candidates (per √day) for :func:`drift_by_evidence`
 DRIFT_CANDIDATES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
 
@@ -351,6 +358,7 @@ def ours_config(replay: Replay, variant: str, drift: float | None = None) -> Sch
         raise ObservationError(f"unknown variant {variant!r}; one of {sorted(OURS)}", field="ours")
     settings = dict(OURS[variant])
     settings.pop("objective", None)
+    settings.pop("hedge", None)
     if settings.pop("drift", None):
         if drift is None:
             raise ObservationError(f"{variant!r} needs a drift σ (per √day)", field="drift")
@@ -379,6 +387,100 @@ def drift_by_evidence(
     return best, evidence
 
 
+def exploration_floor(budget_h: float, n: int) -> float:
+    """Ours' floor per URL (fetches per hour): one fetch per FLOOR_DAYS, at most half of an
+    even share of the budget ``budget_h`` (fetches per hour) over ``n`` URLs."""
+    return min(1.0 / (FLOOR_DAYS * HOURS_PER_DAY), 0.5 * budget_h / max(n, 1))
+
+
+def hedge_by_backtest(
+    replay: Replay,
+    priors: PriorSet,
+    budget: float,
+    *,
+    config: SchedulerConfig,
+    objective: str = "freshness",
+    shares: tuple[float, ...] = HEDGE_SHARES,
+) -> tuple[float, dict[str, Any]]:
+    """The hedge share that would have kept the warm-up log's last stretch freshest.
+
+    The warm-up log (never the window) is split at ``split = start − H`` with ``H`` the
+    window's length, at most half of the log's span. Posteriors from the priors and the
+    visits before the split plan the budget at the split (as ours does, with each hedge
+    share in ``shares``) over the URLs seen both before and after it. Each plan is scored
+    by its freshness on what came after: a URL fetched every ``1/f`` is fresh a share
+    ``(f/λ)(1 − e^{−λ/f})`` of the time (:func:`~bayesrate.scheduler.optimal.
+    periodic_freshness`: the replay fetches when a planned interval has elapsed), with
+    ``λ`` the Cho & Garcia-Molina estimate from the URL's intervals after the split; URLs
+    are weighted by weight × observed hours. The best share wins (ties: the smaller).
+
+    Parameters
+    ----------
+    replay
+        The replay; only its warm-up log, pages and weights are read.
+    priors
+        Ours' priors.
+    budget
+        Fetches per live page per day.
+    config, objective
+        The variant's scheduler configuration and planning objective.
+    shares
+        Candidate shares in ``[0, 1]``.
+
+    Returns
+    -------
+    share, backtest
+        The chosen share; and ``{"split", "holdout_days", "pages", "freshness": {share:
+        score}}`` (``pages`` 0 and no scores when the log has no URL seen on both sides of
+        the split: the share is then 0).
+    """
+    from bayesrate.estimators.batch import cho
+
+    times = replay.warmup_time
+    out: dict[str, Any] = {"split": None, "holdout_days": 0.0, "pages": 0, "freshness": {}}
+    if len(times) == 0:
+        return 0.0, out
+    holdout = min(replay.end - replay.start, 0.5 * (replay.start - float(times.min())))
+    split = replay.start - holdout
+    page = replay.warmup_page
+    before = times < split
+    # each page's visits are in time order: the ones before the split are a prefix
+    counts = np.bincount(page[before], minlength=replay.n)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    # intervals ending after the split (a visit after it that is not its page's first)
+    first = np.zeros(len(times), dtype=bool)
+    first[replay.warmup_offsets[:-1][np.diff(replay.warmup_offsets) > 0]] = True
+    after = np.flatnonzero(~before & ~first)
+    stats = IntervalStats.from_groups(
+        page[after], times[after] - times[after - 1], np.ones(len(after)),
+        replay.warmup_changed[after], replay.n,
+    )  # fmt: skip
+    rows = np.flatnonzero((counts > 0) & (stats.n_intervals > 0))
+    out.update(split=_iso(split), holdout_days=holdout / HOURS_PER_DAY, pages=len(rows))
+    if len(rows) == 0 or holdout <= 0:
+        return 0.0, out
+    state = SchedulerState(priors, config, capacity=replay.n)
+    labels = replay.history.pages.index.astype(str).tolist()
+    state.add(labels, replay.history.pages["domain"].astype(str).tolist(), replay.weights)
+    state.observe_log(offsets, times[before], replay.warmup_changed[before])
+    lam = cho(stats).rate[rows]
+    w = replay.weights[rows] * stats.exposure[rows]
+    budget_h = budget / HOURS_PER_DAY * len(rows)
+    floor = exploration_floor(budget_h, len(rows))
+    rng = rng_from("hedge-backtest")
+    scores = {}
+    for share in shares:
+        target = plan(
+            state, budget_h, objective=objective, floor=floor, rng=rng, now=split, rows=rows,
+            hedge=share,
+        )  # fmt: skip
+        scores[float(share)] = float(w @ periodic_freshness(lam, target[rows]) / w.sum())
+    best = max(scores.values())
+    chosen = min(s for s, v in scores.items() if v == best)
+    out["freshness"] = scores
+    return chosen, out
+
+
 class PlannedReplay:
     """Ours (learns from fetches) or the hindsight oracle (plans with realised rates)."""
 
@@ -393,9 +495,11 @@ class PlannedReplay:
         rates: np.ndarray | None = None,
         config: SchedulerConfig | None = None,
         objective: str = "freshness",
+        hedge: float = 0.0,
     ) -> None:
         self.name = name
         self.objective = objective
+        self.hedge = hedge
         self.replay = replay
         self.rates = rates
         self.budget = budget
@@ -422,10 +526,9 @@ class PlannedReplay:
         if self.rates is not None:
             target[live] = self.rates[live]
             return
-        floor = min(1.0 / (FLOOR_DAYS * HOURS_PER_DAY), 0.5 * budget_h / len(live))
         plan(
-            self.state, budget_h, objective=self.objective, floor=floor, rng=self.rng, now=now,
-            rows=live,
+            self.state, budget_h, objective=self.objective, floor=exploration_floor(budget_h,
+            len(live)), rng=self.rng, now=now, rows=live, hedge=self.hedge,
         )  # fmt: skip
 
     def priority(self, now: float) -> np.ndarray:
@@ -608,9 +711,20 @@ def replay_policies(
     progress: Callable[[str], None] = lambda message: None,
     ours: tuple[str, ...] = ("bayesrate",),
     drift: float | None = None,
+    hedge: float | str = "auto",
 ) -> ReplayResult:
     """Calibrate the baselines, run them, our ``ours`` variants (:data:`OURS`; ``drift``:
-    σ_rw per √day for ``grid-drift``) and the hindsight oracle, score them exactly."""
+    σ_rw per √day for ``grid-drift``) and the hindsight oracle, score them exactly.
+
+    ``hedge``: the share of ours' budget spread uniformly (:func:`~bayesrate.scheduler.
+    decide.plan`), or ``"auto"`` (default): per variant, the share
+    :func:`hedge_by_backtest` picks on the warm-up log. ``unhedged`` always plans with 0.
+    Each of ours' results holds its ``hedge`` (and ``hedge_backtest`` when chosen)."""
+    if hedge != "auto" and not (isinstance(hedge, (int, float)) and 0.0 <= hedge <= 1.0):
+        raise ObservationError(
+            f"hedge must be 'auto' or a share of the budget in [0, 1], got {hedge!r}",
+            field="hedge",
+        )
     if not (np.isfinite(budget) and budget > 0):
         raise ObservationError(f"budget must be > 0 fetches per page per day, got {budget!r}")
     if replay.budget_fetches(budget) < 1:
@@ -631,13 +745,23 @@ def replay_policies(
     policies: list[Any] = [
         IntervalReplay(name, replay, scales[name], rng_from(f"{seed}-{name}")) for name in BASELINES
     ]
+    hedges: dict[str, tuple[float, dict[str, Any] | None]] = {}
     for variant in ours:
         config = ours_config(replay, variant, drift)
         objective = OURS[variant].get("objective", "freshness")
+        share = OURS[variant].get("hedge", hedge)
+        backtest = None
+        if share == "auto":
+            share, backtest = hedge_by_backtest(
+                replay, priors, budget, config=config, objective=objective
+            )
+            progress(f"  {variant}: hedge {share:g} by backtest on the warm-up log "
+                     f"({backtest['holdout_days']:.0f} days held out)")  # fmt: skip
+        hedges[variant] = (float(share), backtest)
         policies.append(
             PlannedReplay(
                 variant, replay, priors, budget, rng_from(f"{seed}-ours"), config=config,
-                objective=objective,
+                objective=objective, hedge=float(share),
             )
         )  # fmt: skip
     policies.append(
@@ -656,6 +780,10 @@ def replay_policies(
         r["fetches_vs_budget"] = r["fetches"] / target
         if pol.name in scales:
             r["interval_scale"] = scales[pol.name]
+        if pol.name in hedges:
+            r["hedge"], backtest = hedges[pol.name]
+            if backtest is not None:
+                r["hedge_backtest"] = backtest
         results[pol.name] = r
     idle = [name for name, r in results.items() if r["fetches"] == 0]
     if idle:
@@ -723,7 +851,8 @@ def summarize_seeds(results: list[ReplayResult], ours: tuple[str, ...]) -> dict[
     dict
         ``seeds``; ``policies[name][metric] = {"mean", "sd", "per_seed"}`` (``sd`` with
         ``ddof=1``, ``None`` for one seed) for ``freshness`` and ``harmonic_staleness``,
-        plus the mean ``fetches``; ``paired[ours][baseline]`` = the freshness difference
+        plus the mean ``fetches`` and, for ours, the ``hedge`` share per seed;
+        ``paired[ours][baseline]`` = the freshness difference
         ours − baseline per seed: ``mean``, ``se`` (its sd / √K, ``None`` for one seed),
         ``wins`` (seeds where ours is fresher) and ``seeds``.
     """
@@ -742,6 +871,8 @@ def summarize_seeds(results: list[ReplayResult], ours: tuple[str, ...]) -> dict[
                 "per_seed": x.tolist(),
             }
         entry["fetches"] = float(np.mean([r.policies[name]["fetches"] for r in results]))
+        if "hedge" in results[0].policies[name]:
+            entry["hedge"] = [r.policies[name]["hedge"] for r in results]
         policies[name] = entry
     paired: dict[str, dict[str, Any]] = {}
     for mine in ours:

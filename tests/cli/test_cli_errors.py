@@ -448,6 +448,26 @@ def test_plan_with_a_fractional_budget_runs(state, capsys):
     assert rc == 0 and json.loads(out)
 
 
+def test_plan_hedge_spreads_a_share_of_the_budget_uniformly(state, capsys):
+    """``schedule plan --hedge 1``: every URL gets budget / URLs (the uniform policy); the
+    share is in the output; 0.5 gives each URL at least half of an even share; a share
+    outside [0, 1] is an option error."""
+    from bayesrate.scheduler.store import Store
+
+    rc, out, _ = run(["schedule", "plan", state, "--budget", "2", "--hedge", "1", "--json"], capsys)
+    doc = json.loads(out)
+    assert rc == 0 and doc["hedge"] == 1.0
+    assert doc["fetches_per_day"] == pytest.approx(2.0, rel=1e-12)
+    with Store.open(state) as store:
+        np.testing.assert_allclose(store.state.target, 1.0 / 24, rtol=1e-12)  # 2 a day / 2 URLs
+    rc, out, _ = run(["schedule", "plan", state, "--budget", "2", "--hedge", "1/2"], capsys)
+    assert rc == 0 and "0.5 of the budget spread uniformly" in out
+    with Store.open(state) as store:
+        assert store.state.target.min() >= 0.5 / 24 * (1 - 1e-12)
+    assert_error(["schedule", "plan", state, "--budget", "2", "--hedge", "1.5"], capsys,
+                 "argument --hedge", rc=2)  # fmt: skip
+
+
 def test_a_date_alone_means_midnight_utc(capsys):
     """``--split 2020-01-01`` was refused for having no time zone; it means 00:00 UTC and
     the help says so. A time of day without a zone is still refused where it is read."""

@@ -185,7 +185,8 @@ def test_replay_module_never_imports_pymc():
     assert out.stdout.strip() == "[]"
 
 
-def test_cli_replay_json(tmp_path, capsys):
+def small_history_files(tmp_path):
+    """A 12-page history of 60 days as a CSV, and default priors saved beside it."""
     h_path = tmp_path / "h.csv"
     rows = []
     rng = np.random.default_rng(7)
@@ -193,7 +194,11 @@ def test_cli_replay_json(tmp_path, capsys):
         for t in np.sort(rng.uniform(0, 60 * 24, rng.integers(2, 30))):
             rows.append([f"p{i}", ts(t)])
     pd.DataFrame(rows, columns=["page", "time"]).to_csv(h_path, index=False)
-    priors = PriorSet.default().save(tmp_path / "priors")
+    return h_path, PriorSet.default().save(tmp_path / "priors")
+
+
+def test_cli_replay_json(tmp_path, capsys):
+    h_path, priors = small_history_files(tmp_path)
     args = ["schedule", "replay", "--history", str(h_path), "--start", ts(40 * 24)]
     args += ["--days", "10", "--budget", "0.5", "--priors", str(priors), "--json"]
     assert main([*args, "--seeds", "3"]) == 0
@@ -306,3 +311,94 @@ def test_the_periodic_variant_plans_for_periodic_fetches():
     result = replay.replay_policies(setup, budget=budget, priors=PriorSet.default(), seed="t",
                                     ours=("bayesrate", "periodic"))  # fmt: skip
     assert 0.98 <= result.policies["periodic"]["fetches_vs_budget"] <= 1 + 1e-9
+
+
+def switching_history(switch_day: float, permute: bool, n: int = 200, days: float = 240.0):
+    """Pages with log-normal rates that are permuted among the pages at ``switch_day``
+    (``permute``) or kept; the events before ``switch_day`` are the same either way, and
+    every page has an event at 0.5 h, so the pages and the warm-up log before the switch
+    do not depend on what happens after it."""
+    rng = np.random.default_rng(5)
+    rates = np.exp(rng.normal(np.log(0.2), 1.5, n)) / 24
+    later = rng.permutation(rates) if permute else rates
+    rows = []
+    for i in range(n):
+        rows.append([f"p{i:03d}", ts(0.5)])
+        for a, b, lam, part in (
+            (1.0, switch_day * 24, rates[i], [i, 0]),
+            (switch_day * 24, days * 24, later[i], [i, 1, int(switch_day)]),
+        ):
+            r = np.random.default_rng(part)
+            t = a + r.exponential(1 / lam)
+            while t < b:
+                rows.append([f"p{i:03d}", ts(t)])
+                t += r.exponential(1 / lam)
+    frame = pd.DataFrame(rows, columns=["page", "time"])
+    return ChangeHistory.from_frame(frame, end=ts(days * 24))
+
+
+def test_auto_hedge_is_chosen_on_the_warm_up_log_alone():
+    """``hedge_by_backtest`` picks the share on the warm-up log: permuting the pages' rates
+    in the window changes the window (the oracle's plan) but not the share; permuting them
+    in the held-out end of the warm-up log (rates the past does not predict) moves the
+    share from 0 towards uniform."""
+    start = H0 + 150 * 24
+
+    def backtest(history):
+        setup = replay.prepare(history, replay.warmup_crawl(history, start, 24.0, "t"),
+                               start=start, days=90, tick_hours=2.0)  # fmt: skip
+        config = replay.ours_config(setup, "bayesrate")
+        share, detail = replay.hedge_by_backtest(setup, PriorSet.default(), 1 / 7, config=config)
+        return setup, share, detail
+
+    stable, share, detail = backtest(switching_history(150, permute=False))
+    window, share_w, detail_w = backtest(switching_history(150, permute=True))
+    # the same warm-up log, a different window
+    np.testing.assert_array_equal(stable.warmup_time, window.warmup_time)
+    np.testing.assert_array_equal(stable.warmup_changed, window.warmup_changed)
+    assert not np.allclose(
+        replay.hindsight_rates(stable, 1 / 7), replay.hindsight_rates(window, 1 / 7)
+    )
+    assert (share_w, detail_w) == (share, detail)
+    assert detail["pages"] == 200 and detail["holdout_days"] == pytest.approx(75, abs=0.1)
+    assert set(detail["freshness"]) == set(replay.HEDGE_SHARES)
+    assert share <= 0.1  # stable rates: the plan alone is best
+    _, share_h, detail_h = backtest(switching_history(75, permute=True))
+    assert share_h >= 0.5
+    assert detail_h["freshness"][share_h] == max(detail_h["freshness"].values())
+
+
+def test_replay_reports_the_hedge_and_a_given_share_is_used(tmp_path, capsys):
+    """``--hedge 1``: ours spreads its whole budget uniformly (its plan gives every live
+    page the same target); the share is in the JSON per seed and on the text output;
+    ``unhedged`` plans with 0; a share outside [0, 1] is a usage error."""
+    h = synthetic_history("replay")
+    start = H0 + 90 * 24
+    setup = replay.prepare(h, replay.warmup_crawl(h, start, 24.0, "t"), start=start, days=20,
+                           tick_hours=1.0)  # fmt: skip
+    pol = replay.PlannedReplay("bayesrate", setup, PriorSet.default(), 1 / 3,
+                               np.random.default_rng(0), hedge=1.0)  # fmt: skip
+    live = np.ones(setup.n, dtype=bool)
+    live[:5] = False
+    pol.set_live(live)
+    pol.priority(setup.start)
+    target = pol.state.target
+    assert np.all(target[:5] == 0)
+    np.testing.assert_allclose(target[5:], 1 / 3 / 24, rtol=1e-12)
+    with pytest.raises(ObservationError, match="hedge"):
+        replay.replay_policies(setup, budget=1 / 3, priors=PriorSet.default(), hedge=1.5)
+    # the command line
+    h_path, priors = small_history_files(tmp_path)
+    args = ["schedule", "replay", "--input", str(h_path), "--start", ts(40 * 24), "--days", "10"]
+    args += ["--budget", "0.5", "--priors", str(priors), "--seeds", "2"]
+    assert main([*args, "--json", "--hedge", "1/4", "--ours", "bayesrate,unhedged"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policies"]["bayesrate"]["hedge"] == [0.25, 0.25]
+    assert out["policies"]["unhedged"]["hedge"] == [0.0, 0.0]
+    assert "hedge" not in out["policies"]["uniform"]
+    assert main([*args, "--ours", "bayesrate,unhedged", "--seeds", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "bayesrate: share of the budget spread uniformly per seed:" in text
+    assert "by backtest on the warm-up log" in text and "unhedged: " in text
+    assert main([*args, "--hedge", "2"]) == 2
+    assert "argument --hedge" in capsys.readouterr().err

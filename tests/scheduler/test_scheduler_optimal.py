@@ -341,3 +341,69 @@ def test_periodic_freshness_closed_forms():
     # fetched once per change on average: 1 − e^{−1}; never fetched: 0; never changing: 1
     got = periodic_freshness([1.0, 2.0, 0.0, 3.0], [1.0, 0.0, 5.0, 1e-9])
     assert got.tolist() == pytest.approx([1 - np.exp(-1), 0.0, 1.0, 1e-9 / 3], rel=1e-12)
+
+
+def _hedge_state(rng, n=300, hosts=None, politeness_limit=None):
+    """A scheduler state whose URLs have different posteriors (two fetches each)."""
+    import pandas as pd
+
+    from bayesrate.scheduler import SchedulerConfig, SchedulerState
+
+    t0 = pd.Timestamp("2024-01-01", tz="UTC").value / 3.6e12
+    cfg = SchedulerConfig(politeness_limit=politeness_limit, politeness_window=1.0)
+    st = SchedulerState(config=cfg)
+    urls = [f"u{i}" for i in range(n)]
+    hosts = hosts if hosts is not None else [f"h{i % 3}" for i in range(n)]
+    st.observe(urls, np.full(n, t0), np.zeros(n), hosts=hosts, weights=rng.pareto(1.5, n) + 0.1)
+    st.observe(urls, t0 + rng.uniform(2, 200, n), rng.integers(0, 2, n))
+    return st
+
+
+def test_hedge_zero_is_the_plan_one_is_uniform_and_the_budget_is_conserved(rng):
+    """``plan(hedge=h)``: h = 0 is the plain plan bit for bit; h = 1 gives every URL
+    ``budget / n``; in between, the plan of ``(1 − h)·budget`` plus ``h·budget / n`` each
+    (point rates: the exact Lagrangian on both sides), and the targets sum to the budget."""
+    from bayesrate.scheduler import decide
+
+    st = _hedge_state(rng)
+    n = st.n
+    budget = 0.2 / 24 * n
+    plain = decide.plan(st, budget)
+    np.testing.assert_array_equal(decide.plan(st, budget, hedge=0.0), plain)
+    uniform = decide.plan(st, budget, hedge=1.0)
+    np.testing.assert_allclose(uniform, budget / n, rtol=1e-14)
+    lam = rng.gamma(0.5, 0.05, n)
+    for h in (0.25, 0.6):
+        hedged = decide.plan(st, budget, hedge=h, rates=lam, floor=0.0)
+        rest = decide.plan(st, (1 - h) * budget, rates=lam, floor=0.0)
+        np.testing.assert_allclose(hedged, rest + h * budget / n, rtol=1e-12, atol=1e-18)
+        assert hedged.sum() == pytest.approx(budget, rel=1e-12)
+        # the default planner (expected gain over each posterior, exploration floor)
+        assert decide.plan(st, budget, hedge=h).sum() == pytest.approx(budget, rel=1e-9)
+        assert decide.plan(st, budget, hedge=h).min() >= h * budget / n * (1 - 1e-12)
+    before = st.target.copy()
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ObservationError) as err:
+            decide.plan(st, budget, hedge=bad)
+        assert err.value.field == "hedge"
+    np.testing.assert_array_equal(st.target, before)  # a rejected plan changes nothing
+
+
+def test_hedge_within_host_caps(rng):
+    """A host whose cap is below its URLs' uniform share gets its cap, spread evenly; what
+    it cannot take goes to the plan: the budget is still spent whole, no cap exceeded."""
+    from bayesrate.scheduler import decide
+
+    n = 300
+    hosts = ["big"] * 200 + [f"h{i % 10}" for i in range(100)]
+    st = _hedge_state(rng, n, hosts=hosts, politeness_limit=1.0)  # cap: 1 fetch per hour
+    budget = 4.0
+    share = 0.5
+    p = decide.plan(st, budget, hedge=share)
+    per_host = np.bincount(st.host, weights=p)
+    big = st.host_index["big"]
+    assert share * budget / n * 200 > 1.0  # the big host's uniform share is over its cap
+    assert per_host[big] == pytest.approx(1.0, rel=1e-12)
+    np.testing.assert_allclose(p[:200], 1.0 / 200, rtol=1e-9)  # evenly, nothing planned
+    assert per_host.max() <= 1.0 * (1 + 1e-12)
+    assert p.sum() == pytest.approx(budget, rel=1e-9)
