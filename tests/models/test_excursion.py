@@ -286,9 +286,8 @@ RECOVERY_WORLDS = ("exc-recovery", "exc-recovery-2", "exc-recovery-3")
 @pytest.mark.slow
 def test_recovers_excursions_levels_and_current_rates(recovery_seed):
     """Three worlds of excursions (240 pages each, 4 domains with stationary sds 0.3–1.2,
-    phi 0.5, sigma_page 0.8, 8 epochs), each fit with 2 chains of 500 draws (ESS 601 and
-    R-hat 1.009 on the first world; the model's defaults, 4 chains of 2,000, sample 6 times
-    as long) and mixed: the 18 scalar truths (each world's 4 sds, phi, sigma_page) at least
+    phi 0.5, sigma_page 0.8, 8 epochs), each fit with the model's sampler defaults and
+    mixed: the 18 scalar truths (each world's 4 sds, phi, sigma_page) at least
     :func:`~tests.recovery.min_inside` of 18 in their 90% intervals, each world's sds within
     their Bonferroni band, the pages' levels and current log-rates in their 90% intervals
     at nominal coverage over the 720 pages (``tests/recovery.py``).
@@ -302,8 +301,10 @@ def test_recovers_excursions_levels_and_current_rates(recovery_seed):
     for base in RECOVERY_WORLDS:
         seed = seed_name(base, recovery_seed)
         obs, path, level = excursion_world(seed, 240, 4, 8, sd, 0.5)
-        sampler = {"seed": seed, "chains": 2, "draws": 500}
-        post = mixed_posterior(ExcursionModel(sampler_config=sampler), obs)
+        # 2 chains of 500 draws (4 times cheaper) passed only 5 of 10 seeds, every failure
+        # the population's mixing (ESS 129-177 on sigma_domain or mu_global, R-hat 1.023
+        # on mu_domain[3], one divergence), no truth outside its band: the defaults stay
+        post = mixed_posterior(ExcursionModel(sampler_config={"seed": seed}), obs)
 
         def interval(name, post=post):
             return post[name].quantile([0.05, 0.95], dim=("chain", "draw")).values
