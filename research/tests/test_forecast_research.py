@@ -15,7 +15,7 @@ RESEARCH_METHODS = ("bursty", "shocks", "drift", "shocks_ar1", "mass_edits")
 
 
 def test_research_models_are_methods_once_registered():
-    assert forecast._checked_methods("mle,shocks,dynamic_edits", 30.0) == [
+    assert forecast.checked_methods("mle,shocks,dynamic_edits", 30.0) == [
         "mle",
         "shocks",
         "dynamic_edits",
@@ -66,9 +66,9 @@ def test_model_config_overrides_are_checked_before_any_fit():
     """``--model-config METHOD=JSON``: per model method of the run, a JSON object whose keys
     the model accepts; anything else is an error naming the method."""
     methods = ["mle", "shocks", "hierarchical"]
-    got = forecast._method_configs(['shocks={"epoch_days": 365}', "hierarchical={}"], methods)
+    got = forecast.method_configs(['shocks={"epoch_days": 365}', "hierarchical={}"], methods)
     assert got == {"shocks": {"epoch_days": 365}, "hierarchical": {}}
-    assert forecast._method_configs(None, methods) == {}
+    assert forecast.method_configs(None, methods) == {}
     bad = {
         "mle={}": "not a model method",
         'drift={"epoch_days": 30}': "not a model method",
@@ -80,4 +80,4 @@ def test_model_config_overrides_are_checked_before_any_fit():
     }
     for text, message in bad.items():
         with pytest.raises(ObservationError, match=message):
-            forecast._method_configs([text], methods)
+            forecast.method_configs([text], methods)

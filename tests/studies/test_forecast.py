@@ -254,9 +254,9 @@ def test_model_config_overrides_are_checked_before_any_fit():
     """``--model-config METHOD=JSON``: per model method of the run, a JSON object whose keys
     the model accepts; anything else is an error naming the method."""
     methods = ["mle", "dynamic", "hierarchical"]
-    got = forecast._method_configs(['dynamic={"epoch_days": 365}', "hierarchical={}"], methods)
+    got = forecast.method_configs(['dynamic={"epoch_days": 365}', "hierarchical={}"], methods)
     assert got == {"dynamic": {"epoch_days": 365}, "hierarchical": {}}
-    assert forecast._method_configs(None, methods) == {}
+    assert forecast.method_configs(None, methods) == {}
     bad = {
         "mle={}": "not a model method",
         'excursion={"epoch_days": 30}': "not a model method",
@@ -268,7 +268,7 @@ def test_model_config_overrides_are_checked_before_any_fit():
     }
     for text, message in bad.items():
         with pytest.raises(ObservationError, match=message):
-            forecast._method_configs([text], methods)
+            forecast.method_configs([text], methods)
 
 
 def test_methods_are_the_core_and_the_registered_models():
@@ -277,7 +277,7 @@ def test_methods_are_the_core_and_the_registered_models():
     assert set(forecast.MODEL_METHODS) == {"censored", "hierarchical", "modulated", "dynamic",
                                            "excursion"}  # fmt: skip
     with pytest.raises(ObservationError, match="pip install -e research"):
-        forecast._checked_methods("mle,no_such_model", 30.0)
+        forecast.checked_methods("mle,no_such_model", 30.0)
 
 
 def test_cli_help_states_the_study_sampler(capsys):
