@@ -50,8 +50,8 @@ from bayesrate.errors import ObservationError, format_items
 from bayesrate.observations import (
     DEFAULT_DOMAIN,
     Observations,
-    _rows,
     ids_as_strings,
+    rows_where,
     times_to_hours,
 )
 from bayesrate.ragged import concat_ranges
@@ -317,7 +317,7 @@ def _build(
         if given_end < history_end:
             late = hours > given_end
             raise ObservationError(
-                "events after the given end of the record", field=TIME, rows=_rows(late)
+                "events after the given end of the record", field=TIME, rows=rows_where(late)
             )
         history_end = given_end
 
@@ -366,7 +366,7 @@ def _record_end(
     null = _missing(column)
     if null.any():
         raise ObservationError(
-            f"missing values in {RECORD_END!r}", field=RECORD_END, rows=_rows(null)
+            f"missing values in {RECORD_END!r}", field=RECORD_END, rows=rows_where(null)
         )
     try:
         hours = _event_times(column, time_unit)
@@ -381,7 +381,7 @@ def _record_end(
         raise ObservationError(
             f"{RECORD_END!r} must be one time, the same on every row",
             field=RECORD_END,
-            rows=_rows(differ),
+            rows=rows_where(differ),
         )
     return float(hours[0])
 
@@ -402,12 +402,12 @@ def _checked_frame(frame: pd.DataFrame, time_unit: str) -> tuple[pd.DataFrame, n
     for col in (PAGE, TIME, *(c for c in (DOMAIN, EVENT) if c in frame.columns)):
         null = _missing(frame[col])
         if null.any():
-            raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
+            raise ObservationError(f"missing values in {col!r}", field=col, rows=rows_where(null))
     frame = ids_as_strings(frame, (PAGE, DOMAIN, EVENT))
     hours = _event_times(frame[TIME], time_unit)
     if not np.isfinite(hours).all():
         raise ObservationError(
-            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
+            "non-finite time values", field=TIME, rows=rows_where(~np.isfinite(hours))
         )
     return frame, hours
 
@@ -421,7 +421,7 @@ def _event_kinds(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     unknown = ~np.isin(events, EVENTS)
     if unknown.any():
         raise ObservationError(
-            f"unknown event kinds (expected one of {EVENTS})", field=EVENT, rows=_rows(unknown)
+            f"unknown event kinds (expected one of {EVENTS})", field=EVENT, rows=rows_where(unknown)
         )
     kind = np.select([events == CREATED, events == DELETED], [0, 2], 1).astype(np.int8)
     return kind, []
@@ -441,7 +441,7 @@ def _page_domains(
         raise ObservationError(
             "'domain' must be constant within a page",
             field=DOMAIN,
-            rows=_rows(varies, order),
+            rows=rows_where(varies, order),
             pages=list(pd.unique(labels[code_s[varies]])),
         )
     return per_page
@@ -485,7 +485,7 @@ def _resolve_instants(
         | ~np.isin(before, (0, 1))
     )
     if bad.any():
-        rows = _rows(bad[group], order)
+        rows = rows_where(bad[group], order)
         raise ObservationError(
             "impossible event sequence: a page changed or deleted while it does not exist, "
             "or created while it exists (events at one instant are taken together)",

@@ -319,7 +319,7 @@ class Observations:
 # helpers
 
 
-def _rows(mask: np.ndarray, order: np.ndarray | None = None) -> list[int]:
+def rows_where(mask: np.ndarray, order: np.ndarray | None = None) -> list[int]:
     """Input row positions where ``mask`` holds (``order`` maps sorted to input rows)."""
     hits = np.flatnonzero(mask)
     if order is not None:
@@ -366,7 +366,7 @@ def times_to_hours(
     bad = kinds == "invalid"
     if bad.any():
         raise ObservationError(
-            "time values are neither numbers nor timestamps", field=TIME, rows=_rows(bad)
+            "time values are neither numbers nor timestamps", field=TIME, rows=rows_where(bad)
         )
     naive = kinds == "naive"
     aware = kinds == "aware"
@@ -375,19 +375,19 @@ def times_to_hours(
         raise ObservationError(
             "timezone-naive and timezone-aware timestamps are mixed; naive rows listed",
             field=TIME,
-            rows=_rows(naive),
+            rows=rows_where(naive),
         )
     if naive.any():
         raise ObservationError(
             "timestamps are timezone-naive; give an offset (e.g. '2024-01-01T00:00Z')",
             field=TIME,
-            rows=_rows(naive),
+            rows=rows_where(naive),
         )
     if numeric.any() and aware.any():
         raise ObservationError(
             "numbers and timestamps are mixed in the time column; numeric rows listed",
             field=TIME,
-            rows=_rows(numeric),
+            rows=rows_where(numeric),
         )
     if numeric.all():
         return times_to_hours(pd.Series(parsed, index=col.index), time_unit, origin)
@@ -440,12 +440,12 @@ def _build_from_frame(
     hours, time_kind = times_to_hours(frame[TIME], time_unit, origin)
     if not np.isfinite(hours).all():
         raise ObservationError(
-            "non-finite time values", field=TIME, rows=_rows(~np.isfinite(hours))
+            "non-finite time values", field=TIME, rows=rows_where(~np.isfinite(hours))
         )
     flags, invalid = _changed_flags(frame[CHANGED])
     if invalid.any():
         raise ObservationError(
-            "'changed' must be 0 or 1 (or True/False)", field=CHANGED, rows=_rows(invalid)
+            "'changed' must be 0 or 1 (or True/False)", field=CHANGED, rows=rows_where(invalid)
         )
     page_codes, page_labels = pd.factorize(frame[PAGE], sort=False)
     order = np.lexsort((np.arange(len(frame)), page_codes))  # stable: input order per page
@@ -478,7 +478,7 @@ def _check_columns(frame: pd.DataFrame, page_attributes: tuple[str, ...]) -> pd.
     for col in (PAGE, *([DOMAIN] if DOMAIN in frame.columns else []), *page_attributes, TIME):
         null = frame[col].isna().to_numpy()
         if null.any():
-            raise ObservationError(f"missing values in {col!r}", field=col, rows=_rows(null))
+            raise ObservationError(f"missing values in {col!r}", field=col, rows=rows_where(null))
     return frame
 
 
@@ -499,7 +499,7 @@ class _Sorted:
         return np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
 
     def rows(self, mask: np.ndarray) -> list[int]:
-        return _rows(mask, self.order)
+        return rows_where(mask, self.order)
 
     def pages(self, mask: np.ndarray) -> list:
         return list(pd.unique(self.labels[self.codes[mask]]))

@@ -92,16 +92,16 @@ def length_groups(d) -> Groups:
 def pattern_groups(d, timezone: str) -> Groups:
     """Test intervals grouped by (page, hour-of-week overlap pattern), exact."""
     from bayesrate.clock import hour_of_week_overlap
-    from bayesrate.sufficient import _unique_rows
+    from bayesrate.sufficient import unique_rows
 
     chunk_patterns, chunk_codes = [], []
     for lo in range(0, len(d.interval_start), OVERLAP_CHUNK):
         sl = slice(lo, lo + OVERLAP_CHUNK)
         rows = hour_of_week_overlap(d.interval_start[sl], d.interval_end[sl], timezone)
-        patterns, codes = _unique_rows(rows)
+        patterns, codes = unique_rows(rows)
         chunk_codes.append(codes + sum(len(p) for p in chunk_patterns))
         chunk_patterns.append(patterns)
-    patterns, remap = _unique_rows(np.concatenate(chunk_patterns))
+    patterns, remap = unique_rows(np.concatenate(chunk_patterns))
     code = remap[np.concatenate(chunk_codes)]
     key = d.interval_page * len(patterns) + code
     uniq, count = np.unique(key, return_counts=True)

@@ -245,7 +245,7 @@ def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(uniques)[order], rank[codes]
 
 
-def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows (after rounding to PATTERN_RESOLUTION_HOURS) and each row's code.
 
     Rows are hashed to one 64-bit key each and grouped by key; a collision (rows with the
@@ -321,7 +321,7 @@ def hour_of_week_stats(obs: Observations, timezone: str = "UTC") -> HourOfWeekSt
     np.subtract.at(span, owner, overlaps)
     np.maximum(span, 0.0, out=span)
 
-    patterns, pattern_code = _unique_rows(overlaps)
+    patterns, pattern_code = unique_rows(overlaps)
     n_patterns = max(len(patterns), 1)
     key = owner * n_patterns + pattern_code
     groups, counts = np.unique(key, return_counts=True)
