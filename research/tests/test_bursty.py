@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from bayesrate_research.models.bursty import BurstyModel
+from scipy.stats import norm
 
 from bayesrate.draws import stack_draws
 from bayesrate.likelihood import log1mexp_of_log, mixed_log_detection, mixed_log_quiet
 from bayesrate.models import HierarchicalModel, get_model
 from bayesrate.observations import Observations
 from tests.helpers import seed_of
-from tests.recovery import assert_mixed, assert_truths_within, seed_name
+from tests.recovery import ALPHA, assert_mixed, assert_truths_within, seed_name
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -212,10 +213,17 @@ def test_registered_and_predicts(small_obs):
 @pytest.mark.slow
 def test_kappa_recovered_on_gamma_mixed_visits(recovery_seed):
     """Simulated with κ = 0.3, 1, 5 and 40 in four domains on intervals of 1 h to two weeks:
-    each domain's log κ within its Bonferroni band of the posterior, and the medians are
-    in order (``tests/recovery.py``; four calibrated 90% intervals all hold their truth
-    only 66% of the time). The draws at a seed used to depend on the compile cache (numba
-    fast-math; now off, ``tests/models/test_reproducible.py``)."""
+    the three κ the data identify (0.3, 1, 5) each within its Bonferroni band of the
+    posterior on the log scale, with medians in order; the near-Poisson domain (κ = 40)
+    only from below: its truth not under its band, and its median above κ = 1's.
+
+    κ = 40 is not identified from above at this design: even an oracle that knows every
+    page's rate finds the log-likelihood at κ = 40 within 1.4 nats of κ = ∞ in 20 of 20
+    simulated worlds (the maximum at κ = ∞ in 7), so the posterior above κ ≈ 10 is the
+    hierarchical prior's, pooled toward the other domains (seed 3: 90% interval
+    [2.7, 10.5]), and κ = 5 and 40 are not ordered by the data (seed 5: medians 12.6 and
+    11.7). ``tests/recovery.py`` holds the bands; the draws at a seed used to depend on the
+    compile cache (numba fast-math; now off, ``tests/models/test_reproducible.py``)."""
     world = seed_name("bursty-recovery", recovery_seed)
     rng = np.random.default_rng(seed_of(world))
     truth = {"a": 0.3, "b": 1.0, "c": 5.0, "d": 40.0}
@@ -230,10 +238,18 @@ def test_kappa_recovered_on_gamma_mixed_visits(recovery_seed):
     )
     assert_mixed(model.diagnostics_)
     kappa = model.idata_["posterior"]["kappa"]
-    draws = stack_draws(kappa.sel(domain=list(truth)), "domain")
-    assert_truths_within(draws, list(truth.values()), "kappa", log=True)
-    median = kappa.median(dim=("chain", "draw")).sel(domain=list(truth)).values
-    assert np.all(np.diff(median) > 0)
+    draws = np.log(stack_draws(kappa.sel(domain=list(truth)), "domain"))
+    identified = 3
+    assert_truths_within(
+        draws[:, :identified], np.log(list(truth.values())[:identified]), "log kappa"
+    )
+    # the near-Poisson domain, one-sided at the same Bonferroni level over the 4 domains
+    z = norm.isf(ALPHA / (2 * len(truth)))
+    score = (np.log(truth["d"]) - draws[:, -1].mean()) / draws[:, -1].std()
+    assert score >= -z, f"log kappa of the near-Poisson domain: z {score:.2f} below -{z:.2f}"
+    median = np.median(draws, axis=0)
+    assert np.all(np.diff(median[:identified]) > 0), median
+    assert median[-1] > median[1], median
     # the posterior predictive of every group draws from the mixed detection probability
     pred = model.predict(obs, page_rates="posterior", n_draws=50, seed="bursty-predict")
     p = pred["posterior_predictive"]["detection_probability"].values
