@@ -84,7 +84,8 @@ OPTIONS: dict[str, list[tuple[str | tuple[str, ...], dict]]] = {
             {
                 "help": "comma-separated: naive, cho, mle, the core models, mmpp, mmpp_mixture, "
                 "any registered model (the research models: pip install -e research); default "
-                "naive, cho, mle, censored, hierarchical, modulated"
+                "naive, cho, mle, censored, hierarchical, modulated, excursion (the recommended "
+                "model)"
             },
         ),
         ("--max-pages", {"type": positive_int, "help": "score a random subset of pages"}),

@@ -286,6 +286,25 @@ def test_cli_help_states_the_study_sampler(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert f"NUTS draws per chain (default {forecast.STUDY_SAMPLER['draws']:,})" in text
     assert f"NUTS tuning steps (default {forecast.STUDY_SAMPLER['tune']:,})" in text
+    listed = text.split("mmpp_mixture, any registered model")[1].split("--max-pages")[0]
+    for method in forecast.DEFAULT_METHODS:
+        assert method in listed, method
+    for method in forecast.ON_REQUEST:
+        assert method not in listed.split("default")[1], method
+
+
+def test_the_default_methods_score_the_shipped_recommended_model():
+    """A study run with no methods named scores the model that ``calibrate`` recommends in
+    the artifacts the package ships (issue 52: the default answer is calibrated)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "models"
+    shipped = [json.loads(p.read_text())["model"] for p in root.glob("*/recommended.json")]
+    assert shipped, f"no recommended.json under {root}"
+    assert set(shipped) == {forecast.RECOMMENDED_METHOD}
+    assert forecast.RECOMMENDED_METHOD in forecast.DEFAULT_METHODS
+    assert not set(forecast.ON_REQUEST) & set(forecast.DEFAULT_METHODS)
 
 
 def test_closing_epoch_groups_key_each_interval_by_its_closing_epoch():

@@ -21,8 +21,13 @@ BURST_METHODS = ("mmpp", "mmpp_mixture")
 #: research package's) is a method too, on request
 MODEL_METHODS = ("censored", "hierarchical", "modulated", "dynamic", "excursion")
 METHODS = (*POINT_METHODS, *MODEL_METHODS, *BURST_METHODS)
-#: the methods run when none are named (the epoch models and the MMPP on request)
-ON_REQUEST = ("dynamic", "excursion", *BURST_METHODS)
+#: the model ``bayesrate calibrate`` recommends on the embedded default data (its
+#: ``recommended.json``): the one model whose 90% intervals are calibrated on real histories,
+#: so a study run with no methods named scores it beside the baselines
+RECOMMENDED_METHOD = "excursion"
+#: the methods run when none are named: everything but these (the random-walk model and the
+#: MMPP, on request)
+ON_REQUEST = ("dynamic", *BURST_METHODS)
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in ON_REQUEST)
 #: point estimates are floored at this many changes over the page's training exposure
 RATE_FLOOR_CHANGES = 0.5
