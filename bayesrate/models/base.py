@@ -678,7 +678,14 @@ class RateModel:
         import pymc as pm
 
         model = self._require_model()
-        with _quiet_pymc_sampling_log(), reproducible_compilation():
+        with _quiet_pymc_sampling_log(), reproducible_compilation(), warnings.catch_warnings():
+            # a CustomDist drawn by a Python function (the dynamic models' paths, forward
+            # filtering and backward sampling) runs in Numba's object mode, as it must
+            warnings.filterwarnings(
+                "ignore",
+                message="Numba will use object mode to run CustomDist_",
+                category=UserWarning,
+            )
             out = pm.sample_posterior_predictive(
                 self.thinned_posterior(max_draws),
                 model=model,

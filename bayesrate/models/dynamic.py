@@ -612,8 +612,8 @@ class DynamicModel(HierarchicalModel):
             values = [np.asarray(p) for p in params]
             return self.replicate_page_detections(data, values, rng, layout)
 
-        grid_paths = layout is None
-        signature = "(p,k),(d,k,k)->(p)" if grid_paths else ",".join(["(p)"] * len(params)) + "->(p)"
+        inputs = ["(p,k)", "(d,k,k)"] if layout is None else ["(p)"] * len(params)
+        signature = ",".join(inputs) + "->(p)"
         return pm.CustomDist(
             PAGE_DETECTIONS,
             *params,
