@@ -620,6 +620,7 @@ class DynamicModel(HierarchicalModel):
             logp=logp,
             random=random,
             signature=signature,
+            dtype="int64",
             observed=observed,
             dims=DIM_PAGE,
         )

@@ -437,9 +437,66 @@ def test_dynamic_pointwise_loglik_is_each_pages_integrated_paths(variant):
             kernel = laplace_logp_grad(draws["mu_domain"][i, dom], first_sd, step, layout,
                                        rho=phi, level_sd=level_sd)  # fmt: skip
             np.testing.assert_allclose(got[i], kernel.per_page, rtol=1e-12)
+    pred = model.sample_posterior_predictive()["page_detections"]
+    assert pred.dims == ("chain", "draw", "page") and pred.dtype.kind == "i"
+    intervals = np.diff(tiny.offsets) - 1
+    assert ((pred.values >= 0) & (pred.values <= intervals)).all()
     if variant != "laplace":  # the dynamic model's LOO terms are the grid's
         np.testing.assert_allclose(model.marginal_page_loglik(post), got, rtol=1e-9)
         np.testing.assert_allclose(model.page_loglik(), got, rtol=1e-9)
+
+
+@pytest.mark.parametrize("integral", ["grid", "laplace"])
+@pytest.mark.parametrize("walk", ["random", "reverting"])
+def test_dynamic_replicates_draw_each_path_given_the_data(integral, walk):
+    """The observed variable's draws at one parameter point: each page's replicated
+    detections have the mean of its intervals' detection probabilities over its path
+    posterior given its data (every path enumerated), with either path integral's
+    parameters."""
+    import math
+
+    from bayesrate.models import DynamicModel
+    from tests.models.dynamic_checks import (
+        POINT,
+        fixed_posterior,
+        paths_by_enumeration,
+        tiny_world,
+        within,
+    )
+
+    tiny = tiny_world()
+    phi = 0.7 if walk == "reverting" else None
+    config = {"grid_size": 7, "walk": walk, "path_integral": integral}
+    extra = {} if phi is None else {"walk_phi": np.array(phi)}
+    model = fixed_posterior(DynamicModel(model_config=config), tiny, 1, extra=extra)
+    draws = model._stacked(model.thinned_posterior())
+    dom = tiny.domain_codes
+    if integral == "grid":
+        params, layout = list(model._chain(draws, 0, tiny)), None
+    else:
+        from bayesrate.models.laplace import PathLayout
+
+        ones = np.ones(tiny.n_pages)
+        params = [POINT["mu_domain"][dom], POINT["sigma_page"] * ones, POINT["sigma_walk"][dom]]
+        params += [] if phi is None else [phi * ones]
+        layout = PathLayout.from_cells(model.cells(tiny))
+    posteriors = []
+    paths_by_enumeration(model, tiny, POINT["mu_domain"], POINT["sigma_page"],
+                         POINT["sigma_walk"], posteriors=posteriors, phi=phi)  # fmt: skip
+    grid = model.grid(tiny)
+    page, column, length, trials, observed = model.replicated_groups(tiny)
+    assert (np.bincount(page, weights=trials) == np.diff(tiny.offsets) - 1).all()
+    assert (observed == np.bincount(tiny.page_of_visit, weights=tiny.changed)).all()
+    want = np.zeros(tiny.n_pages)
+    for g in range(len(page)):
+        paths, weights = posteriors[page[g]]
+        lam = np.exp(grid[paths[:, column[g]]])
+        want[page[g]] += trials[g] * (weights @ -np.expm1(-lam * length[g]))
+    rng = np.random.default_rng(seed_of(f"native-replicates-{integral}-{walk}"))
+    n = 3000
+    got = np.array([model.replicate_page_detections(tiny, params, rng, layout) for _ in range(n)])
+    within(got.mean(axis=0), want, got.std(axis=0) / math.sqrt(n))
+    assert got.std(axis=0).min() > 0
 
 
 @pytest.fixture(scope="module")
