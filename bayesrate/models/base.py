@@ -650,7 +650,9 @@ class RateModel:
 
         ``detections`` per interval group and ``quiet`` per page, at every draw of
         :meth:`thinned_posterior`. Each page's sum is its exact log-likelihood plus the
-        Binomial constants ``Σ log C(n, c)``.
+        Binomial constants ``Σ log C(n, c)``. The dynamic models observe
+        ``page_detections`` instead: per page, its likelihood with its path integrated out
+        (:meth:`marginal_page_loglik`'s terms).
         """
         import pymc as pm
         import xarray as xr
@@ -673,7 +675,9 @@ class RateModel:
         """PyMC's draws of the observed variables (``pm.sample_posterior_predictive``).
 
         Kept in ``idata_`` as the ``posterior_predictive`` group: ``detections`` per
-        interval group and ``quiet`` per page, one draw per posterior draw kept.
+        interval group and ``quiet`` per page, one draw per posterior draw kept (the
+        dynamic models: ``page_detections`` per page, each page's path drawn given its
+        data).
         """
         import pymc as pm
 
