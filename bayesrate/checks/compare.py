@@ -5,7 +5,8 @@ which is what a prior for new pages is for. The per-page terms integrate each pa
 rate out (:mod:`bayesrate.checks.marginal`); PyMC's pointwise log-likelihood of a fit
 (``RateModel.compute_log_likelihood``) is per interval group, a different unit, except
 for the dynamic models, whose observed variable is the page with its path integrated out
-(the same terms as their ``marginal_page_loglik``; computed here alike for every model).
+by the fit's path integral (``marginal_page_loglik``'s terms where that is the grid or the
+excursion model's Laplace paths; these are computed here alike for every model).
 """
 
 from __future__ import annotations

@@ -592,8 +592,9 @@ class DynamicModel(HierarchicalModel):
         the count: a path per page drawn given its data and the draw's parameters
         (:meth:`replicate_page_detections`), then a Binomial per group of the page's
         intervals. ``pm.compute_log_likelihood`` gives one term per page, the unit of
-        leave-one-page-out (:meth:`marginal_page_loglik`'s terms at the fit's draws), and
-        their sum is the model's likelihood.
+        leave-one-page-out (:meth:`marginal_page_loglik`'s terms at the fit's draws, but
+        for the ``dynamic`` model's Laplace paths: those are on the grid), and their sum
+        is the model's likelihood.
         """
         import pymc as pm
         import pytensor.tensor as pt
