@@ -238,8 +238,9 @@ class RateModel:
     #: POPULATION_GATES}``); ``None``: the model has no domain structure to export
     #: (:func:`bayesrate.export.write_artifact` refuses it)
     export_gates: ClassVar[Mapping[str, tuple[str, ...]] | None] = None
-    #: whether the likelihood is observed interval groups (PyMC's pointwise log-likelihood
-    #: and posterior predictive draws of them exist)
+    #: whether the likelihood is observed (interval groups; the dynamic models' pages, their
+    #: paths integrated out), so that PyMC's pointwise log-likelihood and posterior
+    #: predictive draws of it exist
     observed_groups: ClassVar[bool] = True
     #: whether :meth:`page_summary` can average each page's exact conditional posterior
     #: over the population draws (pages independent given the population parameters, with
