@@ -3,7 +3,10 @@
 Leaving one *page* out asks how well the model predicts a new page's whole visit history,
 which is what a prior for new pages is for. The per-page terms integrate each page's own
 rate out (:mod:`bayesrate.checks.marginal`); PyMC's pointwise log-likelihood of a fit
-(``RateModel.compute_log_likelihood``) is per interval group, a different unit.
+(``RateModel.compute_log_likelihood``) is per interval group, a different unit, except
+for the dynamic models, whose observed variable is the page with its path integrated out
+by the fit's path integral (``marginal_page_loglik``'s terms where that is the grid or the
+excursion model's Laplace paths; these are computed here alike for every model).
 """
 
 from __future__ import annotations

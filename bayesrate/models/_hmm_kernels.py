@@ -81,6 +81,26 @@ def posterior_slopes(alphas, beta, slope, p, e, out):
 
 @_njit
 def logp_grad(init, transitions, emission, domain, first, last, slope):
+    """``(Σ_p log Σ_paths, ∂/∂init, ∂/∂T, ∂/∂slopes)`` (see :mod:`bayesrate.models.hmm`)."""
+    per_page = np.zeros(emission.shape[0])
+    return pages_logp_grad(init, transitions, emission, domain, first, last, slope, per_page)
+
+
+@_njit
+def page_logp_grad(init, transitions, emission, domain, first, last):
+    """``(per-page log Σ_paths, ∂ Σ_p/∂init, ∂ Σ_p/∂T)``: the pages' terms of
+    :func:`logp_grad` (``∂/∂init[p]`` is page ``p``'s own term's)."""
+    per_page = np.zeros(emission.shape[0])
+    no_slope = np.zeros((0, 0, 0, 0))
+    _, grad_init, grad_t, _ = pages_logp_grad(
+        init, transitions, emission, domain, first, last, no_slope, per_page
+    )
+    return per_page, grad_init, grad_t
+
+
+@_njit
+def pages_logp_grad(init, transitions, emission, domain, first, last, slope, per_page):
+    """:func:`logp_grad`, each page's term also written to ``per_page``."""
     n_pages, n_epochs, k = emission.shape
     lo, hi = bands(transitions)
     alphas = np.empty((max(n_epochs, 1), k))
@@ -99,6 +119,7 @@ def logp_grad(init, transitions, emission, domain, first, last, slope):
         forward_page(p, init, transitions, emission, domain, first, last, lo, hi, alphas, norms)
         for e in range(f, end + 1):
             logp += np.log(norms[e])
+            per_page[p] += np.log(norms[e])
         for j in range(k):
             beta[j] = 1.0
         for e in range(end, f, -1):

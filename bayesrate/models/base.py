@@ -238,8 +238,9 @@ class RateModel:
     #: POPULATION_GATES}``); ``None``: the model has no domain structure to export
     #: (:func:`bayesrate.export.write_artifact` refuses it)
     export_gates: ClassVar[Mapping[str, tuple[str, ...]] | None] = None
-    #: whether the likelihood is observed interval groups (PyMC's pointwise log-likelihood
-    #: and posterior predictive draws of them exist)
+    #: whether the likelihood is observed (interval groups; the dynamic models' pages, their
+    #: paths integrated out), so that PyMC's pointwise log-likelihood and posterior
+    #: predictive draws of it exist
     observed_groups: ClassVar[bool] = True
     #: whether :meth:`page_summary` can average each page's exact conditional posterior
     #: over the population draws (pages independent given the population parameters, with
@@ -650,7 +651,9 @@ class RateModel:
 
         ``detections`` per interval group and ``quiet`` per page, at every draw of
         :meth:`thinned_posterior`. Each page's sum is its exact log-likelihood plus the
-        Binomial constants ``Σ log C(n, c)``.
+        Binomial constants ``Σ log C(n, c)``. The dynamic models observe
+        ``page_detections`` instead: per page, its likelihood with its path integrated out
+        (:meth:`marginal_page_loglik`'s terms).
         """
         import pymc as pm
         import xarray as xr
@@ -673,12 +676,21 @@ class RateModel:
         """PyMC's draws of the observed variables (``pm.sample_posterior_predictive``).
 
         Kept in ``idata_`` as the ``posterior_predictive`` group: ``detections`` per
-        interval group and ``quiet`` per page, one draw per posterior draw kept.
+        interval group and ``quiet`` per page, one draw per posterior draw kept (the
+        dynamic models: ``page_detections`` per page, each page's path drawn given its
+        data).
         """
         import pymc as pm
 
         model = self._require_model()
-        with _quiet_pymc_sampling_log(), reproducible_compilation():
+        with _quiet_pymc_sampling_log(), reproducible_compilation(), warnings.catch_warnings():
+            # a CustomDist drawn by a Python function (the dynamic models' paths, forward
+            # filtering and backward sampling) runs in Numba's object mode, as it must
+            warnings.filterwarnings(
+                "ignore",
+                message="Numba will use object mode to run CustomDist_",
+                category=UserWarning,
+            )
             out = pm.sample_posterior_predictive(
                 self.thinned_posterior(max_draws),
                 model=model,

@@ -91,6 +91,8 @@ LAPLACE_MAX_K = 0.7
 PATH_INTEGRALS = ("grid", "laplace")
 #: log walk sizes :func:`walk_information` tries
 WALK_INFORMATION_GRID = 400
+#: the observed variable: each page's detections, its paths integrated out
+PAGE_DETECTIONS = "page_detections"
 #: what the predictive of new pages needs beyond :attr:`DynamicModel.filter_vars`
 POPULATION_VARS = ("mu_global", "sigma_domain", "sigma_walk_global", "walk_domain_sd",
                    "shock_global", "edit_log_rate_global")  # fmt: skip
@@ -353,7 +355,6 @@ class DynamicModel(HierarchicalModel):
     conditional_pages: ClassVar[bool] = False
     #: leave-one-page-out with each page's whole path summed out (:meth:`marginal_page_loglik`)
     marginal_loo: ClassVar[bool] = True
-    observed_groups: ClassVar[bool] = False
     #: what ``rate`` in the posterior means
     rate_units: ClassVar[str] = "changes per hour (in the last fitted epoch)"
     #: the population parameters a page's filtered distribution depends on (name, dims)
@@ -535,6 +536,14 @@ class DynamicModel(HierarchicalModel):
         }
         return pm.Deterministic("sigma_walk", pt.exp(log_sd), dims=DIM_DOMAIN)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass with paths of its own (:meth:`_paths`, a scalar: the research
+        package's shocks) adds them as a potential: no observed variable, so no pointwise
+        log-likelihood or posterior predictive draws (:attr:`observed_groups` False)."""
+        super().__init_subclass__(**kwargs)
+        if cls._paths is not DynamicModel._paths and "observed_groups" not in vars(cls):
+            cls.observed_groups = False
+
     def _build(self, data: Observations) -> pm.Model:
         import pymc as pm
         import pytensor.tensor as pt
@@ -544,13 +553,19 @@ class DynamicModel(HierarchicalModel):
         domain = data.domain_codes
         with pm.Model(coords=self.coords(data)) as model:
             if self.model_config["path_integral"] == "laplace":
-                from bayesrate.models.laplace import PathLayout, laplace_paths_logp
+                from bayesrate.models.laplace import PathLayout, laplace_page_logps
 
                 m, s, w, phi, level_sd = self._path_prior_graph(data)
-                logp = laplace_paths_logp(m, s, w, PathLayout.from_cells(cells),
-                                          self.model_config["laplace_order"], phi,
-                                          level_sd)  # fmt: skip
-                pm.Potential("page_paths", logp)
+                layout = PathLayout.from_cells(cells)
+                order = self.model_config["laplace_order"]
+                params = [x for x in (m, s, w, phi, level_sd) if x is not None]
+
+                def laplace_terms(*params):
+                    rho = params[3] if phi is not None else None
+                    level = params[4] if level_sd is not None else None
+                    return laplace_page_logps(*params[:3], layout, order, rho, level)
+
+                self._page_detections(data, params, laplace_terms, layout)
                 return self._noted(model, cells, grid)
             mu_domain, sigma_page = self._population(data)
             sigma_walk = self._walk_sd(data)
@@ -558,8 +573,161 @@ class DynamicModel(HierarchicalModel):
             ones = pt.ones(data.n_pages)
             init = normal_bins(mu_domain[domain], sigma_page * ones, bin_edges(grid), pt)
             transitions = transition_matrices(sigma_walk, grid, pt, mu_domain, phi)
-            pm.Potential("page_paths", self._paths(data, init, transitions))
+            if type(self)._paths is not DynamicModel._paths:
+                pm.Potential("page_paths", self._paths(data, init, transitions))
+            else:
+                self._page_detections(data, [init, transitions], self._page_paths(data))
         return self._noted(model, cells, grid)
+
+    def _page_detections(self, data: Observations, params, terms, layout=None):
+        """The observed :data:`PAGE_DETECTIONS` (dim ``page``) in the current model: each
+        page's paths integrated out, ``terms(*params)`` its log-likelihood.
+
+        Its value is each page's number of detections; its log-probability is not that
+        count's but the likelihood of the page's whole record, its cells' sufficient
+        statistics (intervals per epoch grouped by length: a ragged structure, not a
+        tensor an observed variable can hold), of which the count is a summary. So the
+        log-probability is defined at the observed counts only (any other value is an
+        error, as ``quiet``'s of :mod:`bayesrate.models.likelihood`), and draws replicate
+        the count: a path per page drawn given its data and the draw's parameters
+        (:meth:`replicate_page_detections`), then a Binomial per group of the page's
+        intervals. ``pm.compute_log_likelihood`` gives one term per page, the unit of
+        leave-one-page-out (:meth:`marginal_page_loglik`'s terms at the fit's draws, but
+        for the ``dynamic`` model's Laplace paths: those are on the grid), and their sum
+        is the model's likelihood.
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+        from pymc.distributions.dist_math import check_parameters
+
+        observed = self.replicated_groups(data)[4]
+
+        def logp(value, *params):
+            return check_parameters(
+                terms(*params),
+                pt.all(pt.eq(value, observed)),
+                msg=f"{PAGE_DETECTIONS}: the log-probability is that of the fitted records",
+            )
+
+        def random(*params, rng=None, size=None):
+            values = [np.asarray(p) for p in params]
+            return self.replicate_page_detections(data, values, rng, layout)
+
+        inputs = ["(p,k)", "(d,k,k)"] if layout is None else ["(p)"] * len(params)
+        signature = ",".join(inputs) + "->(p)"
+        return pm.CustomDist(
+            PAGE_DETECTIONS,
+            *params,
+            logp=logp,
+            random=random,
+            signature=signature,
+            dtype="int64",
+            observed=observed,
+            dims=DIM_PAGE,
+        )
+
+    def _page_paths(self, data: Observations):
+        """Each page's log Σ over paths on the grid (a function of the initial
+        distributions and the domains' transitions; PyTensor)."""
+        from bayesrate.models.hmm import page_paths_logp
+
+        cells = self.cells(data)
+        emission, log_scale = self.emission(data)
+        first, last = cells.first_column, cells.last_column
+
+        def grid_terms(init, transitions):
+            logp = page_paths_logp(init, transitions, emission, data.domain_codes, first, last)
+            return logp + log_scale
+
+        return grid_terms
+
+    def replicated_groups(self, data: Observations):
+        """``data``'s intervals grouped by (page, column of the closing visit's epoch,
+        length): each group's page, column, length (hours) and number of intervals, and
+        each page's number of detections (:data:`PAGE_DETECTIONS`' observed value)."""
+        cache = getattr(self, "_replicated_cache", None)
+        if cache is None or cache[0] is not data:
+            cells = self.cells(data)
+            ends = np.flatnonzero(~data.is_baseline)
+            page = data.page_of_visit[ends].astype(np.int64)
+            tau = data.time[ends] - data.time[ends - 1]
+            column = end_epochs(data.time[ends], cells.anchor, cells.epoch_hours)
+            column = column - cells.first_epoch
+            lengths, code = np.unique(tau, return_inverse=True)
+            key = (page * max(cells.n_epochs, 1) + column) * len(lengths) + code.reshape(-1)
+            keys, n = np.unique(key, return_counts=True)
+            cell, length = np.divmod(keys, len(lengths))
+            group_page, group_column = np.divmod(cell, max(cells.n_epochs, 1))
+            changed = data.changed[ends].astype(np.int64)
+            counts = np.bincount(page, weights=changed, minlength=data.n_pages)
+            cache = self._replicated_cache = (
+                data, group_page, group_column, lengths[length], n, counts.astype(np.int64)
+            )  # fmt: skip
+        return cache[1:]
+
+    def replicate_page_detections(
+        self, data: Observations, params: list[np.ndarray], rng, layout=None
+    ) -> np.ndarray:
+        """One replicate of each page's detections (:data:`PAGE_DETECTIONS`) at one draw
+        of the parameters of the fitted paths (``params``, numpy: the grid's initial
+        distributions and transitions, or with ``layout`` the Laplace paths' per-page
+        ``m, s, w[, rho[, level sd]]``, :meth:`_path_prior_graph`).
+
+        A path per page is drawn on the grid from its posterior given the page's data
+        (forward filtering, backward sampling; the Laplace paths' page level, where they
+        have one, first from its Laplace posterior, as :meth:`level_draws`), and each
+        group of its intervals (:meth:`replicated_groups`) ends in ``Binomial(n, 1 −
+        exp(−λτ))`` detections, ``λ`` the path's rate in the group's column (the grid
+        node's, the rate the emission table holds)."""
+        from bayesrate.models.hmm import sample_paths
+
+        cells = self.cells(data)
+        grid = self.grid(data)
+        if layout is None:
+            init, transitions = params
+            index = self._walk_index(data)
+        else:
+            init, transitions, index = self._laplace_chain(params, grid, layout, rng)
+        states = sample_paths(
+            init,
+            transitions,
+            self.emission(data)[0],
+            index,
+            cells.first_column,
+            cells.last_column,
+            rng,
+        )
+        page, column, length, n, _ = self.replicated_groups(data)
+        probability = -np.expm1(-np.exp(grid[states[page, column]]) * length)
+        detections = rng.binomial(n, probability)
+        return np.bincount(page, weights=detections, minlength=data.n_pages).astype(np.int64)
+
+    def _laplace_chain(self, params: list[np.ndarray], grid: np.ndarray, layout, rng):
+        """The grid chain of the Laplace paths' per-page ``m, s, w[, rho[, level sd]]``:
+        initial distributions, the distinct transition matrices and which each page
+        takes (its level drawn from the level's Laplace posterior where it has one)."""
+        from bayesrate.models.laplace import laplace_logp_grad
+
+        m, s, w = (np.asarray(p, dtype=np.float64) for p in params[:3])
+        rho = np.asarray(params[3], dtype=np.float64) if len(params) > 3 else np.ones_like(m)
+        centre = m
+        if len(params) > 4:
+            level_sd = np.asarray(params[4], dtype=np.float64)
+            result = laplace_logp_grad(m, s, w, layout, rho=rho, level_sd=level_sd)
+            mode, correction, variance = result.level_moments
+            has = layout.page_start[1:] > layout.page_start[:-1]
+            spread = np.sqrt(np.where(has, variance, 1.0))
+            mean = np.where(has, mode + np.clip(correction, -spread, spread), m)
+            centre = mean + np.where(has, spread, level_sd) * rng.standard_normal(len(m))
+        init = normal_bins(centre, s, bin_edges(grid))
+        phi = float(rho[0]) if len(rho) else 1.0
+        if phi == 1.0:
+            rows, index = np.unique(w, return_inverse=True)
+            transitions = transition_matrices(rows, grid, np)
+        else:
+            rows, index = np.unique(np.stack([centre, w], axis=1), axis=0, return_inverse=True)
+            transitions = transition_matrices(rows[:, 1], grid, np, rows[:, 0], phi)
+        return init, transitions, index.reshape(-1)
 
     def _walk_phi(self):
         """``walk_phi`` of a reverting walk (in the current model), else None."""
@@ -1032,21 +1200,12 @@ class DynamicModel(HierarchicalModel):
         one) and fitted columns (none here)."""
         return own
 
-    def compute_log_likelihood(self, max_draws: int | None = None):
-        self._not_built("compute_log_likelihood")
-
-    def sample_posterior_predictive(self, *args, **kwargs):
-        self._not_built("sample_posterior_predictive")
-
     def page_loglik(self, max_draws: int | None = None) -> np.ndarray:
-        self._not_built("page_loglik (a page's likelihood depends on its whole path)")
-
-    def _not_built(self, what: str):
-        raise NotImplementedError(
-            f"{what} is not built for the dynamic model (paths are marginalised out); "
-            "use predict (detections on visit times), marginal_page_loglik (each page's "
-            "paths summed out) or `bayesrate study forecast --methods dynamic`"
-        )
+        """``(draws, pages)`` each page's log-likelihood with its path integrated out, at
+        each kept posterior draw: :meth:`marginal_page_loglik` (a page's likelihood
+        depends on its whole path, never on one rate)."""
+        self._require_fit()
+        return self.marginal_page_loglik(self.thinned_posterior(max_draws))
 
     # ------------------------------------------------------------------ forecast predictive
     def forecast_groups(self, d, by_length):

@@ -256,6 +256,102 @@ def paths_logp(init, transitions, emission, domain, first, last, shift=None, add
     return op(*free, *(pt.constant(a) for a in (*data, *index)))[0]
 
 
+def page_paths_logp(init, transitions, emission, domain, first, last):
+    """The PyTensor vector of each page's ``log Σ_paths`` (:func:`paths_logp`'s terms;
+    gradient with respect to ``init`` and ``transitions``, the data constants). The
+    gradient of a weighted sum of the terms is exact for ``init`` (each page's own row);
+    ``transitions`` are shared by a domain's pages, and the kernel sums their terms'
+    gradients, so the weights must be equal (the model's log density, their sum: checked
+    when the gradient is evaluated)."""
+    import pytensor.tensor as pt
+
+    index = [np.asarray(a, dtype=np.int64) for a in (domain, first, last)]
+    free = [pt.as_tensor_variable(x) for x in (init, transitions)]
+    data = np.ascontiguousarray(emission, dtype=np.float64)
+    return _page_op()(*free, *(pt.constant(a) for a in (data, *index)))[0]
+
+
+@cache
+def page_value_and_gradient_op():
+    """The base of an Op whose first ``n_free`` inputs are free and the rest constants, and
+    whose outputs are a vector of per-page log-likelihood terms and the gradient of their
+    sum with respect to each free input (computed together by a kernel). A free input
+    whose leading axis is the page (``shared[i]`` False) has rows that only their page's
+    term depends on, so the pullback of any weights ``g`` is ``g[p]·row p``, exact; a
+    shared input's is exact for equal weights only (the sum), which the pullback checks."""
+    import pytensor.tensor as pt
+    from pytensor.gradient import disconnected_type
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
+    from pytensor.raise_op import Assert
+
+    equal_weights = Assert("the pages' terms are differentiated as their sum only")
+
+    class PageValueAndGradientOp(Op):
+        n_free: int
+        shared: tuple[bool, ...]
+
+        def make_node(self, *inputs):
+            outputs = [pt.dvector(), *(x.type() for x in inputs[: self.n_free])]
+            return Apply(self, list(inputs), outputs)
+
+        def pullback(self, inputs, outputs, output_grads):
+            g = output_grads[0]
+            grads = []
+            for shared, x in zip(self.shared, outputs[1:], strict=True):
+                if shared:
+                    uniform = equal_weights(g[0], pt.all(pt.eq(g, g[0])))
+                    grads.append(uniform * x)
+                else:
+                    grads.append(pt.shape_padright(g, x.ndim - 1) * x)
+            n_const = len(inputs) - self.n_free
+            return [*grads, *(disconnected_type() for _ in range(n_const))]
+
+        def connection_pattern(self, node):
+            n_out = self.n_free + 1
+            n_const = len(node.inputs) - self.n_free
+            return [[True] * n_out] * self.n_free + [[False] * n_out] * n_const
+
+    return PageValueAndGradientOp
+
+
+_PAGE_OP = None
+
+
+def _page_op():
+    """:func:`page_paths_logp`'s Op (defined and registered on first use)."""
+    global _PAGE_OP
+    if _PAGE_OP is not None:
+        return _PAGE_OP
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+
+    class PagePathsLogp(page_value_and_gradient_op()):
+        """Outputs ``(each page's log Σ_paths, ∂ Σ/∂init, ∂ Σ/∂T)``. Free inputs
+        ``init`` (per page) and ``transitions`` (shared); then the constants emission,
+        domain, first, last."""
+
+        __props__ = ()
+        n_free = 2
+        shared = (False, True)
+
+        def perform(self, node, inputs, output_storage):
+            for i, value in enumerate(kernels.page_logp_grad(*inputs)):
+                output_storage[i][0] = value
+
+    page_logp_grad = kernels.page_logp_grad
+
+    @register_funcify_and_cache_key(PagePathsLogp)
+    def _numba_page_paths_logp(op, node=None, **kwargs):
+        @numba_njit
+        def paths(*args):
+            return page_logp_grad(*args)
+
+        return paths, f"bayesrate-page-paths-logp-v{_KERNEL_VERSION}"
+
+    _PAGE_OP = PagePathsLogp()
+    return _PAGE_OP
+
+
 _OPS: dict[int, object] = {}
 
 

@@ -257,6 +257,90 @@ def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1, rho=None, le
     return _op_class()(int(order), len(free))(*free, *constants)[0]
 
 
+def laplace_page_logps(m, s, w, layout: PathLayout, order: int = 1, rho=None, level_sd=None):
+    """The PyTensor vector of each page's ``log Z_p`` (:func:`laplace_paths_logp`'s terms,
+    the same kernel). Every free input is per page and a page's ``log Z_p`` depends on its
+    own only, so the gradient of any weighted sum of the terms is exact."""
+    import pytensor.tensor as pt
+
+    if (rho is not None or level_sd is not None) and order != 1:
+        raise ValueError("the second-order Laplace term takes the random walk only")
+    if level_sd is not None and rho is None:
+        raise ValueError("a page level takes a reverting walk (rho)")
+    free = [pt.as_tensor_variable(v) for v in (m, s, w, rho, level_sd) if v is not None]
+    constants = [pt.constant(a) for a in layout.constants]
+    if level_sd is None:
+        constants.insert(0, pt.constant(np.zeros(layout.n_pages)))
+    if rho is None:
+        constants.insert(0, pt.constant(np.ones(layout.n_pages)))
+    return _page_op_class()(int(order), len(free))(*free, *constants)[0]
+
+
+_PAGE_OP_CLASS = None
+
+
+def _page_op_class():
+    """:func:`laplace_page_logps`' Op class (defined and registered on first use)."""
+    global _PAGE_OP_CLASS
+    if _PAGE_OP_CLASS is not None:
+        return _PAGE_OP_CLASS
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+
+    from bayesrate.models.hmm import page_value_and_gradient_op
+
+    class LaplacePageLogps(page_value_and_gradient_op()):
+        """Outputs ``(each page's log Z_p, ∂/∂m, ∂/∂s, ∂/∂w[, ∂/∂ρ[, ∂/∂τ]])``, every
+        free input per page (see :class:`LaplacePathsLogp`)."""
+
+        __props__ = ("order", "n_free")
+
+        def __init__(self, order: int, n_free: int = 3):
+            if n_free not in (3, 4, 5):
+                raise ValueError("LaplacePageLogps takes 3, 4 or 5 free inputs")
+            self.order = order
+            self.n_free = n_free
+            self.shared = (False,) * n_free
+            super().__init__()
+
+        def perform(self, node, inputs, output_storage):
+            results = kernels.laplace_logp_grad(*inputs, self.order)
+            for i, result in enumerate((4, 1, 2, 3, 8, 9)[: self.n_free + 1]):
+                output_storage[i][0] = np.asarray(results[result])
+
+    kernel = kernels.laplace_logp_grad
+
+    @register_funcify_and_cache_key(LaplacePageLogps)
+    def _numba_laplace_pages(op, node=None, **kwargs):
+        order = op.order
+        key = f"bayesrate-laplace-pages-v{_KERNEL_VERSION}-order{order}-free{op.n_free}"
+        if op.n_free == 5:
+
+            @numba_njit
+            def levelled(*args):
+                r = kernel(*args, order)
+                return r[4], r[1], r[2], r[3], r[8], r[9]
+
+            return levelled, key
+        if op.n_free == 4:
+
+            @numba_njit
+            def reverting(*args):
+                r = kernel(*args, order)
+                return r[4], r[1], r[2], r[3], r[8]
+
+            return reverting, key
+
+        @numba_njit
+        def laplace(*args):
+            r = kernel(*args, order)
+            return r[4], r[1], r[2], r[3]
+
+        return laplace, key
+
+    _PAGE_OP_CLASS = LaplacePageLogps
+    return _PAGE_OP_CLASS
+
+
 _OP_CLASS = None
 
 

@@ -139,12 +139,21 @@ def paths_by_enumeration(
     return np.array(totals), np.array(last)
 
 
+def paths_term(pm_model):
+    """The paths' log-likelihood summed over pages, in terms of the value variables: the
+    observed ``page_detections``' (a potential for the research models' paths)."""
+    if pm_model.potentials:
+        return pm_model.replace_rvs_by_values([pm_model.potentials[0]])[0]
+    return pm_model.logp(vars=[pm_model["page_detections"]], jacobian=False)
+
+
 def random_points(pm_model, names, seed: str, n: int = 3):
-    """The model's potential and the variables ``names`` at ``n`` random points around its
-    initial point."""
-    outputs = pm_model.replace_rvs_by_values(
-        [pm_model.potentials[0], *(pm_model[name] for name in names)]
-    )
+    """The paths' log-likelihood (:func:`paths_term`) and the variables ``names`` at ``n``
+    random points around the model's initial point."""
+    outputs = [
+        paths_term(pm_model),
+        *pm_model.replace_rvs_by_values([pm_model[name] for name in names]),
+    ]
     values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
     rng = np.random.default_rng(seed_of(seed))
     base = pm_model.initial_point()

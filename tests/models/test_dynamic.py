@@ -39,6 +39,7 @@ from tests.models.dynamic_checks import (
     group_columns,
     mixed_posterior,
     paths_by_enumeration,
+    paths_term,
     random_points,
     tiny_world,
     within,
@@ -167,14 +168,12 @@ def test_logp_and_filter_equal_path_enumeration(tiny):
     model = DynamicModel(model_config={"grid_size": 9})
     pm_model = model.build_model(tiny)
     assert model.cells(tiny).n_epochs == 3
-    outputs = pm_model.replace_rvs_by_values(
-        [
-            pm_model.potentials[0],
-            pm_model["mu_domain"],
-            pm_model["sigma_page"],
-            pm_model["sigma_walk"],
-        ]
-    )
+    outputs = [
+        paths_term(pm_model),
+        *pm_model.replace_rvs_by_values(
+            [pm_model["mu_domain"], pm_model["sigma_page"], pm_model["sigma_walk"]]
+        ),
+    ]
     values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
     rng = np.random.default_rng(seed_of("dyn-enumerate"))
     base = pm_model.initial_point()
@@ -256,7 +255,7 @@ def test_registered_and_unsupported_calls_say_so(tiny):
         DynamicModel(model_config={"grid_size": 2})
     with pytest.raises(RuntimeError, match="not fitted"):
         DynamicModel().predict(tiny)
-    with pytest.raises(NotImplementedError, match="marginal_page_loglik"):
+    with pytest.raises(RuntimeError, match="not fitted"):
         DynamicModel().page_loglik()
 
 

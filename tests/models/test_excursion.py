@@ -31,6 +31,7 @@ from tests.models.dynamic_checks import (
     fixed_posterior,
     group_columns,
     mixed_posterior,
+    paths_term,
     tiny_world,
     within,
 )
@@ -184,9 +185,9 @@ def test_conditional_paths_on_the_grid_revert_to_each_page_level(tiny):
         np.testing.assert_allclose(got[i], want, atol=5e-3)
 
 
-def test_paths_potential_is_the_laplace_kernel_with_the_level_integrated(tiny):
-    """The fit's potential is the Laplace kernel with each page's level ``Normal(mu_domain,
-    sigma_page)`` integrated, first-column sd ``sigma_walk``, step sd
+def test_paths_likelihood_is_the_laplace_kernel_with_the_level_integrated(tiny):
+    """The paths' likelihood (summed over pages) is the Laplace kernel with each page's
+    level ``Normal(mu_domain, sigma_page)`` integrated, first-column sd ``sigma_walk``, step sd
     ``sigma_walk·√(1 − phi²)`` and reversion ``phi``."""
     from bayesrate.models.laplace import PathLayout, laplace_logp_grad
 
@@ -195,9 +196,8 @@ def test_paths_potential_is_the_laplace_kernel_with_the_level_integrated(tiny):
     assert "page_level" not in pm_model.named_vars
     assert "pages_centred" not in model._build_notes["parameterisation"]  # none sampled
     names = ["mu_domain", "sigma_page", "sigma_walk", "walk_phi"]
-    outputs = pm_model.replace_rvs_by_values(
-        [pm_model.potentials[0], *(pm_model[name] for name in names)]
-    )
+    outputs = [paths_term(pm_model),
+               *pm_model.replace_rvs_by_values([pm_model[name] for name in names])]  # fmt: skip
     values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
     layout = PathLayout.from_cells(model.cells(tiny))
     rng = np.random.default_rng(seed_of("exc-potential"))

@@ -116,18 +116,20 @@ def test_cli_help_does_not_import_pymc():
 
 
 def test_fit_command_dynamic_model_saves_and_loads(csv_path, tmp_path, capsys):
-    """``--model dynamic``: no pointwise predictive (said so), the fit saved and loaded back
-    with the same current rates."""
+    """``--model dynamic``: the fit saved with each page's log-likelihood and predictive
+    detections (paths integrated out) and loaded back with the same current rates."""
     out = tmp_path / "dyn"
     argv = ["fit", "--input", str(csv_path), "--model", "dynamic", "--draws", "100"]
     argv += ["--tune", "100", "--chains", "2", "--seed", "cli-dyn", "--out", str(out)]
     code = main(argv)
     diag = json.loads((out / "diagnostics.json").read_text())
     assert code == (0 if diag["converged"] else 3)
-    assert "no pointwise log-likelihood" in capsys.readouterr().err
+    assert "log-likelihood and posterior predictive on" in capsys.readouterr().err
     from bayesrate.models import DynamicModel
 
     loaded = DynamicModel.load(out / "fit.nc")
+    for group in ("observed_data", "log_likelihood", "posterior_predictive"):
+        assert loaded.idata_[group]["page_detections"].sizes["page"] == 6
     pages = pd.read_csv(out / "pages.csv")
     assert len(pages) == 6
     np.testing.assert_allclose(

@@ -338,3 +338,225 @@ def test_modulated_uses_the_span_where_it_is_cheaper(obs):
         groups = visit_patterns(data, "UTC").groups("hour_of_week")
         busy = groups.select(groups.detected > 0)
         assert (model._quiet_span(data, busy) is not None) == expect_span
+
+
+# --------------------------------------------------------------------------- the dynamic family
+#: the dynamic family's variants: model, config, whether its paths are integrated on the grid
+DYNAMIC_VARIANTS = {
+    "grid": ("dynamic", {"grid_size": 9}),
+    "grid-reverting": ("dynamic", {"grid_size": 9, "walk": "reverting"}),
+    "laplace": ("dynamic", {"grid_size": 9, "path_integral": "laplace"}),
+    "excursion": ("excursion", {"grid_size": 9}),
+}
+
+
+def _as_fitted_to_prior_draws(model, data, n: int, seed: str):
+    """``model`` as if fitted to ``data``, its posterior ``n`` prior draws of the
+    population (every free variable and the deterministics the paths take)."""
+    import pymc as pm
+
+    pm_model = model.build_model(data)
+    names = [rv.name for rv in pm_model.free_RVs]
+    names += [n for n in ("mu_domain", "sigma_walk") if n not in names]
+    prior = pm.sample_prior_predictive(
+        draws=n, model=pm_model, var_names=names, random_seed=seed_of(seed) % 2**32
+    )
+    const = xr.Dataset({"domain": (("page",), np.asarray(data.pages["domain"]).astype(str))})
+    model.idata_ = xr.DataTree.from_dict(
+        {"posterior": prior["prior"].to_dataset(), "constant_data": const}
+    )
+    return model
+
+
+@pytest.mark.parametrize("variant", list(DYNAMIC_VARIANTS))
+def test_dynamic_page_terms_sum_to_the_former_potential(variant):
+    """The observed ``page_detections``' terms, one per page, sum to the scalar kernel the
+    model added as its potential before (on the same parameters of the graph), at points
+    around the initial point."""
+    from bayesrate.models import get_model
+    from bayesrate.models.laplace import PathLayout, laplace_paths_logp
+    from tests.models.dynamic_checks import tiny_world
+
+    tiny = tiny_world()
+    name, config = DYNAMIC_VARIANTS[variant]
+    model = get_model(name)(config)
+    pm_model = model.build_model(tiny)
+    assert not pm_model.potentials
+    rv = pm_model["page_detections"]
+    params = rv.owner.op.dist_params(rv.owner)
+    if variant.startswith("grid"):
+        potential = model._paths(tiny, *params)
+    else:
+        rho, level = [*params[3:], None, None][:2]
+        layout = PathLayout.from_cells(model.cells(tiny))
+        potential = laplace_paths_logp(*params[:3], layout, 1, rho, level)
+    terms = pm_model.logp(vars=[rv], sum=False, jacobian=False)[0]
+    outputs = [terms, *pm_model.replace_rvs_by_values([potential])]
+    values = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(seed_of(f"native-terms-{variant}"))
+    base = pm_model.initial_point()
+    for _ in range(3):
+        got, want = values({k: v + rng.normal(0, 0.6, np.shape(v)) for k, v in base.items()})
+        assert got.shape == (tiny.n_pages,)
+        assert got.sum() == pytest.approx(float(want), rel=1e-12)
+
+
+@pytest.mark.parametrize("variant", list(DYNAMIC_VARIANTS))
+def test_dynamic_pointwise_loglik_is_each_pages_integrated_paths(variant):
+    """``pm.compute_log_likelihood`` gives one term per page: on the grid every path's
+    probability enumerated (:func:`paths_by_enumeration`, scipy's Normal CDFs and a
+    Bernoulli per interval); with Laplace paths the kernel's per-page ``log Z``. Each term
+    is :meth:`marginal_page_loglik`'s (and so ``page_loglik``'s)."""
+    from bayesrate.models import DynamicModel, get_model
+    from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+    from tests.models.dynamic_checks import paths_by_enumeration, tiny_world
+
+    tiny = tiny_world()
+    name, config = DYNAMIC_VARIANTS[variant]
+    model = _as_fitted_to_prior_draws(get_model(name)(config), tiny, 4, f"native-{variant}")
+    ll = model.compute_log_likelihood()
+    assert list(ll.data_vars) == ["page_detections"]
+    assert ll["page_detections"].dims == ("chain", "draw", "page")
+    got = ll["page_detections"].values[0]
+    post = model.thinned_posterior()
+    draws = model._stacked(post, names=DynamicModel.filter_vars)  # the population's
+    dom, cells = tiny.domain_codes, model.cells(tiny)
+    for i in range(len(got)):
+        if variant.startswith("grid"):
+            phi = draws["walk_phi"][i] if "walk_phi" in draws else None
+            want, _ = paths_by_enumeration(model, tiny, draws["mu_domain"][i],
+                                           draws["sigma_page"][i], draws["sigma_walk"][i],
+                                           phi=phi)  # fmt: skip
+            np.testing.assert_allclose(got[i], want, rtol=1e-9)
+        else:
+            layout = PathLayout.from_cells(cells)
+            sd, phi = draws["sigma_walk"][i, dom], draws.get("walk_phi", np.ones(4))[i]
+            step = sd * np.sqrt(1 - phi**2) if variant == "excursion" else sd
+            level_sd = draws["sigma_page"][i] if variant == "excursion" else 0.0
+            first_sd = sd if variant == "excursion" else draws["sigma_page"][i]
+            kernel = laplace_logp_grad(draws["mu_domain"][i, dom], first_sd, step, layout,
+                                       rho=phi, level_sd=level_sd)  # fmt: skip
+            np.testing.assert_allclose(got[i], kernel.per_page, rtol=1e-12)
+    pred = model.sample_posterior_predictive()["page_detections"]
+    assert pred.dims == ("chain", "draw", "page") and pred.dtype.kind == "i"
+    intervals = np.diff(tiny.offsets) - 1
+    assert ((pred.values >= 0) & (pred.values <= intervals)).all()
+    if variant != "laplace":  # the dynamic model's LOO terms are the grid's
+        np.testing.assert_allclose(model.marginal_page_loglik(post), got, rtol=1e-9)
+        np.testing.assert_allclose(model.page_loglik(), got, rtol=1e-9)
+
+
+@pytest.mark.parametrize("integral", ["grid", "laplace"])
+@pytest.mark.parametrize("walk", ["random", "reverting"])
+def test_dynamic_replicates_draw_each_path_given_the_data(integral, walk):
+    """The observed variable's draws at one parameter point: each page's replicated
+    detections have the mean of its intervals' detection probabilities over its path
+    posterior given its data (every path enumerated), with either path integral's
+    parameters."""
+    import math
+
+    from bayesrate.models import DynamicModel
+    from tests.models.dynamic_checks import (
+        POINT,
+        fixed_posterior,
+        paths_by_enumeration,
+        tiny_world,
+        within,
+    )
+
+    tiny = tiny_world()
+    phi = 0.7 if walk == "reverting" else None
+    config = {"grid_size": 7, "walk": walk, "path_integral": integral}
+    extra = {} if phi is None else {"walk_phi": np.array(phi)}
+    model = fixed_posterior(DynamicModel(model_config=config), tiny, 1, extra=extra)
+    draws = model._stacked(model.thinned_posterior())
+    dom = tiny.domain_codes
+    if integral == "grid":
+        params, layout = list(model._chain(draws, 0, tiny)), None
+    else:
+        from bayesrate.models.laplace import PathLayout
+
+        ones = np.ones(tiny.n_pages)
+        params = [POINT["mu_domain"][dom], POINT["sigma_page"] * ones, POINT["sigma_walk"][dom]]
+        params += [] if phi is None else [phi * ones]
+        layout = PathLayout.from_cells(model.cells(tiny))
+    posteriors = []
+    paths_by_enumeration(model, tiny, POINT["mu_domain"], POINT["sigma_page"],
+                         POINT["sigma_walk"], posteriors=posteriors, phi=phi)  # fmt: skip
+    grid = model.grid(tiny)
+    page, column, length, trials, observed = model.replicated_groups(tiny)
+    assert (np.bincount(page, weights=trials) == np.diff(tiny.offsets) - 1).all()
+    assert (observed == np.bincount(tiny.page_of_visit, weights=tiny.changed)).all()
+    want = np.zeros(tiny.n_pages)
+    for g in range(len(page)):
+        paths, weights = posteriors[page[g]]
+        lam = np.exp(grid[paths[:, column[g]]])
+        want[page[g]] += trials[g] * (weights @ -np.expm1(-lam * length[g]))
+    rng = np.random.default_rng(seed_of(f"native-replicates-{integral}-{walk}"))
+    n = 3000
+    got = np.array([model.replicate_page_detections(tiny, params, rng, layout) for _ in range(n)])
+    within(got.mean(axis=0), want, got.std(axis=0) / math.sqrt(n))
+    assert got.std(axis=0).min() > 0
+
+
+@pytest.fixture(scope="module")
+def excursion_cli_fit(tmp_path_factory):
+    """The recommended model fitted by ``bayesrate fit`` on a small world of excursions
+    (12 pages, 4 epochs of daily visits), its saved fit and the observations."""
+    from bayesrate.cli import main
+    from tests.models.test_excursion import excursion_world
+
+    obs, _, _ = excursion_world("pymc-native-exc", 12, 2, 4, [0.5, 0.8], 0.6)
+    root = tmp_path_factory.mktemp("excursion-fit")
+    obs.to_frame().to_csv(root / "obs.csv", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a short fit; gates not tested
+        code = main(["fit", "--input", str(root / "obs.csv"), "--model", "excursion",
+                     "--draws", "300", "--tune", "300", "--chains", "2",
+                     "--seed", "pymc-native-exc", "--predictive-draws", "600", "--quiet",
+                     "--out", str(root / "fit")])  # fmt: skip
+    assert code in (0, 3)
+    return root / "fit" / "fit.nc", obs
+
+
+def test_saved_excursion_fit_has_pymc_groups_and_round_trips(excursion_cli_fit):
+    """The saved fit carries ``observed_data`` (each page's detections),
+    ``log_likelihood`` (one term per page and draw) and ``posterior_predictive``; loaded,
+    its log-likelihood is ``page_loglik``'s at the same draws and its rebuilt model
+    evaluates the same."""
+    from bayesrate.models import ExcursionModel
+
+    path, obs = excursion_cli_fit
+    tree = xr.open_datatree(path, engine="h5netcdf").load()
+    assert {"observed_data", "log_likelihood", "posterior_predictive"} <= set(tree.children)
+    counts = np.bincount(obs.page_of_visit, weights=obs.changed, minlength=obs.n_pages)
+    np.testing.assert_array_equal(tree["observed_data"]["page_detections"].values, counts)
+    for group in ("log_likelihood", "posterior_predictive"):
+        var = tree[group]["page_detections"]
+        assert var.dims == ("chain", "draw", "page") and var.shape == (2, 300, obs.n_pages)
+    loaded = RateModel.load(path)
+    assert type(loaded) is ExcursionModel and loaded.observed_groups
+    saved = tree["log_likelihood"]["page_detections"].values.reshape(-1, obs.n_pages)
+    np.testing.assert_allclose(loaded.page_loglik(600), saved, rtol=1e-10)
+    again = loaded.compute_log_likelihood(max_draws=600)["page_detections"].values
+    np.testing.assert_allclose(again.reshape(-1, obs.n_pages), saved, rtol=1e-12)
+
+
+def test_excursion_posterior_predictive_reproduces_the_detection_rate(excursion_cli_fit):
+    """``pm.sample_posterior_predictive`` on the saved fit (each page's path drawn given its
+    data, then a Binomial per group of its intervals) reproduces the observed detection
+    rate within 4 Monte Carlo standard errors of the replicates' mean (autocorrelation
+    counted, ``arviz_stats.mcse``); a replicate that ignores the paths (every page at its
+    domain's mean rate) is 12 of them away."""
+    from arviz_stats import mcse
+
+    path, obs = excursion_cli_fit
+    loaded = RateModel.load(path)
+    saved = loaded.idata_["posterior_predictive"].to_dataset()
+    again = loaded.sample_posterior_predictive(max_draws=600, seed="native-exc-ppc")
+    for pred in (saved, again):
+        rate = pred["page_detections"].sum("page") / obs.n_intervals
+        assert rate.dims == ("chain", "draw") and float(rate.std()) > 0
+        error = float(mcse(rate, method="mean"))
+        observed = obs.n_changes / obs.n_intervals
+        assert abs(float(rate.mean()) - observed) < 4 * error, (float(rate.mean()), observed, error)
