@@ -12,7 +12,7 @@ snapshot is the single-process way).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_fleet.py [--urls 1000000] [--workers 8]
+    .venv/bin/python benchmarks/bench_frontier.py [--urls 1000000] [--workers 8]
         [--batch 1000] [--rounds 20] [--postgres URL]
 
 Without ``--postgres`` (or ``BAYESRATE_TEST_POSTGRES``) it starts a throwaway cluster
@@ -127,10 +127,10 @@ def bench(args: argparse.Namespace) -> dict:
     import psycopg
 
     with psycopg.connect(args.postgres, autocommit=True) as con:
-        con.execute("DROP SCHEMA IF EXISTS bench_fleet CASCADE")
-        con.execute("CREATE SCHEMA bench_fleet")
+        con.execute("DROP SCHEMA IF EXISTS bench_frontier CASCADE")
+        con.execute("CREATE SCHEMA bench_frontier")
     sep = "&" if "?" in args.postgres else "?"
-    location = f"{args.postgres}{sep}options=-csearch_path%3Dbench_fleet"
+    location = f"{args.postgres}{sep}options=-csearch_path%3Dbench_frontier"
     config = SchedulerConfig()
     t = time.perf_counter()
     with PgStore.create(location, config=config) as store:
@@ -171,7 +171,7 @@ def bench(args: argparse.Namespace) -> dict:
         "reported_fetches_per_second": round(reported / wall),
     }
     with psycopg.connect(args.postgres, autocommit=True) as con:
-        con.execute("DROP SCHEMA bench_fleet CASCADE")
+        con.execute("DROP SCHEMA bench_frontier CASCADE")
     return {
         "urls": args.urls,
         "workers": args.workers,
