@@ -87,7 +87,7 @@ def _sqlite_worker(path: str, w: int, workers: int, rounds: int, batch: int, go,
 #: the ceiling's table: a copy of the state's ``urls`` rows (same width), its primary key
 #: and a due index; ``due`` is a plain column so that the statements are the minimal ones
 CEILING_SETUP = (
-    "CREATE TABLE ceiling WITH (fillfactor = 70) AS SELECT id, url, host, weight, alpha, beta,"
+    "CREATE TABLE ceiling WITH (fillfactor = 50) AS SELECT id, url, host, weight, alpha, beta,"
     " log_weights, last_fetch, last_change, n_fetch, n_changed, target,"
     " last_fetch + due_after AS due, lease_until FROM urls",
     "ALTER TABLE ceiling ADD PRIMARY KEY (id)",

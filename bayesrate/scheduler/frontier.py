@@ -235,8 +235,7 @@ class Frontier:
         def apply(con: Any) -> tuple[ReportResult, Batch | None]:
             store = self.store
             # lock the URLs' rows first (in id order, as every writer), then the fetches
-            url_ids = con.execute(pgsql.URLS_OF_FETCHES, (ids,)).fetchall()
-            con.execute(pgsql.URLS_LOCK, (sorted(u for (u,) in url_ids),))
+            lease_of = dict(con.execute(pgsql.URLS_OF_FETCHES_LOCK, (ids,)).fetchall())
             found = {r[0]: r[1:] for r in con.execute(pgsql.FETCHES_OF_REPORT, (ids,)).fetchall()}
             unknown = [i for i, f in enumerate(ids) if f not in found]
             if unknown:
@@ -248,11 +247,25 @@ class Frontier:
                 )
             status = _statuses(ids, times, found)
             fresh = [i for i, s in enumerate(status) if s == "applied"]
+            new = [i for i, s in enumerate(status) if s != "duplicate"]
+            # rows whose live lease is one of the reported fetches: cleared (a URL leased
+            # again since keeps its new lease), by the state update for the applied ones
+            new_ids = {ids[i] for i in new}
+            clear = {u for u, f in lease_of.items() if f is not None and f in new_ids}
             batch = None
             if fresh:
                 urls = [found[ids[i]][0] for i in fresh]
+                url_ids = {found[ids[i]][0]: found[ids[i]][3] for i in fresh}
                 t, c = times[fresh], changed[fresh]
-                batch = store._apply_in(con, urls, lambda work: work.observe(urls, t, c), log=True)
+                batch = store._apply_in(
+                    con,
+                    urls,
+                    lambda work: work.observe(urls, t, c),
+                    log=True,
+                    url_ids=url_ids,
+                    clear_leases=clear,
+                )
+                clear -= set(url_ids.values())
                 latest: dict[str, tuple[float, str]] = {}  # per URL: its latest fetch's
                 for i in fresh:
                     url = found[ids[i]][0]
@@ -260,7 +273,6 @@ class Frontier:
                         latest[url] = (float(times[i]), digests[i])
                 if latest:
                     con.execute(pgsql.DIGESTS_SET, (list(latest), [d for _, d in latest.values()]))
-            new = [i for i, s in enumerate(status) if s != "duplicate"]
             if new:
                 con.execute(
                     pgsql.FETCHES_REPORTED,
@@ -272,9 +284,8 @@ class Frontier:
                         [status[i] for i in new],
                     ),
                 )
-                con.execute(
-                    pgsql.LEASES_CLEAR, ([found[ids[i]][3] for i in new], [ids[i] for i in new])
-                )
+            if clear:  # leases of stale fetches only
+                con.execute(pgsql.LEASES_CLEAR, (sorted(clear), [ids[i] for i in new]))
             revision = (
                 batch.after["revision"] if batch else store._counters(con, lock=False)["revision"]
             )

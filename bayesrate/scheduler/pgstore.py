@@ -334,11 +334,23 @@ class PgStore(StateStore):
         change: Callable[[SchedulerState], Any],
         *,
         log: bool,
+        url_ids: dict[str, int] | None = None,
+        clear_leases: set[int] | frozenset[int] = frozenset(),
     ) -> Batch:
-        """:meth:`StateStore._apply_in` with row-level locks (see the module docstring)."""
-        found = con.execute(
-            pgsql.select_rows(self.columns, lock=True), (list(dict.fromkeys(urls)),)
-        ).fetchall()
+        """:meth:`StateStore._apply_in` with row-level locks (see the module docstring).
+
+        ``url_ids``: the id of each of ``urls``, all stored rows that the caller has locked
+        (read by id, not by URL). ``clear_leases``: ids of rows whose lease the update
+        clears too (a report's).
+        """
+        if url_ids is not None:
+            found = con.execute(
+                pgsql.select_rows_by_id(self.columns), (sorted({url_ids[u] for u in urls}),)
+            ).fetchall()
+        else:
+            found = con.execute(
+                pgsql.select_rows(self.columns, lock=True), (list(dict.fromkeys(urls)),)
+            ).fetchall()
         hosts = self._read_hosts(con)
         work = self._state_of(hosts, [r[1:] for r in found], dict.fromkeys(COUNTERS, 0))
         n_hosts, n_known = len(work.hosts), len(found)
@@ -351,7 +363,7 @@ class PgStore(StateStore):
                 raise _Again
         next_id, n_urls = self._id_range(con)
         batch = Batch(work, [r[0] for r in found], next_id, n_hosts, n_urls, {}, {})
-        self._write_batch(con, batch, log=log)
+        self._write_batch(con, batch, log=log, clear_leases=clear_leases)
         batch.after = self._add_counters(
             con,
             {
@@ -382,14 +394,27 @@ class PgStore(StateStore):
         (next_id,) = con.execute(pgsql.URL_IDS).fetchone()
         return next_id, next_id  # ids are 0..n-1: URLs are never deleted
 
-    def _write_batch(self, con: psycopg.Connection, batch: Batch, *, log: bool) -> None:
+    def _write_batch(
+        self,
+        con: psycopg.Connection,
+        batch: Batch,
+        *,
+        log: bool,
+        clear_leases: set[int] | frozenset[int] = frozenset(),
+    ) -> None:
         work, k = batch.work, batch.n_known
         if len(work.hosts) > batch.n_hosts:
             new = range(batch.n_hosts, len(work.hosts))
             con.execute(pgsql.HOSTS_INSERT, (list(new), [work.hosts[i] for i in new]))
         columns = (*self.columns, "due_after")
         values = [sql_values(work.column(c)) for c in self.columns] + [due_after(work)]
-        if k:
+        if k and clear_leases:
+            clear = [i in clear_leases for i in batch.ids]
+            con.execute(
+                pgsql.update_rows(columns, clear_leases=True),
+                [v[:k] for v in values] + [clear, batch.ids],
+            )
+        elif k:
             con.execute(pgsql.update_rows(columns), [v[:k] for v in values] + [batch.ids])
         if batch.n_new:
             ids = list(range(batch.next_id, batch.next_id + batch.n_new))

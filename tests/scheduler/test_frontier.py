@@ -218,12 +218,17 @@ def test_migrations_are_versioned_and_applied_on_open(pg_location):
                     " DROP COLUMN lease_until, DROP COLUMN digest")  # fmt: skip
         con.execute("ALTER TABLE hosts DROP COLUMN crawl_delay, DROP COLUMN next_allowed")
         con.execute("DELETE FROM schema_migrations WHERE version > 1")
-    with pytest.raises(ArtifactError, match=r"lacks schema migrations \[2, 3\]"):
+    with pytest.raises(ArtifactError, match=r"lacks schema migrations \[2, 3, 4\]"):
         PgStore.open(pg_location, readonly=True)
     PgStore.open(pg_location).close()
     with psycopg.connect(pg_location, autocommit=True) as con:
         levels = [v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY 1")]
         assert levels == [v for v, _ in pgsql.MIGRATIONS]
+        fill = con.execute(
+            "SELECT relname, reloptions FROM pg_class WHERE relname IN ('urls', 'fetches')"
+            " AND relnamespace = to_regnamespace(current_schema()) ORDER BY 1"
+        ).fetchall()
+        assert fill == [("fetches", ["fillfactor=50"]), ("urls", ["fillfactor=50"])]
         con.execute("INSERT INTO schema_migrations (version) VALUES (99)")
     with pytest.raises(ArtifactError, match="schema version 99; this bayesrate knows"):
         PgStore.open(pg_location)
