@@ -35,7 +35,7 @@ import numpy as np
 
 from bayesrate.errors import ObservationError
 from bayesrate.scheduler import pgsql
-from bayesrate.scheduler.pgstore import PgStore
+from bayesrate.scheduler.pgstore import PgArray, PgStore
 from bayesrate.scheduler.statestore import Batch
 from bayesrate.scheduler.wallclock import check_fetch_times, now_hours
 
@@ -235,8 +235,11 @@ class Frontier:
         def apply(con: Any) -> tuple[ReportResult, Batch | None]:
             store = self.store
             # lock the URLs' rows first (in id order, as every writer), then the fetches
-            lease_of = dict(con.execute(pgsql.URLS_OF_FETCHES_LOCK, (ids,)).fetchall())
-            found = {r[0]: r[1:] for r in con.execute(pgsql.FETCHES_OF_REPORT, (ids,)).fetchall()}
+            id_array = PgArray(ids, "bigint")
+            lease_of = dict(con.execute(pgsql.URLS_OF_FETCHES_LOCK, (id_array,)).fetchall())
+            found = {
+                r[0]: r[1:] for r in con.execute(pgsql.FETCHES_OF_REPORT, (id_array,)).fetchall()
+            }
             unknown = [i for i, f in enumerate(ids) if f not in found]
             if unknown:
                 raise ObservationError(
@@ -278,9 +281,9 @@ class Frontier:
                     pgsql.FETCHES_REPORTED,
                     (
                         now,
-                        [ids[i] for i in new],
-                        times[new].tolist(),
-                        changed[new].tolist(),
+                        PgArray([ids[i] for i in new], "bigint"),
+                        PgArray(times[new], "float8"),
+                        PgArray(changed[new], "smallint"),
                         [status[i] for i in new],
                     ),
                 )

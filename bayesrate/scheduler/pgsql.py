@@ -66,10 +66,12 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         # a lease writes a new version of each leased urls row (lease columns, not indexed)
         # and a report one of each fetches row: with room on the page for it the update is
         # HOT (no index entries); pages written from now on (a table's existing pages keep
-        # their fill until rewritten)
+        # their fill until rewritten); fetches are looked up by id only: no index by URL
+        # (one index entry less per lease)
         (
             "ALTER TABLE urls SET (fillfactor = 50)",
             "ALTER TABLE fetches SET (fillfactor = 50)",
+            "DROP INDEX fetches_url",
         ),
     ),
 )
@@ -262,11 +264,12 @@ URLS_OF_FETCHES_LOCK = (
     " WHERE id IN (SELECT url FROM fetches WHERE id = ANY(%b::bigint[]))"
     " ORDER BY id FOR UPDATE OF urls"
 )
-#: the fetches of a report, locked (a retried report waits for the first, then sees it);
-#: the report locks the URLs' rows first (URLS_OF_FETCHES_LOCK), as every writer does
+#: the fetches of a report, read after the report has locked their URLs' rows
+#: (URLS_OF_FETCHES_LOCK): a retried report waits there for the first to commit, and this
+#: statement's snapshot (READ COMMITTED: taken after the wait) sees the first's reports
 FETCHES_OF_REPORT = (
     "SELECT f.id, u.url, f.reported_at IS NOT NULL, u.last_fetch, u.id FROM fetches f"
-    " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%b::bigint[]) ORDER BY f.id FOR UPDATE OF f"
+    " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%b::bigint[]) ORDER BY f.id"
 )
 FETCHES_REPORTED = (
     "UPDATE fetches SET reported_at = %s, time = v.time, changed = v.changed, status = v.status"
