@@ -10,10 +10,21 @@ lease latency percentiles over every lease call. Then the same state in an SQLit
 number of batches of ``--batch`` fetches (the SQLite store has no leases: ``due`` on a
 snapshot is the single-process way).
 
+**Ceiling** (first, on a copy of the populated ``urls`` table): what PostgreSQL itself does
+on this machine, with the server's durability settings (``synchronous_commit``, ``fsync``:
+reported), for the minimal statements a fetch needs, from the same workers: ``report``,
+one set-based ``UPDATE`` of ``--batch`` rows (new posterior, counts, due time, lease
+cleared) per committed transaction; ``lease``, one statement selecting ``--batch`` due rows
+``FOR UPDATE SKIP LOCKED`` and marking them leased; ``cycle``, lease then report, as the
+frontier's workers do (the bound for the frontier's reported fetches/s); ``cycle_1``, the
+same with one worker (lease latency without our own workers' contention). The issue's
+targets (:data:`TARGET_RATE`, :data:`TARGET_P99_MS`) are printed with the ratios of the
+frontier's and the ceiling's numbers to them.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_frontier.py [--urls 1000000] [--workers 8]
-        [--batch 1000] [--rounds 20] [--postgres URL]
+        [--batch 1000] [--rounds 20] [--postgres URL] [--no-ceiling]
 
 Without ``--postgres`` (or ``BAYESRATE_TEST_POSTGRES``) it starts a throwaway cluster
 with ``scripts/postgres_for_tests.sh`` and removes it afterwards.
@@ -84,13 +95,16 @@ def _sqlite_worker(path: str, w: int, workers: int, rounds: int, batch: int, go,
     out.put(([], reported))
 
 
-#: the ceiling's table: a copy of the state's ``urls`` rows (same width), its primary key
-#: and a due index; ``due`` is a plain column so that the statements are the minimal ones
+#: the ceiling's table: a copy of the state's ``urls`` rows (same width and fillfactor), its
+#: primary key, the unique index on ``url`` (every URL lookup needs it, and a report's
+#: update, which moves the due time, writes an entry in each index) and a due index; ``due``
+#: is a plain column so that the statements are the minimal ones
 CEILING_SETUP = (
     "CREATE TABLE ceiling WITH (fillfactor = 50) AS SELECT id, url, host, weight, alpha, beta,"
     " log_weights, last_fetch, last_change, n_fetch, n_changed, target,"
     " last_fetch + due_after AS due, lease_until FROM urls",
     "ALTER TABLE ceiling ADD PRIMARY KEY (id)",
+    "ALTER TABLE ceiling ADD UNIQUE (url)",
     "CREATE INDEX ceiling_due ON ceiling (due, id)",
     "VACUUM ANALYZE ceiling",
 )
@@ -173,7 +187,8 @@ def _ceiling(location: str, args: argparse.Namespace) -> dict:
     import psycopg
 
     out = {}
-    for mode in ("report", "lease", "cycle"):
+    for mode, workers in (("report", args.workers), ("lease", args.workers),
+                          ("cycle", args.workers), ("cycle_1", 1)):  # fmt: skip
         with psycopg.connect(location, autocommit=True) as con:
             con.execute("DROP TABLE IF EXISTS ceiling")
             for statement in CEILING_SETUP:
@@ -182,9 +197,11 @@ def _ceiling(location: str, args: argparse.Namespace) -> dict:
             out["fsync"] = con.execute("SHOW fsync").fetchone()[0]
         wall, lat, rows = _run(
             _ceiling_worker,
-            lambda w, mode=mode: (location, mode, w, args.workers, args.rounds, args.batch),
-            args.workers,
-        )
+            lambda w, mode=mode, n=workers: (
+                location, mode.split("_")[0], w, n, args.rounds, args.batch
+            ),
+            workers,
+        )  # fmt: skip
         row = {"rows_per_second": round(rows / wall), "wall_seconds": round(wall, 2)}
         if lat:
             lat_ms = np.array(lat) * 1000
