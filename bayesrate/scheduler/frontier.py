@@ -236,9 +236,15 @@ class Frontier:
             store = self.store
             # lock the URLs' rows first (in id order, as every writer), then the fetches
             id_array = PgArray(ids, "bigint")
-            lease_of = dict(con.execute(pgsql.URLS_OF_FETCHES_LOCK, (id_array,)).fetchall())
+            sql = pgsql.lock_rows_of_fetches(store.columns)
+            rows = {r[0]: r for r in con.execute(sql, (id_array,)).fetchall()}
+            lease_of = {u: r[1] for u, r in rows.items()}
+            last = 3 + store.columns.index("last_fetch")
+            # per fetch id: (URL, reported before, the URL's last fetch, URL id)
             found = {
-                r[0]: r[1:] for r in con.execute(pgsql.FETCHES_OF_REPORT, (id_array,)).fetchall()
+                f: (rows[u][2], reported, rows[u][last], u)
+                for f, u, reported in con.execute(pgsql.FETCHES_OF_REPORT, (id_array,)).fetchall()
+                if u in rows
             }
             unknown = [i for i, f in enumerate(ids) if f not in found]
             if unknown:
@@ -258,17 +264,17 @@ class Frontier:
             batch = None
             if fresh:
                 urls = [found[ids[i]][0] for i in fresh]
-                url_ids = {found[ids[i]][0]: found[ids[i]][3] for i in fresh}
+                fresh_ids = sorted({found[ids[i]][3] for i in fresh})
                 t, c = times[fresh], changed[fresh]
                 batch = store._apply_in(
                     con,
                     urls,
                     lambda work: work.observe(urls, t, c),
                     log=True,
-                    url_ids=url_ids,
+                    locked=[(u, *rows[u][2:]) for u in fresh_ids],
                     clear_leases=clear,
                 )
-                clear -= set(url_ids.values())
+                clear -= set(fresh_ids)
                 latest: dict[str, tuple[float, str]] = {}  # per URL: its latest fetch's
                 for i in fresh:
                     url = found[ids[i]][0]

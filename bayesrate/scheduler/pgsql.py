@@ -191,11 +191,14 @@ def update_rows(columns: tuple[str, ...], *, clear_leases: bool = False) -> str:
     return f"UPDATE urls SET {sets} FROM {_unnest(names)} WHERE urls.id = v.id"
 
 
-def select_rows_by_id(columns: tuple[str, ...]) -> str:
-    """``(id, url, *columns)`` of the rows whose id is in the array parameter, by id (rows
-    the caller has locked)."""
+def lock_rows_of_fetches(columns: tuple[str, ...]) -> str:
+    """A report's first statement: ``(id, lease_fetch, url, *columns)`` of the rows of the
+    URLs of the fetch ids in the array parameter, locked in id order (as every writer locks
+    rows), with their current lease's fetch id."""
     return (
-        f"SELECT id, url, {', '.join(columns)} FROM urls WHERE id = ANY(%b::bigint[]) ORDER BY id"
+        f"SELECT id, lease_fetch, url, {', '.join(columns)} FROM urls"
+        " WHERE id IN (SELECT url FROM fetches WHERE id = ANY(%b::bigint[]))"
+        " ORDER BY id FOR UPDATE OF urls"
     )
 
 
@@ -257,19 +260,12 @@ LEASE_SET = (
     " WHERE urls.id = v.id AND hosts.id = urls.host"
     " RETURNING urls.id, urls.url, hosts.name, urls.digest"
 )
-#: the rows of a report's URLs locked first, in id order (as every writer locks them), with
-#: their current lease's fetch id
-URLS_OF_FETCHES_LOCK = (
-    "SELECT id, lease_fetch FROM urls"
-    " WHERE id IN (SELECT url FROM fetches WHERE id = ANY(%b::bigint[]))"
-    " ORDER BY id FOR UPDATE OF urls"
-)
-#: the fetches of a report, read after the report has locked their URLs' rows
-#: (URLS_OF_FETCHES_LOCK): a retried report waits there for the first to commit, and this
-#: statement's snapshot (READ COMMITTED: taken after the wait) sees the first's reports
+#: the fetches of a report ``(id, url id, reported)``, read after the report has locked
+#: their URLs' rows (lock_rows_of_fetches): a retried report waits there for the first to
+#: commit, and this statement's snapshot (READ COMMITTED: taken after the wait) sees the
+#: first's reports
 FETCHES_OF_REPORT = (
-    "SELECT f.id, u.url, f.reported_at IS NOT NULL, u.last_fetch, u.id FROM fetches f"
-    " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%b::bigint[]) ORDER BY f.id"
+    "SELECT id, url, reported_at IS NOT NULL FROM fetches WHERE id = ANY(%b::bigint[])"
 )
 FETCHES_REPORTED = (
     "UPDATE fetches SET reported_at = %s, time = v.time, changed = v.changed, status = v.status"

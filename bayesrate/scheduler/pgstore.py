@@ -428,20 +428,17 @@ class PgStore(StateStore):
         change: Callable[[SchedulerState], Any],
         *,
         log: bool,
-        url_ids: dict[str, int] | None = None,
+        locked: list[tuple] | None = None,
         clear_leases: set[int] | frozenset[int] = frozenset(),
     ) -> Batch:
         """:meth:`StateStore._apply_in` with row-level locks (see the module docstring).
 
-        ``url_ids``: the id of each of ``urls``, all stored rows that the caller has locked
-        (read by id, not by URL). ``clear_leases``: ids of rows whose lease the update
-        clears too (a report's).
+        ``locked``: the stored rows ``(id, url, *columns)`` of all of ``urls``, by id, that
+        the caller has locked and read (else they are locked and read here, by URL).
+        ``clear_leases``: ids of rows whose lease the update clears too (a report's).
         """
-        if url_ids is not None:
-            found = con.execute(
-                pgsql.select_rows_by_id(self.columns),
-                (PgArray(sorted({url_ids[u] for u in urls}), "bigint"),),
-            ).fetchall()
+        if locked is not None:
+            found = locked
         else:
             found = con.execute(
                 pgsql.select_rows(self.columns, lock=True), (list(dict.fromkeys(urls)),)
