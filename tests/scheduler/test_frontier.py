@@ -18,7 +18,7 @@ import pytest
 from bayesrate.errors import ArtifactError, ObservationError
 from bayesrate.scheduler import SchedulerConfig, pgsql
 from bayesrate.scheduler.frontier import Frontier
-from bayesrate.scheduler.pgstore import PgStore
+from bayesrate.scheduler.pgstore import PgArray, PgStore
 from tests.helpers import REPO
 from tests.scheduler.fleet_worker import T0
 
@@ -270,3 +270,26 @@ def test_psycopg_is_imported_only_for_a_database(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("values", "sqltype"),
+    [
+        ([1.5, float("nan"), -2.0, 1e300, float("inf")], "float8"),
+        ([], "float8"),
+        ([0, -1, 2**40], "bigint"),
+        (np.array([3, -7], np.int32), "int"),
+        (np.array([1, 0], np.int8), "smallint"),
+        ([True, False, True], "bool"),
+    ],
+)
+def test_binary_arrays_read_back_as_lists_do(pg_location, values, sqltype):
+    """A :class:`PgArray` parameter reaches the server as the same array (NaN as NULL) as
+    psycopg's own dumping of the list, in and out of pipeline mode."""
+    as_list = [None if isinstance(v, float) and v != v else v for v in np.asarray(values).tolist()]
+    with psycopg.connect(pg_location) as con:
+        sql = f"SELECT %b::{sqltype}[] = %b::{sqltype}[], %b::{sqltype}[]"
+        args = (PgArray(values, sqltype), as_list, PgArray(values, sqltype))
+        assert con.execute(sql, args).fetchone() == (True, as_list)
+        with con.pipeline():
+            assert con.execute(sql, args).fetchone()[1] == as_list
