@@ -35,7 +35,7 @@ import numpy as np
 
 from bayesrate.errors import ObservationError
 from bayesrate.scheduler import pgsql
-from bayesrate.scheduler.pgstore import PgStore
+from bayesrate.scheduler.pgstore import PgArray, PgStore
 from bayesrate.scheduler.statestore import Batch
 from bayesrate.scheduler.wallclock import check_fetch_times, now_hours
 
@@ -235,9 +235,17 @@ class Frontier:
         def apply(con: Any) -> tuple[ReportResult, Batch | None]:
             store = self.store
             # lock the URLs' rows first (in id order, as every writer), then the fetches
-            url_ids = con.execute(pgsql.URLS_OF_FETCHES, (ids,)).fetchall()
-            con.execute(pgsql.URLS_LOCK, (sorted(u for (u,) in url_ids),))
-            found = {r[0]: r[1:] for r in con.execute(pgsql.FETCHES_OF_REPORT, (ids,)).fetchall()}
+            id_array = PgArray(ids, "bigint")
+            sql = pgsql.lock_rows_of_fetches(store.columns)
+            rows = {r[0]: r for r in con.execute(sql, (id_array,)).fetchall()}
+            lease_of = {u: r[1] for u, r in rows.items()}
+            last = 3 + store.columns.index("last_fetch")
+            # per fetch id: (URL, reported before, the URL's last fetch, URL id)
+            found = {
+                f: (rows[u][2], reported, rows[u][last], u)
+                for f, u, reported in con.execute(pgsql.FETCHES_OF_REPORT, (id_array,)).fetchall()
+                if u in rows
+            }
             unknown = [i for i, f in enumerate(ids) if f not in found]
             if unknown:
                 raise ObservationError(
@@ -248,11 +256,25 @@ class Frontier:
                 )
             status = _statuses(ids, times, found)
             fresh = [i for i, s in enumerate(status) if s == "applied"]
+            new = [i for i, s in enumerate(status) if s != "duplicate"]
+            # rows whose live lease is one of the reported fetches: cleared (a URL leased
+            # again since keeps its new lease), by the state update for the applied ones
+            new_ids = {ids[i] for i in new}
+            clear = {u for u, f in lease_of.items() if f is not None and f in new_ids}
             batch = None
             if fresh:
                 urls = [found[ids[i]][0] for i in fresh]
+                fresh_ids = sorted({found[ids[i]][3] for i in fresh})
                 t, c = times[fresh], changed[fresh]
-                batch = store._apply_in(con, urls, lambda work: work.observe(urls, t, c), log=True)
+                batch = store._apply_in(
+                    con,
+                    urls,
+                    lambda work: work.observe(urls, t, c),
+                    log=True,
+                    locked=[(u, *rows[u][2:]) for u in fresh_ids],
+                    clear_leases=clear,
+                )
+                clear -= set(fresh_ids)
                 latest: dict[str, tuple[float, str]] = {}  # per URL: its latest fetch's
                 for i in fresh:
                     url = found[ids[i]][0]
@@ -260,21 +282,19 @@ class Frontier:
                         latest[url] = (float(times[i]), digests[i])
                 if latest:
                     con.execute(pgsql.DIGESTS_SET, (list(latest), [d for _, d in latest.values()]))
-            new = [i for i, s in enumerate(status) if s != "duplicate"]
             if new:
                 con.execute(
                     pgsql.FETCHES_REPORTED,
                     (
                         now,
-                        [ids[i] for i in new],
-                        times[new].tolist(),
-                        changed[new].tolist(),
+                        PgArray([ids[i] for i in new], "bigint"),
+                        PgArray(times[new], "float8"),
+                        PgArray(changed[new], "smallint"),
                         [status[i] for i in new],
                     ),
                 )
-                con.execute(
-                    pgsql.LEASES_CLEAR, ([found[ids[i]][3] for i in new], [ids[i] for i in new])
-                )
+            if clear:  # leases of stale fetches only
+                con.execute(pgsql.LEASES_CLEAR, (sorted(clear), [ids[i] for i in new]))
             revision = (
                 batch.after["revision"] if batch else store._counters(con, lock=False)["revision"]
             )

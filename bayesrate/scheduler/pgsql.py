@@ -10,7 +10,8 @@ SQLite file.
 ``schema_migrations`` table does not list, and refuses a database migrated by a newer
 bayesrate. Version 1 holds the state (the SQLite file's tables); version 2 the fleet: due
 times, leases, the fetch log that makes reports idempotent, and per-host politeness;
-version 3 the content digest of each URL's last fetch.
+version 3 the content digest of each URL's last fetch; version 4 room on each page for
+a lease's and a report's new row versions (``fillfactor``), so that they are HOT updates.
 """
 
 from __future__ import annotations
@@ -59,6 +60,19 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         3,
         # the content digest of the last applied fetch (workers detect changes by it)
         ("ALTER TABLE urls ADD COLUMN digest TEXT",),
+    ),
+    (
+        4,
+        # a lease writes a new version of each leased urls row (lease columns, not indexed)
+        # and a report one of each fetches row: with room on the page for it the update is
+        # HOT (no index entries); pages written from now on (a table's existing pages keep
+        # their fill until rewritten); fetches are looked up by id only: no index by URL
+        # (one index entry less per lease)
+        (
+            "ALTER TABLE urls SET (fillfactor = 50)",
+            "ALTER TABLE fetches SET (fillfactor = 50)",
+            "DROP INDEX fetches_url",
+        ),
     ),
 )
 LATEST = MIGRATIONS[-1][0]
@@ -110,8 +124,6 @@ COUNTERS_ADD = (
 #: whether any of the URLs exists (new URLs of a batch, checked under the counters lock)
 ANY_URL = "SELECT EXISTS (SELECT 1 FROM urls WHERE url = ANY(%b::text[]))"
 HOST_COUNT = "SELECT count(*) FROM hosts"
-#: lock URL rows by id, in id order
-URLS_LOCK = "SELECT id FROM urls WHERE id = ANY(%b::bigint[]) ORDER BY id FOR UPDATE"
 HOSTS_INSERT = "INSERT INTO hosts (id, name) SELECT * FROM unnest(%b::int[], %b::text[])"
 URL_IDS = "SELECT COALESCE(MAX(id), -1) + 1 FROM urls"
 FETCH_LOG = "SELECT host, time FROM fetch_log ORDER BY time, host"
@@ -138,6 +150,7 @@ COLUMN_TYPES = {
     "n_changed": "int",
     "target": "float8",
     "due_after": "float8",
+    "clear_lease": "bool",
 }
 
 
@@ -161,10 +174,32 @@ def _unnest(names: tuple[str, ...]) -> str:
     return f"unnest({types}) AS v({', '.join(names)})"
 
 
-def update_rows(columns: tuple[str, ...]) -> str:
-    """Overwrite ``columns`` of rows by id; parameters: one array per column, then the ids."""
+def update_rows(columns: tuple[str, ...], *, clear_leases: bool = False) -> str:
+    """Overwrite ``columns`` of rows by id; parameters: one array per column, then the ids.
+
+    ``clear_leases``: one more array (booleans, before the ids) says which rows' leases to
+    clear in the same update (a report's fetches: one row version instead of two).
+    """
     sets = ", ".join(f"{c} = v.{c}" for c in columns)
-    return f"UPDATE urls SET {sets} FROM {_unnest((*columns, 'id'))} WHERE urls.id = v.id"
+    names = (*columns, "id")
+    if clear_leases:
+        sets += (
+            ", lease_fetch = CASE WHEN v.clear_lease THEN NULL ELSE urls.lease_fetch END,"
+            " lease_until = CASE WHEN v.clear_lease THEN NULL ELSE urls.lease_until END"
+        )
+        names = (*columns, "clear_lease", "id")
+    return f"UPDATE urls SET {sets} FROM {_unnest(names)} WHERE urls.id = v.id"
+
+
+def lock_rows_of_fetches(columns: tuple[str, ...]) -> str:
+    """A report's first statement: ``(id, lease_fetch, url, *columns)`` of the rows of the
+    URLs of the fetch ids in the array parameter, locked in id order (as every writer locks
+    rows), with their current lease's fetch id."""
+    return (
+        f"SELECT id, lease_fetch, url, {', '.join(columns)} FROM urls"
+        " WHERE id IN (SELECT url FROM fetches WHERE id = ANY(%b::bigint[]))"
+        " ORDER BY id FOR UPDATE OF urls"
+    )
 
 
 def insert_rows(columns: tuple[str, ...]) -> str:
@@ -225,13 +260,12 @@ LEASE_SET = (
     " WHERE urls.id = v.id AND hosts.id = urls.host"
     " RETURNING urls.id, urls.url, hosts.name, urls.digest"
 )
-#: the URL ids of a report's fetches (to lock their rows first)
-URLS_OF_FETCHES = "SELECT DISTINCT url FROM fetches WHERE id = ANY(%b::bigint[])"
-#: the fetches of a report, locked (a retried report waits for the first, then sees it);
-#: the report locks the URLs' rows first (URLS_LOCK), as every writer does
+#: the fetches of a report ``(id, url id, reported)``, read after the report has locked
+#: their URLs' rows (lock_rows_of_fetches): a retried report waits there for the first to
+#: commit, and this statement's snapshot (READ COMMITTED: taken after the wait) sees the
+#: first's reports
 FETCHES_OF_REPORT = (
-    "SELECT f.id, u.url, f.reported_at IS NOT NULL, u.last_fetch, u.id FROM fetches f"
-    " JOIN urls u ON u.id = f.url WHERE f.id = ANY(%b::bigint[]) ORDER BY f.id FOR UPDATE OF f"
+    "SELECT id, url, reported_at IS NOT NULL FROM fetches WHERE id = ANY(%b::bigint[])"
 )
 FETCHES_REPORTED = (
     "UPDATE fetches SET reported_at = %s, time = v.time, changed = v.changed, status = v.status"

@@ -34,10 +34,11 @@ import logging
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import psycopg
+from psycopg.adapt import Dumper
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from bayesrate.errors import ArtifactError
@@ -81,13 +82,106 @@ def redact(location: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
+class PgArray:
+    """A 1-D numeric array sent as one PostgreSQL binary array, built by numpy.
+
+    psycopg dumps a Python list element by element in Python; a report's update sends a
+    dozen arrays of ``k`` values, and at ``k = 1000`` that was most of the client's work.
+    NaN (floats) is sent as NULL.
+    """
+
+    __slots__ = ("sqltype", "values")
+
+    #: SQL element type -> (element oid, big-endian numpy dtype, bytes per element)
+    TYPES: ClassVar[dict[str, tuple[int, str, int]]] = {
+        "float8": (701, ">f8", 8),
+        "bigint": (20, ">i8", 8),
+        "int": (23, ">i4", 4),
+        "smallint": (21, ">i2", 2),
+        "bool": (16, "u1", 1),
+    }
+    #: array oids
+    ARRAY_OIDS: ClassVar[dict[str, int]] = {
+        "float8": 1022,
+        "bigint": 1016,
+        "int": 1007,
+        "smallint": 1005,
+        "bool": 1000,
+    }
+
+    def __init__(self, values: Any, sqltype: str) -> None:
+        self.values = np.asarray(values).ravel()
+        self.sqltype = sqltype
+
+    def wire(self) -> bytes:
+        oid, dtype, size = self.TYPES[self.sqltype]
+        v = self.values
+        n = len(v)
+        if n == 0:
+            return np.array([0, 0, oid], ">i4").tobytes()
+        null = np.isnan(v) if v.dtype.kind == "f" else np.zeros(n, bool)
+        rec = np.empty(n, dtype=[("len", ">i4"), ("v", dtype)])
+        rec["len"] = np.where(null, -1, size)
+        rec["v"] = np.where(null, 0, v) if null.any() else v
+        body = rec.view(np.uint8).reshape(n, 4 + size)
+        if null.any():  # a NULL is its length (-1) alone
+            keep = np.ones(body.shape, bool)
+            keep[null, 4:] = False
+            data = body[keep].tobytes()
+        else:
+            data = body.tobytes()
+        head = np.array([1, int(null.any()), oid, n, 1], ">i4").tobytes()
+        return head + data
+
+
+def _array_dumper(sqltype: str) -> type[Dumper]:
+    class _Dumper(Dumper):
+        format = psycopg.pq.Format.BINARY
+        oid = PgArray.ARRAY_OIDS[sqltype]
+
+        def dump(self, obj: PgArray) -> bytes:
+            return obj.wire()
+
+    return _Dumper
+
+
+class _ArrayDumper(Dumper):
+    """Dumps a :class:`PgArray` (its array oid chosen by :meth:`upgrade`)."""
+
+    format = psycopg.pq.Format.BINARY
+    _by_type: ClassVar[dict[str, type[Dumper]]] = {t: _array_dumper(t) for t in PgArray.TYPES}
+
+    def get_key(self, obj: PgArray, format: Any) -> Any:
+        return (PgArray, obj.sqltype)
+
+    def upgrade(self, obj: PgArray, format: Any) -> Dumper:
+        return self._by_type[obj.sqltype](PgArray)
+
+    def dump(self, obj: PgArray) -> bytes:
+        return obj.wire()
+
+
+psycopg.adapters.register_dumper(PgArray, _ArrayDumper)
+
+
+def pg_array(col: np.ndarray, sqltype: str) -> PgArray | list[Any]:
+    """``col`` as a statement parameter of SQL type ``sqltype``: a :class:`PgArray` for
+    numbers, else a list (:func:`~bayesrate.scheduler.statestore.sql_values`)."""
+    col = np.asarray(col)
+    kinds = "fiub" if sqltype == "float8" else "iub"
+    if sqltype in PgArray.TYPES and col.ndim == 1 and col.dtype.kind in kinds:
+        return PgArray(col, sqltype)
+    return sql_values(col)
+
+
 class _Again(Exception):
     """Another writer added URLs or hosts of this batch: run the transaction again."""
 
 
-def due_after(state: SchedulerState) -> list[float]:
+def due_after(state: SchedulerState, *, as_list: bool = True) -> list[float] | np.ndarray:
     """Hours from each URL's last fetch until it is due (0 for never-fetched URLs)."""
-    return np.nan_to_num(due_times(state) - state.last_fetch, nan=0.0).tolist()
+    out = np.nan_to_num(due_times(state) - state.last_fetch, nan=0.0)
+    return out.tolist() if as_list else out
 
 
 class PgStore(StateStore):
@@ -334,11 +428,21 @@ class PgStore(StateStore):
         change: Callable[[SchedulerState], Any],
         *,
         log: bool,
+        locked: list[tuple] | None = None,
+        clear_leases: set[int] | frozenset[int] = frozenset(),
     ) -> Batch:
-        """:meth:`StateStore._apply_in` with row-level locks (see the module docstring)."""
-        found = con.execute(
-            pgsql.select_rows(self.columns, lock=True), (list(dict.fromkeys(urls)),)
-        ).fetchall()
+        """:meth:`StateStore._apply_in` with row-level locks (see the module docstring).
+
+        ``locked``: the stored rows ``(id, url, *columns)`` of all of ``urls``, by id, that
+        the caller has locked and read (else they are locked and read here, by URL).
+        ``clear_leases``: ids of rows whose lease the update clears too (a report's).
+        """
+        if locked is not None:
+            found = locked
+        else:
+            found = con.execute(
+                pgsql.select_rows(self.columns, lock=True), (list(dict.fromkeys(urls)),)
+            ).fetchall()
         hosts = self._read_hosts(con)
         work = self._state_of(hosts, [r[1:] for r in found], dict.fromkeys(COUNTERS, 0))
         n_hosts, n_known = len(work.hosts), len(found)
@@ -351,7 +455,7 @@ class PgStore(StateStore):
                 raise _Again
         next_id, n_urls = self._id_range(con)
         batch = Batch(work, [r[0] for r in found], next_id, n_hosts, n_urls, {}, {})
-        self._write_batch(con, batch, log=log)
+        self._write_batch(con, batch, log=log, clear_leases=clear_leases)
         batch.after = self._add_counters(
             con,
             {
@@ -382,18 +486,37 @@ class PgStore(StateStore):
         (next_id,) = con.execute(pgsql.URL_IDS).fetchone()
         return next_id, next_id  # ids are 0..n-1: URLs are never deleted
 
-    def _write_batch(self, con: psycopg.Connection, batch: Batch, *, log: bool) -> None:
+    def _write_batch(
+        self,
+        con: psycopg.Connection,
+        batch: Batch,
+        *,
+        log: bool,
+        clear_leases: set[int] | frozenset[int] = frozenset(),
+    ) -> None:
         work, k = batch.work, batch.n_known
         if len(work.hosts) > batch.n_hosts:
             new = range(batch.n_hosts, len(work.hosts))
             con.execute(pgsql.HOSTS_INSERT, (list(new), [work.hosts[i] for i in new]))
         columns = (*self.columns, "due_after")
-        values = [sql_values(work.column(c)) for c in self.columns] + [due_after(work)]
-        if k:
-            con.execute(pgsql.update_rows(columns), [v[:k] for v in values] + [batch.ids])
+        cols = [work.column(c) for c in self.columns] + [due_after(work, as_list=False)]
+
+        def part(rows: slice) -> list[Any]:
+            return [
+                pg_array(v[rows], pgsql.COLUMN_TYPES[c]) for c, v in zip(columns, cols, strict=True)
+            ]
+
+        ids = PgArray(batch.ids, "bigint")
+        if k and clear_leases:
+            clear = PgArray([i in clear_leases for i in batch.ids], "bool")
+            con.execute(
+                pgsql.update_rows(columns, clear_leases=True), [*part(slice(0, k)), clear, ids]
+            )
+        elif k:
+            con.execute(pgsql.update_rows(columns), [*part(slice(0, k)), ids])
         if batch.n_new:
-            ids = list(range(batch.next_id, batch.next_id + batch.n_new))
-            con.execute(pgsql.insert_rows(columns), [ids, work.urls[k:]] + [v[k:] for v in values])
+            new_ids = PgArray(np.arange(batch.next_id, batch.next_id + batch.n_new), "bigint")
+            con.execute(pgsql.insert_rows(columns), [new_ids, work.urls[k:], *part(slice(k, None))])
         if log and len(work.log_time):
             con.execute(pgsql.FETCH_LOG_INSERT, (work.log_host.tolist(), work.log_time.tolist()))
             con.execute(pgsql.FETCH_LOG_PRUNE, (float(self.config.politeness_window),))

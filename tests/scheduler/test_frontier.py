@@ -18,7 +18,7 @@ import pytest
 from bayesrate.errors import ArtifactError, ObservationError
 from bayesrate.scheduler import SchedulerConfig, pgsql
 from bayesrate.scheduler.frontier import Frontier
-from bayesrate.scheduler.pgstore import PgStore
+from bayesrate.scheduler.pgstore import PgArray, PgStore
 from tests.helpers import REPO
 from tests.scheduler.fleet_worker import T0
 
@@ -218,12 +218,17 @@ def test_migrations_are_versioned_and_applied_on_open(pg_location):
                     " DROP COLUMN lease_until, DROP COLUMN digest")  # fmt: skip
         con.execute("ALTER TABLE hosts DROP COLUMN crawl_delay, DROP COLUMN next_allowed")
         con.execute("DELETE FROM schema_migrations WHERE version > 1")
-    with pytest.raises(ArtifactError, match=r"lacks schema migrations \[2, 3\]"):
+    with pytest.raises(ArtifactError, match=r"lacks schema migrations \[2, 3, 4\]"):
         PgStore.open(pg_location, readonly=True)
     PgStore.open(pg_location).close()
     with psycopg.connect(pg_location, autocommit=True) as con:
         levels = [v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY 1")]
         assert levels == [v for v, _ in pgsql.MIGRATIONS]
+        fill = con.execute(
+            "SELECT relname, reloptions FROM pg_class WHERE relname IN ('urls', 'fetches')"
+            " AND relnamespace = to_regnamespace(current_schema()) ORDER BY 1"
+        ).fetchall()
+        assert fill == [("fetches", ["fillfactor=50"]), ("urls", ["fillfactor=50"])]
         con.execute("INSERT INTO schema_migrations (version) VALUES (99)")
     with pytest.raises(ArtifactError, match="schema version 99; this bayesrate knows"):
         PgStore.open(pg_location)
@@ -265,3 +270,26 @@ def test_psycopg_is_imported_only_for_a_database(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("values", "sqltype"),
+    [
+        ([1.5, float("nan"), -2.0, 1e300, float("inf")], "float8"),
+        ([], "float8"),
+        ([0, -1, 2**40], "bigint"),
+        (np.array([3, -7], np.int32), "int"),
+        (np.array([1, 0], np.int8), "smallint"),
+        ([True, False, True], "bool"),
+    ],
+)
+def test_binary_arrays_read_back_as_lists_do(pg_location, values, sqltype):
+    """A :class:`PgArray` parameter reaches the server as the same array (NaN as NULL) as
+    psycopg's own dumping of the list, in and out of pipeline mode."""
+    as_list = [None if isinstance(v, float) and v != v else v for v in np.asarray(values).tolist()]
+    with psycopg.connect(pg_location) as con:
+        sql = f"SELECT %b::{sqltype}[] = %b::{sqltype}[], %b::{sqltype}[]"
+        args = (PgArray(values, sqltype), as_list, PgArray(values, sqltype))
+        assert con.execute(sql, args).fetchone() == (True, as_list)
+        with con.pipeline():
+            assert con.execute(sql, args).fetchone()[1] == as_list
