@@ -248,7 +248,7 @@ def test_level_tradeoff_script_reproduces_the_study(tmp_path, capsys):
 
     script = Path(__file__).parents[2] / "scripts" / "level_tradeoff.py"
     main = runpy.run_path(str(script))["main"]
-    settings = ["--max-pages", "40", "--draws", "50", "--tune", "50", "--horizon-days", "90"]
+    settings = ["--max-pages", "40", "--draws", "100", "--tune", "100", "--horizon-days", "90"]
     settings += ["--predictive-draws", "50"]
     splits = "2024-01-01T00:00Z,2024-07-01T00:00Z"
     out = tmp_path / "tradeoff.csv"
@@ -256,7 +256,7 @@ def test_level_tradeoff_script_reproduces_the_study(tmp_path, capsys):
     printed = capsys.readouterr().out
     study = forecast.run(
         dataset="tldr-pages", split=splits.split(",")[0], horizon_days=90,
-        methods="hierarchical", max_pages=40, draws=50, tune=50, chains=2, predictive_draws=50,
+        methods="hierarchical", max_pages=40, draws=100, tune=100, chains=2, predictive_draws=50,
         worlds=0,
     )  # fmt: skip
     own = study.methods["hierarchical"]
