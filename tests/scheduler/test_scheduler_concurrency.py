@@ -213,7 +213,9 @@ def _legitimate(rejection: dict) -> bool:
 
 
 def test_ordered_writers_and_a_planner_lose_nothing(tmp_path):
-    got = run_writers(tmp_path / "s.db", writers=4, rounds=12, n_seed=20_000, n_shared=300,
+    """(5,000 seeded URLs: each round loads the whole state, and a smaller one overlaps
+    the writers' batches more.)"""
+    got = run_writers(tmp_path / "s.db", writers=4, rounds=12, n_seed=5_000, n_shared=300,
                       n_new=20, ordered=True, plans=6)  # fmt: skip
     assert got["rejected"] == [] and got["acked"] == 4 * 12
     assert got["planned"] == 6
@@ -222,12 +224,12 @@ def test_ordered_writers_and_a_planner_lose_nothing(tmp_path):
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def test_free_writers_lose_nothing(tmp_path, request, backend):
     """On both backends (the PostgreSQL store serialises writers on the counters row; each
-    round opens the state and loads its 20,000 rows: ~20-35 s, hence slow)."""
+    round opens the state and loads its 5,000 rows, hence slow)."""
     if backend == "sqlite":
         where, logs = tmp_path / "s.db", None
     else:
         where, logs = request.getfixturevalue("pg_location"), tmp_path
-    got = run_writers(where, writers=4, rounds=12, n_seed=20_000, n_shared=300, n_new=20,
+    got = run_writers(where, writers=4, rounds=12, n_seed=5_000, n_shared=300, n_new=20,
                       ordered=False, plans=0, logs=logs)  # fmt: skip
     assert all(_legitimate(r) for r in got["rejected"]), got["rejected"][:3]
     assert got["acked"] + len(got["rejected"]) == 4 * 12
