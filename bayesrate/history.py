@@ -617,6 +617,10 @@ def from_observations(obs: Observations, *, end: float | None = None) -> ChangeH
 
 
 # --------------------------------------------------------------------------- searching
+#: up to this many queries :func:`segment_searchsorted` searches each segment on its own
+FEW_QUERIES = 16
+
+
 def segment_searchsorted(
     values: np.ndarray,
     offsets: np.ndarray,
@@ -637,6 +641,14 @@ def segment_searchsorted(
         raise ValueError("side must be 'left' or 'right'")
     segment = np.asarray(segment, dtype=np.int64)
     queries = np.broadcast_to(np.asarray(queries, dtype=np.float64), segment.shape)
+    if segment.ndim == 1 and len(segment) <= FEW_QUERIES and not np.isnan(queries).any():
+        # a few queries (a replay's fetches of one tick): one searchsorted each is ~10x
+        # cheaper than the whole-array steps
+        out = np.empty(len(segment), dtype=np.int64)
+        for i, (s, q) in enumerate(zip(segment.tolist(), queries.tolist(), strict=True)):
+            start, stop = int(offsets[s]), int(offsets[s + 1])
+            out[i] = start + int(np.searchsorted(values[start:stop], q, side=side))
+        return out
     lo = offsets[segment].astype(np.int64)
     hi = offsets[segment + 1].astype(np.int64)
     longest = int((hi - lo).max(initial=0))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -36,13 +38,19 @@ def pytest_generate_tests(metafunc):
 SAMPLING_TEXT = (".fit(", "fit_model(", "calibrate", '"fit"', "study", "run_forecast", "nutpie")
 
 
+#: the directory of the test suite (its helpers are read too)
+TESTS = str(Path(__file__).parent)
+
+
 def _samples(source: str) -> bool:
     return any(text in source for text in SAMPLING_TEXT)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``sampling`` every test whose body, or a fixture it depends on, samples, and
-    ``compiles`` every test of ``tests/models`` (each compiles a model's PyTensor graph)."""
+    """Mark ``sampling`` every test that samples: in its body, in a fixture it depends on,
+    or in a helper function of the test suite that either names (tests/checks samples
+    through its ``fit`` helper); and ``compiles`` every test of ``tests/models`` (each
+    compiles a model's PyTensor graph)."""
     import inspect
 
     verdict: dict[object, bool] = {}
@@ -53,16 +61,32 @@ def pytest_collection_modifyitems(config, items):
         except (OSError, TypeError):
             return ""
 
+    def samples(func) -> bool:
+        """The function's source, or that of a helper function of ``tests`` it names
+        (``fit(...)`` in tests/checks), samples."""
+        func = getattr(func, "__wrapped__", func)
+        if func in verdict:
+            return verdict[func]
+        verdict[func] = False  # recursion guard
+        hit = _samples(source_of(func))
+        code, names = getattr(func, "__code__", None), getattr(func, "__globals__", {})
+        for name in code.co_names if code is not None and not hit else ():
+            helper = names.get(name)
+            if inspect.isfunction(helper) and helper.__code__.co_filename.startswith(TESTS):
+                hit = samples(helper)
+                if hit:
+                    break
+        verdict[func] = hit
+        return hit
+
     for item in items:
         func = getattr(item, "function", None)
-        hit = func is not None and _samples(source_of(func))
+        hit = func is not None and samples(func)
         info = getattr(item, "_fixtureinfo", None)
         if not hit and info is not None:
             for defs in info.name2fixturedefs.values():
                 for fixture in defs:
-                    if fixture.func not in verdict:
-                        verdict[fixture.func] = _samples(source_of(fixture.func))
-                    hit = hit or verdict[fixture.func]
+                    hit = hit or samples(fixture.func)
         if hit:
             item.add_marker(pytest.mark.sampling)
         if "tests/models/" in item.nodeid:

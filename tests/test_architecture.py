@@ -126,8 +126,9 @@ def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
         )  # fmt: skip
         return [line.split() for line in out.stdout.strip().splitlines()]
 
-    run()  # fills the cache if this checkout has none
     again = run()
+    if any(int(misses) for _, _, misses in again):  # this checkout had no cache: now it has
+        again = run()
     assert [name for name, _, _ in again] == ["logp_grad", "laplace_logp_grad", "expm2_scaled"]
     for name, hits, misses in again:
         assert int(hits) >= 1 and int(misses) == 0, (name, hits, misses)

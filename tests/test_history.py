@@ -169,12 +169,21 @@ def test_segment_searchsorted_matches_numpy_per_segment(rng):
     values = np.concatenate([np.sort(rng.integers(0, 50, s)).astype(float) for s in sizes])
     seg = rng.integers(0, len(sizes), 3000)
     q = rng.integers(-2, 53, 3000).astype(float)
+    q[:5] = [-np.inf, np.inf, -np.inf, 0.0, 49.0]
+    # the whole-array search (many queries) and the one-by-one one (a few, or one)
+    cases = [(seg, q), *((seg[i : i + k], q[i : i + k]) for i, k in ((0, 16), (7, 3), (20, 1)))]
     for side in ("left", "right"):
-        got = segment_searchsorted(values, offsets, seg, q, side=side)
-        want = [
-            offsets[s] + np.searchsorted(values[offsets[s] : offsets[s + 1]], v, side=side)
-            for s, v in zip(seg, q, strict=True)
-        ]
+        for seg_, q_ in cases:
+            got = segment_searchsorted(values, offsets, seg_, q_, side=side)
+            want = [
+                offsets[s] + np.searchsorted(values[offsets[s] : offsets[s + 1]], v, side=side)
+                for s, v in zip(seg_, q_, strict=True)
+            ]
+            assert got.tolist() == want
+        # a scalar query broadcast over the segments
+        got = segment_searchsorted(values, offsets, seg[:4], 25.0, side=side)
+        want = [offsets[s] + np.searchsorted(values[offsets[s] : offsets[s + 1]], 25.0, side=side)
+                for s in seg[:4]]  # fmt: skip
         assert got.tolist() == want
 
 

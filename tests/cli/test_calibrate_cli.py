@@ -19,7 +19,7 @@ def test_calibrate_writes_report_and_artifacts(tmp_path, capsys):
     data.to_frame().to_csv(path, index=False)
     out, models = tmp_path / "report", tmp_path / "models"
     argv = ["calibrate", "--input", str(path), "--out", str(out), "--models-dir", str(models),
-            "--draws", "100", "--tune", "150", "--chains", "2", "--force"]  # fmt: skip
+            "--draws", "50", "--tune", "50", "--chains", "2", "--force"]  # fmt: skip
     assert main(argv) == 0
     report = (out / "report.md").read_text()
     for section in ("## Fits and diagnostics", "## Posterior predictive checks",
@@ -29,7 +29,7 @@ def test_calibrate_writes_report_and_artifacts(tmp_path, capsys):
         assert (out / f"ppc-{name}.png").stat().st_size > 10_000
         assert (out / f"fit-{name}.nc").exists()
     assert (out / "loo.png").exists() and (out / "hour-of-week-modulated.png").exists()
-    # 2 x 100 draws cannot meet ESS >= 400: the export was forced and says so everywhere
+    # 2 x 50 draws cannot meet ESS >= 400: the export was forced and says so everywhere
     recommended = json.loads((models / "crawl" / "recommended.json").read_text())["model"]
     artifact = find_artifact(models, "crawl")
     assert artifact.parent.name == recommended
@@ -57,7 +57,7 @@ def test_calibrate_refuses_without_force(tmp_path, capsys):
     argv = ["calibrate", "--input", str(path), "--out", str(tmp_path / "r"),
             "--models-dir", str(tmp_path / "m"), "--models", "hierarchical", "excursion",
             "--model-config", 'excursion={"epoch_days": 365}',
-            "--draws", "100", "--tune", "100", "--chains", "2"]  # fmt: skip
+            "--draws", "50", "--tune", "50", "--chains", "2"]  # fmt: skip
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "no prior artifact was exported" in captured.out

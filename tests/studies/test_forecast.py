@@ -207,13 +207,14 @@ def test_cli_json_and_figures(tmp_path, capsys):
 def test_models_in_fast_mode_on_tldr_pages():
     """Every core method runs end to end on a real history (the research models:
     research/tests/test_forecast_research.py). The plumbing only (scores finite, each fit's
-    gates carried): 60 pages and yearly epochs for the walks keep it cheap (300 pages and
-    90-day epochs, fast mode's defaults, took 17 minutes cold); the scores' quality is the
-    forecast study's. At 60 pages the MMPP mixture's search once overflowed ``exp`` in its
-    steady share's logit (a RuntimeWarning, an error here)."""
+    gates carried): 60 pages, yearly epochs for the walks and 2 chains of 50 draws after 50
+    tuning steps keep it cheap (300 pages, 90-day epochs and 2 x 200 + 300, fast mode's
+    defaults, took 17 minutes cold); the scores' quality is the forecast study's. At 60
+    pages the MMPP mixture's search once overflowed ``exp`` in its steady share's logit (a
+    RuntimeWarning, an error here)."""
     methods = forecast.METHODS
     result = forecast.run(history=datasets.load_history("tldr-pages"), fast=True,
-                          methods=methods, crawl_every=168.0, max_pages=60,
+                          methods=methods, crawl_every=168.0, max_pages=60, draws=50, tune=50,
                           model_config={"dynamic": {"epoch_days": 365},
                                         "excursion": {"epoch_days": 365}})  # fmt: skip
     table = result.table()

@@ -17,7 +17,7 @@ def test_recovery_study_small(tmp_path):
     from bayesrate.studies import recovery
 
     study = recovery.run(
-        seed="recovery-test", pages=60, modulation_pages=30, draws=300, tune=300, chains=2
+        seed="recovery-test", pages=60, modulation_pages=30, draws=150, tune=150, chains=2
     )
     study.save(tmp_path)
     result = study.summary
