@@ -109,17 +109,27 @@ def pattern_groups(d, timezone: str) -> Groups:
     return Groups(page, count, pattern, patterns)
 
 
+def page_column_length_groups(
+    page: np.ndarray, column: np.ndarray, tau: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals (each its ``page``, ``column`` and length ``tau``) grouped by (page,
+    column, length): each group's page, column, length and number of intervals, sorted."""
+    values, code = np.unique(tau, return_inverse=True)
+    width = int(column.max(initial=0)) + 1
+    key = (page.astype(np.int64) * width + column) * len(values) + code.reshape(-1)
+    uniq, count = np.unique(key, return_counts=True)
+    rest, tau_code = np.divmod(uniq, len(values))
+    group_page, group_column = np.divmod(rest, width)
+    return group_page, group_column, values[tau_code], count
+
+
 def column_groups(d, column: np.ndarray) -> Groups:
     """Test intervals grouped by (page, ``column`` of each interval, length): a dynamic
     model's closing-epoch columns (``epochs``: each group's column)."""
-    tau = d.interval_end - d.interval_start
-    values, code = np.unique(tau, return_inverse=True)
-    width = int(column.max()) + 1
-    key = (d.interval_page * width + column) * len(values) + code.reshape(-1)
-    uniq, count = np.unique(key, return_counts=True)
-    rest, tau_code = np.divmod(uniq, len(values))
-    page, col = np.divmod(rest, width)
-    return Groups(page, count, values[tau_code], epochs=col)
+    page, col, length, count = page_column_length_groups(
+        d.interval_page, column, d.interval_end - d.interval_start
+    )
+    return Groups(page, count, length, epochs=col)
 
 
 class FutureEpochs(NamedTuple):

@@ -647,21 +647,19 @@ class DynamicModel(HierarchicalModel):
         each page's number of detections (:data:`PAGE_DETECTIONS`' observed value)."""
         cache = getattr(self, "_replicated_cache", None)
         if cache is None or cache[0] is not data:
+            from bayesrate.predictive import page_column_length_groups
+
             cells = self.cells(data)
             ends = np.flatnonzero(~data.is_baseline)
             page = data.page_of_visit[ends].astype(np.int64)
             tau = data.time[ends] - data.time[ends - 1]
             column = end_epochs(data.time[ends], cells.anchor, cells.epoch_hours)
             column = column - cells.first_epoch
-            lengths, code = np.unique(tau, return_inverse=True)
-            key = (page * max(cells.n_epochs, 1) + column) * len(lengths) + code.reshape(-1)
-            keys, n = np.unique(key, return_counts=True)
-            cell, length = np.divmod(keys, len(lengths))
-            group_page, group_column = np.divmod(cell, max(cells.n_epochs, 1))
+            group_page, group_column, length, n = page_column_length_groups(page, column, tau)
             changed = data.changed[ends].astype(np.int64)
             counts = np.bincount(page, weights=changed, minlength=data.n_pages)
             cache = self._replicated_cache = (
-                data, group_page, group_column, lengths[length], n, counts.astype(np.int64)
+                data, group_page, group_column, length, n, counts.astype(np.int64)
             )  # fmt: skip
         return cache[1:]
 
@@ -706,19 +704,15 @@ class DynamicModel(HierarchicalModel):
         """The grid chain of the Laplace paths' per-page ``m, s, w[, rho[, level sd]]``:
         initial distributions, the distinct transition matrices and which each page
         takes (its level drawn from the level's Laplace posterior where it has one)."""
-        from bayesrate.models.laplace import laplace_logp_grad
+        from bayesrate.models.laplace import level_posterior
 
         m, s, w = (np.asarray(p, dtype=np.float64) for p in params[:3])
         rho = np.asarray(params[3], dtype=np.float64) if len(params) > 3 else np.ones_like(m)
         centre = m
         if len(params) > 4:
             level_sd = np.asarray(params[4], dtype=np.float64)
-            result = laplace_logp_grad(m, s, w, layout, rho=rho, level_sd=level_sd)
-            mode, correction, variance = result.level_moments
-            has = layout.page_start[1:] > layout.page_start[:-1]
-            spread = np.sqrt(np.where(has, variance, 1.0))
-            mean = np.where(has, mode + np.clip(correction, -spread, spread), m)
-            centre = mean + np.where(has, spread, level_sd) * rng.standard_normal(len(m))
+            _, mean, sd = level_posterior(m, s, w, layout, rho, level_sd)
+            centre = mean + sd * rng.standard_normal(len(m))
         init = normal_bins(centre, s, bin_edges(grid))
         phi = float(rho[0]) if len(rho) else 1.0
         if phi == 1.0:
@@ -920,7 +914,7 @@ class DynamicModel(HierarchicalModel):
         reverting walk moves the mean ``k`` steps towards ``mu_domain`` (``φᵏ``) and adds
         ``σ_walk²·(1 − φ²ᵏ)/(1 − φ²)`` to ``φ²ᵏ`` times the variance. The
         ``log_rate`` of a fit with ``path_integral: "laplace"``."""
-        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+        from bayesrate.models.laplace import PathLayout, corrected_mean, laplace_logp_grad
 
         cells = self.cells(data)
         grid = self.grid(data)
@@ -935,8 +929,7 @@ class DynamicModel(HierarchicalModel):
             m, s, w, phi = self._path_prior(draws, i, data)
             result = laplace_logp_grad(m, s, w, layout, order=1, rho=phi)
             correction, variance = result.last_moments
-            skew = np.clip(correction, -np.sqrt(variance), np.sqrt(variance))
-            mean = np.where(has, result.modes[last_slot] + skew, m)
+            mean = np.where(has, corrected_mean(result.modes[last_slot], correction, variance), m)
             var = np.where(has, variance, s * s)
             if phi == 1.0:
                 var = var + ahead * w * w

@@ -203,24 +203,16 @@ class ExcursionModel(DynamicModel):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(draws, pages)`` each page's ``log Z`` (level and path integrated, as in the
         fit) and the mean and sd of its level's Laplace posterior, from one kernel call per
-        draw: the mode plus the first-order correction for the cells' skew (capped at one
-        sd, as the current log-rates'), the variance from the joint Hessian;
-        ``Normal(mu_domain, sigma_page)`` for a page without intervals."""
-        from bayesrate.models.laplace import PathLayout, laplace_logp_grad
+        draw (:func:`~bayesrate.models.laplace.level_posterior`)."""
+        from bayesrate.models.laplace import PathLayout, level_posterior
 
         layout = PathLayout.from_cells(self.cells(data))
-        has = layout.page_start[1:] > layout.page_start[:-1]
         shape = (len(draws["sigma_page"]), data.n_pages)
         log_z, mean, sd = np.empty(shape), np.empty(shape), np.empty(shape)
 
         def one(i: int) -> None:
             mu, sd_walk, step, phi, sigma = self._level_prior(draws, i, data)
-            result = laplace_logp_grad(mu, sd_walk, step, layout, rho=phi, level_sd=sigma)
-            mode, correction, variance = result.level_moments
-            spread = np.sqrt(variance)
-            log_z[i] = result.per_page
-            mean[i] = np.where(has, mode + np.clip(correction, -spread, spread), mu)
-            sd[i] = np.where(has, spread, sigma)
+            log_z[i], mean[i], sd[i] = level_posterior(mu, sd_walk, step, layout, phi, sigma)
 
         _each_draw(one, shape[0])
         return log_z, mean, sd

@@ -221,6 +221,30 @@ def laplace_logp_grad(
     return LaplaceResult(*kernels.laplace_logp_grad(*per_page, *layout.constants, int(order)))
 
 
+def corrected_mean(mode: np.ndarray, correction: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """The Laplace mean ``mode`` plus the first-order correction for the cells' skew, the
+    correction capped at one sd (``√variance``), where that expansion has failed: pages
+    without changes and large walks."""
+    spread = np.sqrt(variance)
+    return mode + np.clip(correction, -spread, spread)
+
+
+def level_posterior(
+    m, s, w, layout: PathLayout, rho, level_sd
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(pages,)`` each page's ``log Z`` (level and path integrated) and the mean and sd
+    of its level's Laplace posterior (:func:`laplace_logp_grad`'s ``level_moments``: the
+    :func:`corrected_mean`, the variance from the joint Hessian);
+    ``Normal(m, level_sd)`` for a page without intervals."""
+    result = laplace_logp_grad(m, s, w, layout, rho=rho, level_sd=level_sd)
+    mode, correction, variance = result.level_moments
+    has = layout.page_start[1:] > layout.page_start[:-1]
+    variance = np.where(has, variance, 1.0)
+    mean = np.where(has, corrected_mean(mode, correction, variance), m)
+    sd = np.where(has, np.sqrt(variance), level_sd)
+    return result.per_page, mean, sd
+
+
 def cell_derivatives(
     x: float, cell: int, layout: PathLayout, high: bool = True
 ) -> tuple[float, float, float, float, float, float]:
@@ -238,29 +262,17 @@ def cell_terms(x: float, cell: int, layout: PathLayout) -> tuple[float, float, f
 
 
 def laplace_paths_logp(m, s, w, layout: PathLayout, order: int = 1, rho=None, level_sd=None):
-    """The PyTensor scalar ``Σ_p log Z_p`` (gradient with respect to the per-page ``m``,
-    ``s``, ``w`` and, if given, ``rho``, without it the random walk, and ``level_sd``,
-    without it no level; the data are constants), to first or second ``order`` (random
-    walk only)."""
-    import pytensor.tensor as pt
-
-    if (rho is not None or level_sd is not None) and order != 1:
-        raise ValueError("the second-order Laplace term takes the random walk only")
-    if level_sd is not None and rho is None:
-        raise ValueError("a page level takes a reverting walk (rho)")
-    free = [pt.as_tensor_variable(v) for v in (m, s, w, rho, level_sd) if v is not None]
-    constants = [pt.constant(a) for a in layout.constants]
-    if level_sd is None:
-        constants.insert(0, pt.constant(np.zeros(layout.n_pages)))
-    if rho is None:
-        constants.insert(0, pt.constant(np.ones(layout.n_pages)))
-    return _op_class()(int(order), len(free))(*free, *constants)[0]
+    """The PyTensor scalar ``Σ_p log Z_p``: the sum of :func:`laplace_page_logps`' terms."""
+    return laplace_page_logps(m, s, w, layout, order, rho, level_sd).sum()
 
 
 def laplace_page_logps(m, s, w, layout: PathLayout, order: int = 1, rho=None, level_sd=None):
-    """The PyTensor vector of each page's ``log Z_p`` (:func:`laplace_paths_logp`'s terms,
-    the same kernel). Every free input is per page and a page's ``log Z_p`` depends on its
-    own only, so the gradient of any weighted sum of the terms is exact."""
+    """The PyTensor vector of each page's ``log Z_p`` (the kernel's ``per_page``; gradient
+    with respect to the per-page ``m``, ``s``, ``w`` and, if given, ``rho``, without it the
+    random walk, and ``level_sd``, without it no level; the data are constants), to first or
+    second ``order`` (random walk only). Every free input is per page and a page's
+    ``log Z_p`` depends on its own only, so the gradient of any weighted sum of the terms is
+    exact."""
     import pytensor.tensor as pt
 
     if (rho is not None or level_sd is not None) and order != 1:
@@ -290,7 +302,8 @@ def _page_op_class():
 
     class LaplacePageLogps(page_value_and_gradient_op()):
         """Outputs ``(each page's log Z_p, ∂/∂m, ∂/∂s, ∂/∂w[, ∂/∂ρ[, ∂/∂τ]])``, every
-        free input per page (see :class:`LaplacePathsLogp`)."""
+        free input per page: ``m, s, w`` and, with ``n_free`` 4, ``ρ``, with 5 also the
+        level's ``τ`` (else constants: ones, zeros)."""
 
         __props__ = ("order", "n_free")
 
@@ -339,72 +352,3 @@ def _page_op_class():
 
     _PAGE_OP_CLASS = LaplacePageLogps
     return _PAGE_OP_CLASS
-
-
-_OP_CLASS = None
-
-
-def _op_class():
-    """The Op class (defined and registered with the numba backend on first use)."""
-    global _OP_CLASS
-    if _OP_CLASS is not None:
-        return _OP_CLASS
-    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
-
-    from bayesrate.models.hmm import value_and_gradient_op
-
-    class LaplacePathsLogp(value_and_gradient_op()):
-        """Outputs ``(Σ_p log Z_p, ∂/∂m, ∂/∂s, ∂/∂w[, ∂/∂ρ[, ∂/∂τ]])``; the gradient
-        uses the latter. Free inputs ``m, s, w`` and, with ``n_free`` 4, ``ρ``, with 5
-        also the level's ``τ`` (else constants: ones, zeros)."""
-
-        __props__ = ("order", "n_free")
-
-        def __init__(self, order: int, n_free: int = 3):
-            if n_free not in (3, 4, 5):
-                raise ValueError("LaplacePathsLogp takes 3, 4 or 5 free inputs")
-            self.order = order
-            self.n_free = n_free
-            super().__init__()
-
-        def perform(self, node, inputs, output_storage):
-            results = kernels.laplace_logp_grad(*inputs, self.order)
-            output_storage[0][0] = np.asarray(results[0])
-            for i in range(1, 4):
-                output_storage[i][0] = results[i]
-            for i, result in zip(range(4, self.n_free + 1), (8, 9), strict=False):
-                output_storage[i][0] = results[result]
-
-    kernel = kernels.laplace_logp_grad
-
-    @register_funcify_and_cache_key(LaplacePathsLogp)
-    def _numba_laplace(op, node=None, **kwargs):
-        order = op.order
-        key = f"bayesrate-laplace-paths-v{_KERNEL_VERSION}-order{order}-free{op.n_free}"
-        if op.n_free == 5:
-
-            @numba_njit
-            def levelled(*args):
-                results = kernel(*args, order)
-                return (np.asarray(results[0]), results[1], results[2], results[3],
-                        results[8], results[9])  # fmt: skip
-
-            return levelled, key
-        if op.n_free == 4:
-
-            @numba_njit
-            def reverting(*args):
-                results = kernel(*args, order)
-                return np.asarray(results[0]), results[1], results[2], results[3], results[8]
-
-            return reverting, key
-
-        @numba_njit
-        def laplace(*args):
-            logp, grad_m, grad_s, grad_w = kernel(*args, order)[:4]
-            return np.asarray(logp), grad_m, grad_s, grad_w
-
-        return laplace, key
-
-    _OP_CLASS = LaplacePathsLogp
-    return _OP_CLASS

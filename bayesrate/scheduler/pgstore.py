@@ -92,21 +92,13 @@ class PgArray:
 
     __slots__ = ("sqltype", "values")
 
-    #: SQL element type -> (element oid, big-endian numpy dtype, bytes per element)
-    TYPES: ClassVar[dict[str, tuple[int, str, int]]] = {
-        "float8": (701, ">f8", 8),
-        "bigint": (20, ">i8", 8),
-        "int": (23, ">i4", 4),
-        "smallint": (21, ">i2", 2),
-        "bool": (16, "u1", 1),
-    }
-    #: array oids
-    ARRAY_OIDS: ClassVar[dict[str, int]] = {
-        "float8": 1022,
-        "bigint": 1016,
-        "int": 1007,
-        "smallint": 1005,
-        "bool": 1000,
+    #: SQL element type -> (element oid, array oid, big-endian numpy dtype, bytes per element)
+    TYPES: ClassVar[dict[str, tuple[int, int, str, int]]] = {
+        "float8": (701, 1022, ">f8", 8),
+        "bigint": (20, 1016, ">i8", 8),
+        "int": (23, 1007, ">i4", 4),
+        "smallint": (21, 1005, ">i2", 2),
+        "bool": (16, 1000, "u1", 1),
     }
 
     def __init__(self, values: Any, sqltype: str) -> None:
@@ -114,7 +106,7 @@ class PgArray:
         self.sqltype = sqltype
 
     def wire(self) -> bytes:
-        oid, dtype, size = self.TYPES[self.sqltype]
+        oid, _, dtype, size = self.TYPES[self.sqltype]
         v = self.values
         n = len(v)
         if n == 0:
@@ -134,21 +126,22 @@ class PgArray:
         return head + data
 
 
-def _array_dumper(sqltype: str) -> type[Dumper]:
-    class _Dumper(Dumper):
-        format = psycopg.pq.Format.BINARY
-        oid = PgArray.ARRAY_OIDS[sqltype]
-
-        def dump(self, obj: PgArray) -> bytes:
-            return obj.wire()
-
-    return _Dumper
-
-
-class _ArrayDumper(Dumper):
-    """Dumps a :class:`PgArray` (its array oid chosen by :meth:`upgrade`)."""
+class _WireDumper(Dumper):
+    """Dumps a :class:`PgArray` in binary (:meth:`PgArray.wire`)."""
 
     format = psycopg.pq.Format.BINARY
+
+    def dump(self, obj: PgArray) -> bytes:
+        return obj.wire()
+
+
+def _array_dumper(sqltype: str) -> type[Dumper]:
+    return type(f"_Dumper_{sqltype}", (_WireDumper,), {"oid": PgArray.TYPES[sqltype][1]})
+
+
+class _ArrayDumper(_WireDumper):
+    """Dumps a :class:`PgArray` (its array oid chosen by :meth:`upgrade`)."""
+
     _by_type: ClassVar[dict[str, type[Dumper]]] = {t: _array_dumper(t) for t in PgArray.TYPES}
 
     def get_key(self, obj: PgArray, format: Any) -> Any:
@@ -156,9 +149,6 @@ class _ArrayDumper(Dumper):
 
     def upgrade(self, obj: PgArray, format: Any) -> Dumper:
         return self._by_type[obj.sqltype](PgArray)
-
-    def dump(self, obj: PgArray) -> bytes:
-        return obj.wire()
 
 
 psycopg.adapters.register_dumper(PgArray, _ArrayDumper)
