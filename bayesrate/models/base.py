@@ -265,6 +265,8 @@ class RateModel:
         self.data_fingerprint_: str | None = None
         self._build_notes: dict[str, Any] = {}
         self._page_summaries: dict[tuple, pd.DataFrame] = {}
+        #: the parameterisation a fit fell back to after divergences (:meth:`_fall_back`)
+        self._fallback: str | None = None
 
     # ------------------------------------------------------------------ config
     def _validate_config(self) -> None:
@@ -398,11 +400,25 @@ class RateModel:
         timing: dict[str, float] = {}
         method_failures: list[str] = []
         say = progress if progress is not None else silent
+        self._fallback = None
         with reproducible_compilation():
             say(f"{self.model_type}: building the model on {data.n_pages:,} pages ...")
             model = self.build_model(data)
             if method == "nuts":
                 idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
+                runs = self._build_notes["nuts_runs"]
+                if runs[-1]["divergences"] > MAX_DIVERGENCES and self._fall_back():
+                    say(f"{self.model_type}: divergences at every target_accept; again with "
+                        f"{self._fallback} ...")  # fmt: skip
+                    first = dict(timing)
+                    idata = self._fit_nuts(self.build_model(data), cfg, progressbar, timing,
+                                           progress)  # fmt: skip
+                    for key, seconds in first.items():
+                        timing[key] += seconds
+                    again = [{**run, "parameterisation": self._fallback}
+                             for run in self._build_notes["nuts_runs"]]  # fmt: skip
+                    self._build_notes["nuts_runs"] = runs + again
+                    self._build_notes["fallback"] = self._fallback
             else:
                 say(f"{self.model_type}: {method} ...")
                 fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
@@ -432,6 +448,14 @@ class RateModel:
         self._stamp(cfg)
         diag_mod.check(diag, self.model_type)
         return self
+
+    def _fall_back(self) -> bool:
+        """After NUTS kept divergences at every ``target_accept``: switch to a
+        parameterisation that removes the funnel they point at, set :attr:`_fallback` to
+        its name and return True (the fit rebuilds the model and samples again, and
+        reports both attempts in ``diagnostics_.extra["nuts_runs"]``); False if there is
+        nothing to switch (the default)."""
+        return False
 
     def _fit_nuts(self, model, cfg, progressbar, timing, progress=None) -> xr.DataTree:
         """NUTS by nutpie, with BLAS single-threaded while the chains run.
@@ -1125,6 +1149,8 @@ class RateModel:
         model.diagnostics_ = diag_mod.Diagnostics.from_dict(
             json.loads(attrs.get("bayesrate_diagnostics", '{"method": "unknown"}'))
         )
+        # the graph is rebuilt as it was fitted: with the parameterisation it fell back to
+        model._fallback = model.diagnostics_.extra.get("fallback")
         return model
 
 

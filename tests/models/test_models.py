@@ -527,6 +527,60 @@ def test_spread_quantile_matches_the_closed_form_posterior(n_domains, scale):
     assert spread_quantile(means, np.full(n_domains, 0.3), scale) < got
 
 
+def _pinned_domains(n_pages: int, n_visits: int) -> Observations:
+    """Four domains of busy pages, means a log-unit apart: the rule centres every domain."""
+    rng = np.random.default_rng(seed_of("pinned-domains"))
+    rows = []
+    t = np.arange(0.0, n_visits + 1.0)
+    for d in range(4):
+        for k in range(n_pages):
+            lam = np.exp(d - 1.5 + 0.3 * rng.standard_normal())
+            flags = np.r_[0, (rng.random(n_visits) < 1 - np.exp(-lam)).astype(int)]
+            rows.append(pd.DataFrame({"page": f"d{d}p{k}", "time": t, "changed": flags,
+                                      "domain": f"d{d}"}))  # fmt: skip
+    return Observations.from_frame(pd.concat(rows))
+
+
+def test_divergences_at_every_target_accept_fall_back_to_noncentred_domains(monkeypatch, tmp_path):
+    """Divergences planted in every run of the rule's (all domains centred) model: the fit
+    runs again with the domain means non-centred, reports both attempts, keeps the second;
+    the saved fit rebuilds the graph it was fitted with. A forced parameterisation and a
+    fit without centred domains do not fall back."""
+    import nutpie
+
+    real_sample = nutpie.sample
+    model = HierarchicalModel(sampler_config={**FAST, "draws": 200, "tune": 300})
+
+    def sample(compiled, **kwargs):
+        idata = real_sample(compiled, **kwargs)
+        if model._fallback is None:
+            idata["sample_stats"]["diverging"].values[0, :2] = True
+        return idata
+
+    monkeypatch.setattr(nutpie, "sample", sample)
+    obs = _pinned_domains(12, 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(obs)
+    extra = model.diagnostics_.extra
+    runs = [(r["target_accept"], r["divergences"], r.get("parameterisation")) for r in
+            extra["nuts_runs"]]  # fmt: skip
+    fallback = "domain means non-centred"
+    assert runs == [(0.8, 2, None), (0.95, 2, None), (0.99, 2, None), (0.8, 0, fallback)]
+    assert extra["fallback"] == fallback
+    assert extra["parameterisation"]["domains_centred"] == 0
+    assert model.diagnostics_.divergences == 0
+    post = model.idata_["posterior"]
+    assert "z_domain" in post and "mu_domain_centred" not in post
+    loaded = HierarchicalModel.load(model.save(tmp_path / "fit.nc"))
+    assert {rv.name for rv in loaded.model.free_RVs} == {rv.name for rv in model.model.free_RVs}
+    assert not HierarchicalModel({"parameterisation": "centred"})._fall_back()
+    plain = HierarchicalModel()
+    plain.build_model(obs)
+    assert plain._build_notes["parameterisation"]["domains_centred"] == 4
+    assert plain._fall_back() and not plain._fall_back()  # once
+
+
 def test_domain_means_centred_only_where_pages_pin_them_over_the_spread():
     """Twelve domains of a few pages (ota-genai-eu, shipped): the spread of their means is
     poorly known, and no domain is centred (the plug-in spread centred four, and the fit
@@ -539,16 +593,7 @@ def test_domain_means_centred_only_where_pages_pin_them_over_the_spread():
     assert len(domain_c) == 12 and not domain_c.any()
     notes = model._build_notes["parameterisation"]
     assert notes["domain_sd_q05"] < 0.5 * notes["plugin_domain_sd"]
-    rng = np.random.default_rng(seed_of("pinned-domains"))
-    rows = []
-    t = np.arange(0.0, 401.0)
-    for d in range(4):
-        for k in range(60):
-            lam = np.exp(d - 1.5 + 0.3 * rng.standard_normal())
-            flags = np.r_[0, (rng.random(400) < 1 - np.exp(-lam)).astype(int)]
-            rows.append(pd.DataFrame({"page": f"d{d}p{k}", "time": t, "changed": flags,
-                                      "domain": f"d{d}"}))  # fmt: skip
-    _, domain_c = model.choose_parameterisation(Observations.from_frame(pd.concat(rows)))
+    _, domain_c = model.choose_parameterisation(_pinned_domains(60, 400))
     assert domain_c.all()
 
 
