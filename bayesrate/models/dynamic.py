@@ -1149,16 +1149,13 @@ class DynamicModel(HierarchicalModel):
     def _new_page_log_rates(self, draws, i: int, observations, page, column, rng) -> np.ndarray:
         """Log-rates of groups (``page``, ``column``) of ``observations``' pages as new
         pages under draw ``i`` (see :meth:`predict`)."""
-        fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
-        labels = _labels(observations.pages["domain"]).astype(str)
-        new = sorted(set(labels) - set(fitted))
-        code = pd.Index([*fitted, *new]).get_indexer(labels)
+        n_fitted, n_new, code = self._domain_codes(observations)
         mu, walk = draws["mu_domain"][i], draws["sigma_walk"][i]
-        if new:
-            new_mu = rng.normal(draws["mu_global"][i], draws["sigma_domain"][i], len(new))
-            log_walk = np.full(len(new), math.log(draws["sigma_walk_global"][i]))
+        if n_new:
+            new_mu = rng.normal(draws["mu_global"][i], draws["sigma_domain"][i], n_new)
+            log_walk = np.full(n_new, math.log(draws["sigma_walk_global"][i]))
             if "walk_domain_sd" in draws:
-                log_walk += draws["walk_domain_sd"][i] * rng.standard_normal(len(new))
+                log_walk += draws["walk_domain_sd"][i] * rng.standard_normal(n_new)
             mu, walk = np.concatenate([mu, new_mu]), np.concatenate([walk, np.exp(log_walk)])
         grid = self.grid(self.data_)
         col, n_cols, first, last = column_span(observations.n_pages, page, column)
@@ -1169,9 +1166,23 @@ class DynamicModel(HierarchicalModel):
             states[begins, c] = start[begins]
             walks = np.flatnonzero((first < c) & (last >= c))
             states[walks, c] = draw_states(steps[index[walks], states[walks, c - 1]], rng)
-        domain = np.minimum(code[page], len(fitted))
+        domain = np.minimum(code[page], n_fitted)
         own = grid[states[page, col]] + self._group_shift(draws, i, domain, column)
         return self._with_added(own, draws, i, domain, column)
+
+    def _domain_codes(self, observations: Observations) -> tuple[int, int, np.ndarray]:
+        """The number of fitted domains, the number of ``observations``' domains that are
+        new, and each page's domain code (fitted domains first, then the new ones sorted);
+        kept for the last ``observations`` (:meth:`predict` asks once per draw)."""
+        cache = getattr(self, "_domain_codes_cache", None)
+        if cache is None or cache[0] is not observations or cache[1] is not self.idata_:
+            fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
+            labels = _labels(observations.pages["domain"]).astype(str)
+            new = sorted(set(labels) - set(fitted))
+            code = pd.Index([*fitted, *new]).get_indexer(labels)
+            cache = self._domain_codes_cache = (observations, self.idata_, len(fitted),
+                                                len(new), code)  # fmt: skip
+        return cache[2:]
 
     def _new_page_walk(self, draws, i: int, mu, walk, code, rng):
         """New pages' walk under draw ``i``, their domains (code ``code``) with means

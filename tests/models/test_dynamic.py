@@ -377,31 +377,39 @@ def test_new_page_predictive_equals_walked_population(tiny, walk):
     edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
 
     def bins(mu, sd):
-        return np.diff(norm.cdf(edges, mu, sd))
+        """``(..., K)`` Normal(mu, sd) binned on the grid (broadcast over ``mu``, ``sd``)."""
+        mu, sd = np.asarray(mu)[..., None], np.asarray(sd)[..., None]
+        return np.diff(norm.cdf(edges, mu, sd), axis=-1)
 
     def step(centre, sd):
-        return np.array([bins(centre + phi * (g - centre), sd) for g in grid])
+        """``(..., K, K)`` one step of the (reverting) walk from each node."""
+        centre, sd = np.asarray(centre)[..., None], np.asarray(sd)[..., None]
+        return bins(centre + phi * (grid - centre), sd)
+
+    # a new domain's page: its mean and walk size integrated over Gauss–Hermite nodes
+    nodes, w = np.polynomial.hermite_e.hermegauss(40)
+    w = w / w.sum()
+    means = (POINT["mu_global"] + POINT["sigma_domain"] * nodes)[:, None]
+    walks = (POINT["sigma_walk_global"] * np.exp(POINT["walk_domain_sd"] * nodes))[None, :]
+    new_steps = step(means, walks)  # (40, 40, K, K)
+    new_start = np.broadcast_to(bins(means, POINT["sigma_page"]), new_steps.shape[:-1])
+    weights = (w[:, None] * w[None, :])[..., None]
+
+    def new_domain_state(ahead: int) -> np.ndarray:
+        state = new_start
+        for _ in range(ahead):
+            state = np.einsum("mzk,mzkj->mzj", state, new_steps)
+        return (weights * state).sum(axis=(0, 1))
 
     new = tiny_world(("a", "z", "a"))
     for data in (tiny, new):
         page, column, length = group_columns(model, data)
         first = {p: column[page == p].min() for p in range(data.n_pages)}
-        nodes, w = np.polynomial.hermite_e.hermegauss(40)
-        w = w / w.sum()
         want = np.empty(len(page))
         for g in range(len(page)):
             p, ahead = page[g], column[g] - first[page[g]]
             if data.pages["domain"].iloc[p] == "z":
-                means = POINT["mu_global"] + POINT["sigma_domain"] * nodes
-                walks = POINT["sigma_walk_global"] * np.exp(POINT["walk_domain_sd"] * nodes)
-                state = sum(
-                    wm
-                    * wz
-                    * bins(m, POINT["sigma_page"])
-                    @ np.linalg.matrix_power(step(m, s), ahead)
-                    for wm, m in zip(w, means, strict=True)
-                    for wz, s in zip(w, walks, strict=True)
-                )
+                state = new_domain_state(ahead)
             else:
                 d = data.domain_codes[p]
                 m = POINT["mu_domain"][d]
