@@ -37,16 +37,12 @@ SCALED = ("sigma_walk", "sigma_walk_global")
 
 
 def _domain_codes(model, observations):
-    import pandas as pd
-
-    from bayesrate.constants import DIM_DOMAIN
-    from bayesrate.models.dynamic import _labels
-
-    fitted = pd.Index([str(d) for d in model.idata_["posterior"][DIM_DOMAIN].values])
-    code = fitted.get_indexer(_labels(observations.pages["domain"]).astype(str))
-    if (code < 0).any():
+    """Each page's fitted-domain code and the number of fitted domains (the model's own
+    coding, kept across draws)."""
+    n_fitted, n_new, code = model._domain_codes(observations)
+    if n_new:
         raise SystemExit("the probe replicates the fitted pages only")
-    return code, len(fitted)
+    return code, n_fitted
 
 
 def walk_classes(share: float, big: float, small: float):
