@@ -400,16 +400,6 @@ def test_modules_are_small():
 
 #: ``(importer, module, name)`` still importing a private name, with why
 PRIVATE_IMPORTS = {
-    ("bayesrate.models.dynamic", "bayesrate.models.base", "_labels"): "base.py and "
-    "dynamic.py are being reworked concurrently (issue #51)",
-    ("bayesrate.models.hierarchical", "bayesrate.models.base", "_labels"): "defined in "
-    "base.py (being reworked concurrently)",
-    ("bayesrate.models.excursion", "bayesrate.models.base", "_labels"): "defined in base.py "
-    "(being reworked concurrently)",
-    ("bayesrate.models.excursion", "bayesrate.models.dynamic", "_each_draw"): "defined in "
-    "dynamic.py (being reworked concurrently)",
-    ("bayesrate.models.hmm", "bayesrate.models.fused", "_KERNEL_VERSION"): "part of the "
-    "PyTensor cache key; renaming it in fused.py changes the digest of that file",
     ("bayesrate.models._laplace_kernels", "bayesrate.models._hmm_kernels", "_njit"): "between "
     "two private kernel modules; renaming it recompiles numba's on-disk cache",
 }

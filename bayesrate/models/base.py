@@ -301,7 +301,7 @@ class RateModel:
 
     def coords(self, data: Observations) -> dict[str, Any]:
         """Coordinates of the fixed dimensions."""
-        return {DIM_PAGE: _labels(data.pages.index)}
+        return {DIM_PAGE: coord_labels(data.pages.index)}
 
     def build_model(self, data: Observations) -> pm.Model:
         """Build (and keep in :attr:`model`) the PyMC model of ``data``."""
@@ -620,10 +620,10 @@ class RateModel:
         stats = data.interval_stats
         groups = self.fitted_groups(data)
         changed = groups.select(groups.detected > 0)
-        labels = _labels(data.pages.index)
+        labels = coord_labels(data.pages.index)
         return xr.Dataset(
             {
-                "domain": ((DIM_PAGE,), _labels(data.pages["domain"])),
+                "domain": ((DIM_PAGE,), coord_labels(data.pages["domain"])),
                 "n_visits": ((DIM_PAGE,), stats.n_visits),
                 "n_changes": ((DIM_PAGE,), stats.n_changes),
                 "exposure_hours": ((DIM_PAGE,), stats.exposure),
@@ -771,7 +771,7 @@ class RateModel:
         posterior = self.thinned_posterior(n_draws)
         if page_rates == "posterior":
             fitted = posterior[DIM_PAGE].values
-            if not np.array_equal(fitted, _labels(observations.pages.index)):
+            if not np.array_equal(fitted, coord_labels(observations.pages.index)):
                 raise ValueError("page_rates='posterior' needs the fitted pages, in order")
         patterns = self._prediction_patterns(observations)
         model = self._predictive_model(observations, patterns, page_rates)
@@ -807,8 +807,8 @@ class RateModel:
         pred = out["posterior_predictive"].to_dataset()
         counts = pred[lik_names.DETECTIONS].transpose("chain", "draw", DIM_GROUP)
         by_page = sum_by_page(counts.values, patterns.group_page, observations.n_pages)
-        labels = _labels(observations.pages.index)
-        domains = _labels(observations.pages["domain"])
+        labels = coord_labels(observations.pages.index)
+        domains = coord_labels(observations.pages["domain"])
         pred["page_detections"] = (("chain", "draw", DIM_PAGE), by_page)
         pred = pred.assign_coords({DIM_PAGE: labels})
         lengths = patterns.pattern_length[patterns.group_pattern]
@@ -842,7 +842,7 @@ class RateModel:
         from bayesrate.constants import DIM_GROUP
 
         groups = patterns.groups("hour_of_week" if self.has_multipliers else "length")
-        coords = {DIM_PAGE: _labels(data.pages.index), DIM_GROUP: np.arange(groups.n_groups)}
+        coords = {DIM_PAGE: coord_labels(data.pages.index), DIM_GROUP: np.arange(groups.n_groups)}
         with pm.Model(coords=coords) as model:
             if page_rates == "posterior":
                 log_rate = pm.Flat("log_rate", dims=DIM_PAGE)
@@ -1178,7 +1178,7 @@ def _fitted_data(
     return data
 
 
-def _labels(index) -> np.ndarray:
+def coord_labels(index) -> np.ndarray:
     """Labels as a NetCDF-friendly array (object labels become str)."""
     values = np.asarray(index)
     if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):

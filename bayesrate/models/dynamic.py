@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.constants import DIM_DOMAIN, DIM_EPOCH, DIM_PAGE, HOURS_PER_DAY
-from bayesrate.models.base import RateModel, _labels, check_config_numbers
+from bayesrate.models.base import RateModel, check_config_numbers, coord_labels
 from bayesrate.models.epochs import EpochCells, end_epochs, epoch_cells
 from bayesrate.models.hierarchical import COVERED_BY, HierarchicalModel
 from bayesrate.seeds import draw_states
@@ -338,7 +338,7 @@ def importance_summary(log_ratio: np.ndarray, draws: dict[str, np.ndarray]) -> d
     }
 
 
-def _each_draw(one, n: int) -> None:
+def each_draw(one, n: int) -> None:
     """``one(i)`` for every draw ``i < n``, on a thread per core after the first (which
     fills the model's caches); the grid kernels release the GIL."""
     if n:
@@ -805,7 +805,7 @@ class DynamicModel(HierarchicalModel):
                 cells.n_epochs - 1,
             )
 
-        _each_draw(one, len(out))
+        each_draw(one, len(out))
         return out
 
     def _chain(
@@ -896,7 +896,7 @@ class DynamicModel(HierarchicalModel):
         post["log_rate"] = xr.DataArray(
             log_rate.reshape(*shape, data.n_pages),
             dims=("chain", "draw", DIM_PAGE),
-            coords={DIM_PAGE: _labels(data.pages.index)},
+            coords={DIM_PAGE: coord_labels(data.pages.index)},
         )
         post = super()._add_derived(post, data)
         post["rate"].attrs["units"] = self.rate_units
@@ -939,7 +939,7 @@ class DynamicModel(HierarchicalModel):
                 var = decay**2 * var + w * w * (1.0 - decay**2) / (1.0 - phi * phi)
             out[i] = np.clip(mean + np.sqrt(var) * noise[i], grid[0], grid[-1])
 
-        _each_draw(one, len(out))
+        each_draw(one, len(out))
         return out
 
     def diagnostic_vars(self, idata: xr.DataTree) -> list[str]:
@@ -978,7 +978,7 @@ class DynamicModel(HierarchicalModel):
                 cells.last_column,
             )
 
-        _each_draw(one, len(out))
+        each_draw(one, len(out))
         return out
 
     def laplace_check(
@@ -1177,7 +1177,7 @@ class DynamicModel(HierarchicalModel):
         cache = getattr(self, "_domain_codes_cache", None)
         if cache is None or cache[0] is not observations or cache[1] is not self.idata_:
             fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
-            labels = _labels(observations.pages["domain"]).astype(str)
+            labels = coord_labels(observations.pages["domain"]).astype(str)
             new = sorted(set(labels) - set(fitted))
             code = pd.Index([*fitted, *new]).get_indexer(labels)
             cache = self._domain_codes_cache = (observations, self.idata_, len(fitted),

@@ -38,9 +38,9 @@ import numpy as np
 from bayesrate.constants import DIM_PAGE
 from bayesrate.models.dynamic import (
     DynamicModel,
-    _each_draw,
     bin_edges,
     draw_states,
+    each_draw,
     normal_bins,
 )
 
@@ -170,7 +170,7 @@ class ExcursionModel(DynamicModel):
         ``sigma_walk_global``)."""
         import xarray as xr
 
-        from bayesrate.models.base import _labels
+        from bayesrate.models.base import coord_labels
         from bayesrate.seeds import rng_from
 
         population = self._stacked(post, names=DynamicModel.filter_vars)
@@ -179,7 +179,7 @@ class ExcursionModel(DynamicModel):
         post[PAGE_LEVEL] = xr.DataArray(
             levels.reshape(post.sizes["chain"], post.sizes["draw"], data.n_pages),
             dims=("chain", "draw", DIM_PAGE),
-            coords={DIM_PAGE: _labels(data.pages.index)},
+            coords={DIM_PAGE: coord_labels(data.pages.index)},
         )
         post = super()._add_derived(post, data)
         post["page_log_rate_sd"] = np.sqrt(post["sigma_page"] ** 2 + post["sigma_walk"] ** 2)
@@ -214,7 +214,7 @@ class ExcursionModel(DynamicModel):
             mu, sd_walk, step, phi, sigma = self._level_prior(draws, i, data)
             log_z[i], mean[i], sd[i] = level_posterior(mu, sd_walk, step, layout, phi, sigma)
 
-        _each_draw(one, shape[0])
+        each_draw(one, shape[0])
         return log_z, mean, sd
 
     # ------------------------------------------------------------------ results

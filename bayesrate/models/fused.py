@@ -56,7 +56,7 @@ from bayesrate.models._binomial_kernels import (
 
 #: part of PyTensor's numba cache key: the kernels' digest and this file's (the compiled
 #: functions are closures defined here), so edited kernels or Ops recompile
-_KERNEL_VERSION = hashlib.sha256(
+OP_KERNEL_VERSION = hashlib.sha256(
     (KERNEL_VERSION + Path(__file__).read_text()).encode()
 ).hexdigest()[:16]
 
@@ -136,7 +136,7 @@ def _scatter_op_class():
                 weights, page, pattern, log_rate.shape[0], log_pattern.shape[0]
             )
 
-        return scatter, f"bayesrate-scatter-v{_KERNEL_VERSION}-{op.key}"
+        return scatter, f"bayesrate-scatter-v{OP_KERNEL_VERSION}-{op.key}"
 
     return ScatterToFactors
 
@@ -240,7 +240,7 @@ def _register_binomial_terms(binomial_terms_op) -> None:
             return np.array([value]), np.zeros(0), grad_rate, grad_pattern
 
         # the closures freeze the Op's arrays into the function: they are part of the key
-        key = f"bayesrate-binomial-terms-v{_KERNEL_VERSION}-{op.key}-{op.elementwise}"
+        key = f"bayesrate-binomial-terms-v{OP_KERNEL_VERSION}-{op.key}-{op.elementwise}"
         if op.emulators is not None:
             return _emulated_total_function(op.emulators), f"{key}-{op.emulator_key}"
         return (terms if op.elementwise else total), key

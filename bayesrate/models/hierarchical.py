@@ -58,7 +58,7 @@ from bayesrate.constants import (
     HOURS_PER_DAY,
     POPULATION_GATES,
 )
-from bayesrate.models.base import LOWER_Q, UPPER_Q, RateModel, _labels, check_config_numbers
+from bayesrate.models.base import LOWER_Q, UPPER_Q, RateModel, check_config_numbers, coord_labels
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -247,7 +247,7 @@ class HierarchicalModel(RateModel):
 
     def coords(self, data: Observations) -> dict[str, Any]:
         coords = super().coords(data)
-        coords[DIM_DOMAIN] = _labels(data.domains)
+        coords[DIM_DOMAIN] = coord_labels(data.domains)
         return coords
 
     # ------------------------------------------------------------------ graph
@@ -261,7 +261,7 @@ class HierarchicalModel(RateModel):
         model = pm.modelcontext(None)
         page_c, dom_c = self.choose_parameterisation(data)
         domain = data.domain_codes
-        labels = _labels(data.pages.index)
+        labels = coord_labels(data.pages.index)
         model.add_coords({DIM_PAGE_C: labels[page_c], DIM_PAGE_NC: labels[~page_c]})
         mu_domain = self._domain_means(data, dom_c)
         sigma_page = pm.Gamma("sigma_page", alpha=2.0, beta=2.0 / cfg["page_sd_scale"])
@@ -290,7 +290,7 @@ class HierarchicalModel(RateModel):
         import pytensor.tensor as pt
 
         cfg = self.model_config
-        dlabels = _labels(data.domains)
+        dlabels = coord_labels(data.domains)
         n_domains = len(dlabels)
         pm.modelcontext(None).add_coords(
             {DIM_DOMAIN_C: dlabels[dom_c], DIM_DOMAIN_NC: dlabels[~dom_c]}
@@ -336,7 +336,7 @@ class HierarchicalModel(RateModel):
 
         model = pm.modelcontext(None)
         fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
-        domains = _labels(data.pages["domain"]).astype(str)
+        domains = coord_labels(data.pages["domain"]).astype(str)
         new = sorted(set(domains) - set(fitted))
         model.add_coords({DIM_DOMAIN: fitted})
         mu_global = pm.Flat("mu_global")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 #: part of PyTensor's numba cache key: a digest of this file and the kernels', so edited
 #: kernels recompile
-_KERNEL_VERSION = hashlib.sha256(
+OP_KERNEL_VERSION = hashlib.sha256(
     Path(__file__).read_bytes() + Path(kernels.__file__).read_bytes()
 ).hexdigest()[:16]
 
@@ -346,7 +346,7 @@ def _page_op():
         def paths(*args):
             return page_logp_grad(*args)
 
-        return paths, f"bayesrate-page-paths-logp-v{_KERNEL_VERSION}"
+        return paths, f"bayesrate-page-paths-logp-v{OP_KERNEL_VERSION}"
 
     _PAGE_OP = PagePathsLogp()
     return _PAGE_OP
@@ -405,7 +405,7 @@ def _register() -> None:
     global _PATHS_LOGP
     from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    from bayesrate.models.fused import _KERNEL_VERSION as FUSED_VERSION
+    from bayesrate.models.fused import OP_KERNEL_VERSION as FUSED_VERSION
 
     class PathsLogp(value_and_gradient_op()):
         """Outputs ``(log L, ∂ log L/∂x for each free input x)``; the gradient uses the
@@ -455,7 +455,7 @@ def _register() -> None:
                 logp, grad_init, grad_t, _ = logp_grad(*args, no_slope)
                 return np.asarray(logp), grad_init, grad_t
 
-        key = f"bayesrate-paths-logp-v{_KERNEL_VERSION}-{FUSED_VERSION}-{op.n_free}"
+        key = f"bayesrate-paths-logp-v{OP_KERNEL_VERSION}-{FUSED_VERSION}-{op.n_free}"
         return paths, key
 
     _PATHS_LOGP = PathsLogp

@@ -66,7 +66,7 @@ from bayesrate.models._laplace_kernels import (  # noqa: F401 (documented here)
 )
 
 #: part of PyTensor's numba cache key: a digest of this file and the kernels'
-_KERNEL_VERSION = hashlib.sha256(
+OP_KERNEL_VERSION = hashlib.sha256(
     Path(__file__).read_bytes() + Path(kernels.__file__).read_bytes()
 ).hexdigest()[:16]
 
@@ -325,7 +325,7 @@ def _page_op_class():
     @register_funcify_and_cache_key(LaplacePageLogps)
     def _numba_laplace_pages(op, node=None, **kwargs):
         order = op.order
-        key = f"bayesrate-laplace-pages-v{_KERNEL_VERSION}-order{order}-free{op.n_free}"
+        key = f"bayesrate-laplace-pages-v{OP_KERNEL_VERSION}-order{order}-free{op.n_free}"
         if op.n_free == 5:
 
             @numba_njit

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrate.constants import DIM_DOMAIN, DIM_NEW_DOMAIN
-from bayesrate.models.base import DETECTION_PROBABILITY, _labels, check_config_numbers
+from bayesrate.models.base import DETECTION_PROBABILITY, check_config_numbers, coord_labels
 from bayesrate.models.hierarchical import HierarchicalModel
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class BurstyModel(HierarchicalModel):
 
         model = pm.modelcontext(None)
         fitted = [str(d) for d in self.idata_["posterior"][DIM_DOMAIN].values]
-        domains = _labels(data.pages["domain"]).astype(str)
+        domains = coord_labels(data.pages["domain"]).astype(str)
         new = sorted(set(domains) - set(fitted))
         model.add_coords({DIM_DOMAIN: fitted})
         log_shape = pm.Flat("log_kappa", dims=DIM_DOMAIN)

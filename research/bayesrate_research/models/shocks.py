@@ -478,11 +478,11 @@ class ShockModel(HierarchicalModel):
         import pymc as pm
 
         from bayesrate.constants import DIM_GROUP
-        from bayesrate.models.base import _labels
+        from bayesrate.models.base import coord_labels
         from bayesrate_research.models import epochs as E
 
         coords = {
-            DIM_PAGE: _labels(data.pages.index),
+            DIM_PAGE: coord_labels(data.pages.index),
             DIM_GROUP: np.arange(patterns.groups.n_groups),
         }
         with pm.Model(coords=coords) as model:
