@@ -230,8 +230,6 @@ class HierarchicalModel(RateModel):
             "domains_centred": int(dom_c.sum()),
             "domains_noncentred": int((~dom_c).sum()),
         }
-        if self._fallback is not None:
-            self._build_notes["parameterisation"]["fallback"] = self._fallback
         return page_c, dom_c
 
     def _fall_back(self) -> bool:
