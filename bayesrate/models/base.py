@@ -91,6 +91,13 @@ DEFAULT_SAMPLER_CONFIG: dict[str, Any] = {
     "pathfinder_paths": 4,
 }
 
+#: after divergences at every ``target_accept`` (and after the model's own fallback,
+#: :meth:`RateModel._fall_back`), NUTS runs once more at the last ``target_accept`` with
+#: this many tuning steps (or three times ``tune``, whichever is more): an excursion
+#: recovery world (4 domains × 60 pages, domain means already non-centred) kept 1
+#: divergence at 0.99 after 300 steps and none after 1,000 (docs/models.md)
+LONGER_TUNE = 1000
+
 #: quantiles reported as the 90% interval in page tables
 LOWER_Q, UPPER_Q = 0.05, 0.95
 #: how :meth:`RateModel.page_summary` summarises each page's posterior
@@ -388,8 +395,11 @@ class RateModel:
         Returns
         -------
         RateModel
-            ``self``, with ``idata_``, ``diagnostics_`` and ``page_summary_`` set. A fit
-            that misses the convergence gates emits
+            ``self``, with ``idata_``, ``diagnostics_`` and ``page_summary_`` set. NUTS
+            that keeps divergences at every ``target_accept`` runs again, first with the
+            model's fallback parameterisation (:meth:`_fall_back`), then once with
+            :data:`LONGER_TUNE` tuning steps; ``diagnostics_.extra["nuts_runs"]`` lists
+            every run and what changed. A fit that misses the convergence gates emits
             :class:`~bayesrate.models.diagnostics.ConvergenceWarning` and is marked
             ``converged = 0``.
         """
@@ -406,19 +416,26 @@ class RateModel:
             model = self.build_model(data)
             if method == "nuts":
                 idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
-                runs = self._build_notes["nuts_runs"]
-                if runs[-1]["divergences"] > MAX_DIVERGENCES and self._fall_back():
+                if self._diverged() and self._fall_back():
                     say(f"{self.model_type}: divergences at every target_accept; again with "
                         f"{self._fallback} ...")  # fmt: skip
-                    first = dict(timing)
-                    idata = self._fit_nuts(self.build_model(data), cfg, progressbar, timing,
-                                           progress)  # fmt: skip
-                    for key, seconds in first.items():
-                        timing[key] += seconds
-                    again = [{**run, "parameterisation": self._fallback}
-                             for run in self._build_notes["nuts_runs"]]  # fmt: skip
-                    self._build_notes["nuts_runs"] = runs + again
+                    runs = self._build_notes["nuts_runs"]
+                    model = self.build_model(data)  # new notes: the runs so far kept
+                    self._build_notes["nuts_runs"] = runs
+                    idata = self._again(model, cfg, {"parameterisation": self._fallback},
+                                        progressbar, timing, progress)  # fmt: skip
                     self._build_notes["fallback"] = self._fallback
+                if self._diverged():
+                    tune = max(LONGER_TUNE, 3 * int(cfg["tune"]))
+                    last = target_accepts(cfg)[-1]
+                    longer = {**cfg, "tune": tune, "target_accept": last, "target_accept_retry": []}
+                    say(f"{self.model_type}: divergences at every target_accept; again with "
+                        f"{longer['tune']} tuning steps ...")  # fmt: skip
+                    tag = {"tune": longer["tune"]}
+                    if self._fallback is not None:
+                        tag["parameterisation"] = self._fallback
+                    idata = self._again(model, longer, tag, progressbar, timing, progress)
+                    self._build_notes["longer_tuning"] = longer["tune"]
             else:
                 say(f"{self.model_type}: {method} ...")
                 fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
@@ -448,6 +465,22 @@ class RateModel:
         self._stamp(cfg)
         diag_mod.check(diag, self.model_type)
         return self
+
+    def _diverged(self) -> bool:
+        """The last NUTS run kept more than :data:`MAX_DIVERGENCES` divergences."""
+        return self._build_notes["nuts_runs"][-1]["divergences"] > MAX_DIVERGENCES
+
+    def _again(self, model, cfg, tag, progressbar, timing, progress) -> xr.DataTree:
+        """NUTS once more after divergences at every ``target_accept``: the runs so far
+        and the new ones (each tagged with ``tag``, what changed) in ``nuts_runs``, the
+        compile and sampling seconds of every attempt added up."""
+        runs, first = self._build_notes["nuts_runs"], dict(timing)
+        idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
+        for key, seconds in first.items():
+            timing[key] += seconds
+        self._build_notes["nuts_runs"] = runs + [{**run, **tag} for run in
+                                                 self._build_notes["nuts_runs"]]  # fmt: skip
+        return idata
 
     def _fall_back(self) -> bool:
         """After NUTS kept divergences at every ``target_accept``: switch to a

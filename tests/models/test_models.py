@@ -359,6 +359,43 @@ def test_nuts_reruns_at_higher_target_accept_after_divergences(small_obs, monkey
         HierarchicalModel(sampler_config={"target_accept_retry": [1.2]})
 
 
+def test_divergences_at_every_target_accept_tune_longer_once(small_obs, monkeypatch):
+    """Divergences planted in every run with the configured 300 tuning steps (the censored
+    model has no parameterisation to switch): NUTS runs once more at the last
+    target_accept with ``LONGER_TUNE`` steps and keeps that run; a fit whose longer run
+    still diverges stops there and fails its gate."""
+    import nutpie
+
+    from bayesrate.models.base import LONGER_TUNE
+
+    real_sample = nutpie.sample
+    seen, plant = [], {"up_to_tune": 300}
+
+    def sample(compiled, **kwargs):
+        idata = real_sample(compiled, **kwargs)
+        seen.append((kwargs["target_accept"], kwargs["tune"]))
+        if kwargs["tune"] <= plant["up_to_tune"]:
+            idata["sample_stats"]["diverging"].values[0, :2] = True
+        return idata
+
+    monkeypatch.setattr(nutpie, "sample", sample)
+    sampler = {**FAST, "tune": 300, "target_accept_retry": [0.9]}
+    prior = {"prior": "gamma", "alpha": 2.0, "beta_days": 0.5}
+    model = CensoredModel(prior, sampler).fit(small_obs)
+    assert seen == [(0.8, 300), (0.9, 300), (0.9, LONGER_TUNE)]
+    extra = model.diagnostics_.extra
+    runs = [(r["target_accept"], r["divergences"], r.get("tune")) for r in extra["nuts_runs"]]
+    assert runs == [(0.8, 2, None), (0.9, 2, None), (0.9, 0, LONGER_TUNE)]
+    assert extra["longer_tuning"] == LONGER_TUNE and "fallback" not in extra
+    assert model.diagnostics_.divergences == 0 and model.diagnostics_.converged
+    seen.clear()
+    plant["up_to_tune"] = 10**6
+    with pytest.warns(ConvergenceWarning, match="divergent"):
+        failed = CensoredModel(prior, sampler).fit(small_obs)
+    assert seen == [(0.8, 300), (0.9, 300), (0.9, LONGER_TUNE)]  # once
+    assert failed.diagnostics_.divergences == 2 and not failed.diagnostics_.converged
+
+
 def test_unusable_input_raises(degenerate_obs):
     single = degenerate_obs.subset([2, 3])  # one visit each
     with pytest.raises(ObservationError, match="single visit"):
