@@ -113,6 +113,7 @@ for kernel in (hmm.logp_grad, laplace.laplace_logp_grad, mmpp.expm2_scaled):
 """
 
 
+@pytest.mark.slow  # compiles every numba kernel in a new process: ~20 s on cold caches
 def test_numba_kernels_load_from_the_disk_cache_in_a_new_process():
     """The kernels that call other kernels (the grid's forward pass, the Laplace pages, the
     MMPP transfer matrices) are module-level functions: a kernel defined inside a function

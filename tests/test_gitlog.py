@@ -134,6 +134,7 @@ def test_rev_cannot_inject_a_git_option(repo, tmp_path, capsys, monkeypatch):
     assert log_call.index("--end-of-options") == log_call.index("HEAD") - 1
 
 
+@pytest.mark.slow
 def test_disk_full_keeps_an_existing_output(repo, tmp_path):
     """Issue 54 row 4 (from-git): ``--out`` was written in place, so a full disk truncated
     an existing good file. Now the write goes to a temporary file (removed on failure)."""

@@ -168,6 +168,7 @@ visits_strategy = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(visits_strategy)
+@pytest.mark.slow
 def test_builder_accepts_valid_tables_and_preserves_every_visit(visits):
     df = pd.DataFrame(visits, columns=["page", "time", "changed"]).drop_duplicates(["page", "time"])
     df = df.sort_values(["time"], kind="stable").reset_index(drop=True)

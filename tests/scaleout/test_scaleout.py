@@ -132,6 +132,7 @@ def check_same_statistics(out: Path, want: Observations, timezone: str = "UTC") 
     ("layout", "partitions", "input_rows"),
     [("time", 1, None), ("time", 5, 1), ("time", 5, 300), ("host", 3, 250), ("csv", 4, None)],
 )
+@pytest.mark.slow
 def test_same_statistics_as_in_memory(client, log, tmp_path, layout, partitions, input_rows):
     """Several partitionings of the same log, read one piece per partition (input_rows 1)
     or with pieces packed together across files (the default packs the whole log)."""
@@ -374,6 +375,7 @@ def check_posteriors(got: pd.DataFrame, log: pd.DataFrame) -> None:
         ("periodic", 3.0, 2.0, 400.0),
     ],
 )
+@pytest.mark.slow
 def test_rates_equal_in_memory_solver(
     client, stats_dir, objective, host_cap, min_interval, max_interval, tmp_path
 ):
@@ -478,6 +480,7 @@ def sorted_table(out: Path, table: str) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(("variant", "partitions"), [("plain", 2), ("giant", 4), ("odd", 3)])
+@pytest.mark.slow
 def test_host_layout_equals_url_layout_and_in_memory(client, log, tmp_path, variant, partitions):
     """A host-partitioned log: every stage's output is partitioned by host (escaped
     ``host=H`` directories, a giant host split over several parts) and holds what the URL
@@ -551,6 +554,7 @@ def test_host_layout_equals_url_layout_and_in_memory(client, log, tmp_path, vari
         assert (tmp_path / root.replace("auto", "url") / table / "part-00000.parquet").is_file()
 
 
+@pytest.mark.slow
 def test_url_under_two_hosts_is_not_split_silently(client, log, tmp_path):
     """A URL whose rows sit under two host directories: the host layout fails naming it
     (its rows would be in two parts); the URL layout excludes it as 'domain varies'."""
@@ -599,6 +603,7 @@ class SimulatedKill(RuntimeError):
 
 
 @pytest.mark.parametrize("layout", ["url", "host"])
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch, layout):
     """A run that dies after committing some parts (and leaves a half-written file), rerun
     with the same arguments, commits exactly what one clean run commits (both layouts:
@@ -663,6 +668,7 @@ def test_killed_run_resumes_to_the_same_output(log, tmp_path, monkeypatch, layou
         assert len([f for f in pages if f.startswith("pages/host=giant.org/")]) >= 2
 
 
+@pytest.mark.slow
 def test_cli_runs_the_stages_and_reports_errors(client, log, tmp_path, capsys):
     from bayesrate.cli import main
 
@@ -812,6 +818,7 @@ def test_rerun_repairs_a_deleted_part_and_stale_staging_is_removed(client, log, 
     assert (out / "_manifest.json").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_sample_pages_rebuild_the_same_statistics(client, log, stats_dir):
     """The fit stage's sample: stratified like the scale path, independent of the
     partitioning, and its pages' visits rebuilt from groups give the same statistics."""

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 
 from bayesrate.scaleout.staging import Staging, load_manifest, read_table, write_part
 
@@ -20,6 +21,7 @@ def _part(staging: Staging, k: int) -> None:
 _SECOND_RUN = r"""
 import json, sys
 import pandas as pd
+import pytest
 from bayesrate.scaleout.staging import Staging, write_part
 
 staging = Staging(sys.argv[1], {"stage": "test", "input": "log"})
@@ -32,6 +34,7 @@ print(json.dumps(todo))
 """
 
 
+@pytest.mark.slow
 def test_a_second_run_with_the_same_arguments_waits_for_the_first(tmp_path):
     """Two runs (processes) of one stage with the same arguments share a staging directory:
     the second waits for the first's lock, then, the first having committed, stages
@@ -77,6 +80,7 @@ def test_a_rerun_in_the_same_process_takes_over_a_failed_runs_lock(tmp_path):
 _OTHER_RUN = r"""
 import sys
 import pandas as pd
+import pytest
 from bayesrate.scaleout.staging import Staging, write_part
 
 staging = Staging(sys.argv[1], {"stage": "test", "seed": 2})

@@ -76,6 +76,7 @@ def _fetched(location: str) -> int:
         return int(s.state.n_fetch.sum())
 
 
+@pytest.mark.slow
 def test_worker_killed_holding_leases(pg_location, tmp_path):
     """kill -9 of a worker holding 10 leases: the URLs stay leased until the leases expire,
     then another worker gets them; the reports acknowledged before are all kept."""
@@ -100,6 +101,7 @@ def test_worker_killed_holding_leases(pg_location, tmp_path):
     assert _fetched(pg_location) == 30
 
 
+@pytest.mark.slow
 def test_postgres_restart_mid_run(cluster, tmp_path):
     """The server crashes (immediate shutdown) and comes back while 2 workers lease and
     report: they reconnect with backoff and finish; every acknowledged fetch is applied
@@ -122,6 +124,7 @@ def test_postgres_restart_mid_run(cluster, tmp_path):
         con.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
 
 
+@pytest.mark.slow
 def test_unreachable_server_applies_nothing_then_recovers(cluster):
     """A partition (the server stopped): a report fails after its retries saying nothing
     was applied, and is applied once the same frontier reaches the server again."""

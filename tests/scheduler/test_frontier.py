@@ -151,6 +151,7 @@ def test_crawl_delay_holds_across_workers(pg_location):
     assert times["free"] == [0.0] * 5
 
 
+@pytest.mark.slow
 def test_concurrent_workers_never_share_a_url_and_count_each_fetch_once(pg_location, tmp_path):
     """4 worker processes lease/report 6 rounds on one clock, retrying half their reports."""
     n_urls = 200

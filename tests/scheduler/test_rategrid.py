@@ -37,6 +37,7 @@ def _sequence(rng, n):
 
 
 @pytest.mark.parametrize("size, rel", [(48, 0.03), (400, 0.002)])
+@pytest.mark.slow
 def test_update_matches_quadrature_of_the_continuous_posterior(rng, size, rel):
     grid = LogRateGrid(size)
     prior = grid.prior_gamma(ALPHA, BETA_DAYS * HOURS_PER_DAY)

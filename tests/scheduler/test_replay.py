@@ -101,6 +101,7 @@ def brute_force_freshness(setup, pages, times, step=0.01):
     return fresh / live_total, harm / live_total
 
 
+@pytest.mark.slow
 def test_replay_budgets_and_exact_scores():
     h = synthetic_history("replay")
     start = H0 + 90 * 24
@@ -197,6 +198,7 @@ def small_history_files(tmp_path):
     return h_path, PriorSet.default().save(tmp_path / "priors")
 
 
+@pytest.mark.slow
 def test_cli_replay_json(tmp_path, capsys):
     h_path, priors = small_history_files(tmp_path)
     args = ["schedule", "replay", "--history", str(h_path), "--start", ts(40 * 24)]
@@ -229,6 +231,7 @@ def test_cli_replay_json(tmp_path, capsys):
     assert "no time zone" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_small_site_at_a_small_budget_gets_fetches_for_every_policy():
     """60 pages at 1/90 fetches per page per day grant 2/3 of a fetch a day: tokens capped at
     one day's grant never reached one fetch, and every policy (the oracle too) made none."""
@@ -285,6 +288,7 @@ def test_summarize_seeds_by_hand():
     assert replay.seed_names("s", 3) == ["s", "s-1", "s-2"]
 
 
+@pytest.mark.slow
 def test_the_periodic_variant_plans_for_periodic_fetches():
     """``--ours periodic``: the default planner with Cho & Garcia-Molina's freshness; its
     plan of the same posteriors spends the same budget, differently from Azar's, and it
@@ -337,6 +341,7 @@ def switching_history(switch_day: float, permute: bool, n: int = 200, days: floa
     return ChangeHistory.from_frame(frame, end=ts(days * 24))
 
 
+@pytest.mark.slow
 def test_auto_hedge_is_chosen_on_the_warm_up_log_alone():
     """``hedge_by_backtest`` picks the share on the warm-up log: permuting the pages' rates
     in the window changes the window (the oracle's plan) but not the share; permuting them
@@ -368,6 +373,7 @@ def test_auto_hedge_is_chosen_on_the_warm_up_log_alone():
     assert detail_h["freshness"][share_h] == max(detail_h["freshness"].values())
 
 
+@pytest.mark.slow
 def test_replay_reports_the_hedge_and_a_given_share_is_used(tmp_path, capsys):
     """``--hedge 1``: ours spreads its whole budget uniformly (its plan gives every live
     page the same target); the share is in the JSON per seed and on the text output;

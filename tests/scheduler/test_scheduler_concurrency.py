@@ -212,6 +212,7 @@ def _legitimate(rejection: dict) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_ordered_writers_and_a_planner_lose_nothing(tmp_path):
     """(5,000 seeded URLs: each round loads the whole state, and a smaller one overlaps
     the writers' batches more.)"""
@@ -222,6 +223,7 @@ def test_ordered_writers_and_a_planner_lose_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_free_writers_lose_nothing(tmp_path, request, backend):
     """On both backends (the PostgreSQL store serialises writers on the counters row; each
     round opens the state and loads its 5,000 rows, hence slow)."""

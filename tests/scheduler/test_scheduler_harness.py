@@ -163,6 +163,7 @@ def test_budget_and_politeness_never_violated():
         run(w, pols[:1], -1.0)
 
 
+@pytest.mark.slow
 def test_compare_small_runs_and_matches_budget():
     r = compare(600, 8.0, 0.5, seed="test-compare-small")
     pol = r["policies"]
@@ -248,6 +249,7 @@ def test_objective_choices_are_the_solvers_objectives():
     assert {objective_name(c) for c in OBJECTIVE_CHOICES} == set(OBJECTIVES)
 
 
+@pytest.mark.slow
 def test_cli_simulate_json(capsys, tmp_path):
     png = tmp_path / "f.png"
     assert (

@@ -127,6 +127,7 @@ while True:
 
 
 @pytest.mark.parametrize("posterior", ["gamma", "grid"])
+@pytest.mark.slow
 def test_sigkill_mid_batch_loses_nothing_acknowledged(tmp_path, posterior):
     path = tmp_path / "crash.db"
     n = 20_000
@@ -435,6 +436,7 @@ def _read_only_mount_available() -> bool:
 
 
 @pytest.mark.skipif(not _read_only_mount_available(), reason="needs unshare -m and mount")
+@pytest.mark.slow
 def test_state_in_a_read_only_directory_is_not_called_damaged(tmp_path):
     """Issue 54 row 9: a good state file in a read-only directory was reported as "not a
     scheduler state file" (an operator may throw it away). Now readers work on a read-only

@@ -57,6 +57,7 @@ def bursty_result(history_file):
     )
 
 
+@pytest.mark.slow
 def test_bursts_win_on_a_bursty_history(bursty_result):
     rows = bursty_result.tables["bursts"].set_index("model")
     mmpp_row, poisson_row = rows.loc["mmpp"], rows.loc["poisson"]
@@ -79,6 +80,7 @@ def test_bursts_win_on_a_bursty_history(bursty_result):
     assert s["pages"] == 80 and 80 * 299 <= s["test_intervals"] <= 80 * 300  # page phases
 
 
+@pytest.mark.slow
 def test_weekly_checks_catch_a_scheduled_job(tmp_path):
     """Half the pages change only on Mondays at 03:00 UTC (a weekly job, each week with
     probability 0.6): neither model has a clock, so both miss the weekly checks; on the
@@ -109,6 +111,7 @@ def test_weekly_checks_catch_a_scheduled_job(tmp_path):
         assert rows.loc[model, "top_hour_of_week_share_observed"] > 0.4
 
 
+@pytest.mark.slow
 def test_the_mmpp_passes_the_weekly_checks_of_a_clockless_history(bursty_result):
     row = bursty_result.tables["bursts"].set_index("model").loc["mmpp"]
     for name in ("day_of_week_chi2", "hour_of_day_chi2", "top_hour_of_week_share"):
@@ -134,6 +137,7 @@ def test_crawl_log_needs_a_dataset():
         bursts.run(history="x.csv", crawl_log=True, fast=True)
 
 
+@pytest.mark.slow
 def test_forecast_scores_the_mmpp_with_its_own_predictive(history_file):
     result = forecast.run(
         history=history_file,

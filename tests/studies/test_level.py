@@ -28,6 +28,7 @@ def _brute_count(group_lambda, group_page, group_n, detected, factor):
     return prob_k, below
 
 
+@pytest.mark.slow
 def test_level_oracle_is_the_best_single_factor(rng):
     """Against brute force: each page's count a convolution of Binomials (scipy), the log
     score on a fine grid of factors; the oracle's factor is the grid's best (to its
@@ -62,6 +63,7 @@ def test_level_oracle_is_the_best_single_factor(rng):
     assert brute(np.full(n_pages, one), 1.0) == pytest.approx(one_best, abs=1e-10)
 
 
+@pytest.mark.slow
 def test_level_mixture_bound_bounds_every_mixture(rng):
     """Brute force (scipy Binomials convolved per page): random mixtures of levels on the
     same factors and random two-point mixtures anywhere in the range score below the bound;
