@@ -420,22 +420,19 @@ class RateModel:
                     say(f"{self.model_type}: divergences at every target_accept; again with "
                         f"{self._fallback} ...")  # fmt: skip
                     runs = self._build_notes["nuts_runs"]
-                    model = self.build_model(data)  # new notes: the runs so far kept
-                    self._build_notes["nuts_runs"] = runs
-                    idata = self._again(model, cfg, {"parameterisation": self._fallback},
-                                        progressbar, timing, progress)  # fmt: skip
+                    model = self.build_model(data)  # new notes: the runs so far passed on
+                    idata = self._again(model, cfg, runs, progressbar, timing, progress)
                     self._build_notes["fallback"] = self._fallback
                 if self._diverged():
                     tune = max(LONGER_TUNE, 3 * int(cfg["tune"]))
                     last = target_accepts(cfg)[-1]
                     longer = {**cfg, "tune": tune, "target_accept": last, "target_accept_retry": []}
                     say(f"{self.model_type}: divergences at every target_accept; again with "
-                        f"{longer['tune']} tuning steps ...")  # fmt: skip
-                    tag = {"tune": longer["tune"]}
-                    if self._fallback is not None:
-                        tag["parameterisation"] = self._fallback
-                    idata = self._again(model, longer, tag, progressbar, timing, progress)
-                    self._build_notes["longer_tuning"] = longer["tune"]
+                        f"{tune} tuning steps ...")  # fmt: skip
+                    runs = self._build_notes["nuts_runs"]
+                    idata = self._again(model, longer, runs, progressbar, timing, progress,
+                                        tune=tune)  # fmt: skip
+                    self._build_notes["longer_tuning"] = tune
             else:
                 say(f"{self.model_type}: {method} ...")
                 fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
@@ -470,16 +467,19 @@ class RateModel:
         """The last NUTS run kept more than :data:`MAX_DIVERGENCES` divergences."""
         return self._build_notes["nuts_runs"][-1]["divergences"] > MAX_DIVERGENCES
 
-    def _again(self, model, cfg, tag, progressbar, timing, progress) -> xr.DataTree:
-        """NUTS once more after divergences at every ``target_accept``: the runs so far
-        and the new ones (each tagged with ``tag``, what changed) in ``nuts_runs``, the
-        compile and sampling seconds of every attempt added up."""
-        runs, first = self._build_notes["nuts_runs"], dict(timing)
+    def _again(self, model, cfg, runs, progressbar, timing, progress, **changed) -> xr.DataTree:
+        """NUTS once more after divergences at every ``target_accept``: ``runs`` (those so
+        far) and the new ones in ``nuts_runs``, each new one tagged with what changed
+        (``changed``, and the fallback parameterisation if any), the compile and sampling
+        seconds of every attempt added up."""
+        if self._fallback is not None:
+            changed["parameterisation"] = self._fallback
+        first = dict(timing)
         idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
         for key, seconds in first.items():
             timing[key] += seconds
-        self._build_notes["nuts_runs"] = runs + [{**run, **tag} for run in
-                                                 self._build_notes["nuts_runs"]]  # fmt: skip
+        new = [{**run, **changed} for run in self._build_notes["nuts_runs"]]
+        self._build_notes["nuts_runs"] = runs + new
         return idata
 
     def _fall_back(self) -> bool:

@@ -21,7 +21,6 @@ def _part(staging: Staging, k: int) -> None:
 _SECOND_RUN = r"""
 import json, sys
 import pandas as pd
-import pytest
 from bayesrate.scaleout.staging import Staging, write_part
 
 staging = Staging(sys.argv[1], {"stage": "test", "input": "log"})
@@ -80,7 +79,6 @@ def test_a_rerun_in_the_same_process_takes_over_a_failed_runs_lock(tmp_path):
 _OTHER_RUN = r"""
 import sys
 import pandas as pd
-import pytest
 from bayesrate.scaleout.staging import Staging, write_part
 
 staging = Staging(sys.argv[1], {"stage": "test", "seed": 2})
