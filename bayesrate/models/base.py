@@ -98,6 +98,12 @@ DEFAULT_SAMPLER_CONFIG: dict[str, Any] = {
 #: divergence at 0.99 after 300 steps and none after 1,000 (docs/models.md)
 LONGER_TUNE = 1000
 
+#: a NUTS fit without divergences that misses the R-hat or ESS gate by at most this factor
+#: (:func:`bayesrate.models.diagnostics.near_miss`) runs once more with this many times the
+#: draws, at the settings of its last run: the main job's excursion fit of ota-contrib
+#: missed R-hat by 0.001 (1.011 on ``sigma_page``, 4 × 1,000 draws)
+MORE_DRAWS = 2
+
 #: quantiles reported as the 90% interval in page tables
 LOWER_Q, UPPER_Q = 0.05, 0.95
 #: how :meth:`RateModel.page_summary` summarises each page's posterior
@@ -168,6 +174,15 @@ def _quiet_pymc_sampling_log():
         yield
     finally:
         logger.setLevel(level)
+
+
+def _last_run_settings(run: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """The tuning and ``target_accept`` of one of ``nuts_runs``, to sample again alike."""
+    return {
+        "tune": run.get("tune", cfg["tune"]),
+        "target_accept": run["target_accept"],
+        "target_accept_retry": [],
+    }
 
 
 def target_accepts(sampler_config: Mapping[str, Any]) -> list[float]:
@@ -415,45 +430,23 @@ class RateModel:
             say(f"{self.model_type}: building the model on {data.n_pages:,} pages ...")
             model = self.build_model(data)
             if method == "nuts":
-                idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
-                if self._diverged() and self._fall_back():
-                    say(f"{self.model_type}: divergences at every target_accept; again with "
-                        f"{self._fallback} ...")  # fmt: skip
-                    runs = self._build_notes["nuts_runs"]
-                    model = self.build_model(data)  # new notes: the runs so far passed on
-                    idata = self._again(model, cfg, runs, progressbar, timing, progress)
-                    self._build_notes["fallback"] = self._fallback
-                if self._diverged():
-                    tune = max(LONGER_TUNE, 3 * int(cfg["tune"]))
-                    last = target_accepts(cfg)[-1]
-                    longer = {**cfg, "tune": tune, "target_accept": last, "target_accept_retry": []}
-                    say(f"{self.model_type}: divergences at every target_accept; again with "
-                        f"{tune} tuning steps ...")  # fmt: skip
-                    runs = self._build_notes["nuts_runs"]
-                    idata = self._again(model, longer, runs, progressbar, timing, progress,
-                                        tune=tune)  # fmt: skip
-                    self._build_notes["longer_tuning"] = tune
+                model, idata = self._sample_nuts(data, model, cfg, progressbar, timing, progress)
             else:
                 say(f"{self.model_type}: {method} ...")
                 fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
                 idata = fit_vi(model, cfg, progressbar, timing, method_failures)
-            say(f"{self.model_type}: post-processing the draws ...")
-            idata = self._postprocess(idata, data)
-            method_failures += self._fit_checks(idata, data)
-        seconds = time.perf_counter() - start
-        say(f"{self.model_type}: fitted in {seconds:.0f} s")
-        extra = dict(self._build_notes)
-        if method_failures:
-            extra["method_failures"] = method_failures
-        diag = diag_mod.compute(
-            idata,
-            self.diagnostic_vars(idata),
-            method=method,
-            seconds=seconds,
-            compile_seconds=timing.get("compile", math.nan),
-            sampling_seconds=timing.get("sampling", math.nan),
-            extra=extra,
-        )
+            idata, diag = self._checked(idata, data, method, start, timing, method_failures, say)
+            if method == "nuts" and diag_mod.near_miss(diag, MORE_DRAWS):
+                draws = MORE_DRAWS * int(cfg["draws"])
+                say(f"{self.model_type}: {'; '.join(diag.failures)}; again with {draws} draws ...")
+                runs = self._build_notes["nuts_runs"]
+                more = {**cfg, **_last_run_settings(runs[-1], cfg), "draws": draws}
+                idata = self._again(model, more, runs, progressbar, timing, progress, draws=draws)
+                self._build_notes["more_draws"] = draws
+                idata, diag = self._checked(
+                    idata, data, method, start, timing, method_failures, say
+                )
+        say(f"{self.model_type}: fitted in {diag.seconds:.0f} s")
         self.idata_ = idata
         self._page_summaries = {}
         self.diagnostics_ = diag
@@ -462,6 +455,51 @@ class RateModel:
         self._stamp(cfg)
         diag_mod.check(diag, self.model_type)
         return self
+
+    def _sample_nuts(self, data, model, cfg, progressbar, timing, progress):
+        """NUTS at each ``target_accept`` in turn; after divergences at every one, once
+        more with the model's fallback parameterisation (:meth:`_fall_back`, which
+        rebuilds the model), then once with :data:`LONGER_TUNE` tuning steps. Returns the
+        model sampled last and its draws."""
+        say = progress if progress is not None else silent
+        idata = self._fit_nuts(model, cfg, progressbar, timing, progress)
+        if self._diverged() and self._fall_back():
+            say(f"{self.model_type}: divergences at every target_accept; again with "
+                f"{self._fallback} ...")  # fmt: skip
+            runs = self._build_notes["nuts_runs"]
+            model = self.build_model(data)  # new notes: the runs so far passed on
+            idata = self._again(model, cfg, runs, progressbar, timing, progress)
+            self._build_notes["fallback"] = self._fallback
+        if self._diverged():
+            tune = max(LONGER_TUNE, 3 * int(cfg["tune"]))
+            last = target_accepts(cfg)[-1]
+            longer = {**cfg, "tune": tune, "target_accept": last, "target_accept_retry": []}
+            say(f"{self.model_type}: divergences at every target_accept; again with "
+                f"{tune} tuning steps ...")  # fmt: skip
+            runs = self._build_notes["nuts_runs"]
+            idata = self._again(model, longer, runs, progressbar, timing, progress, tune=tune)
+            self._build_notes["longer_tuning"] = tune
+        return model, idata
+
+    def _checked(self, idata, data, method, start, timing, method_failures, say):
+        """Post-process the draws, run the method's own checks and compute the
+        diagnostics; returns ``(idata, diagnostics)``."""
+        say(f"{self.model_type}: post-processing the draws ...")
+        idata = self._postprocess(idata, data)
+        failures = [*method_failures, *self._fit_checks(idata, data)]
+        extra = dict(self._build_notes)
+        if failures:
+            extra["method_failures"] = failures
+        diag = diag_mod.compute(
+            idata,
+            self.diagnostic_vars(idata),
+            method=method,
+            seconds=time.perf_counter() - start,
+            compile_seconds=timing.get("compile", math.nan),
+            sampling_seconds=timing.get("sampling", math.nan),
+            extra=extra,
+        )
+        return idata, diag
 
     def _diverged(self) -> bool:
         """The last NUTS run kept more than :data:`MAX_DIVERGENCES` divergences."""

@@ -192,6 +192,29 @@ def gate_failures(diag: Diagnostics) -> list[str]:
     return failures
 
 
+def near_miss(diag: Diagnostics, factor: float) -> bool:
+    """Whether ``factor`` times the draws would be expected to pass a NUTS fit's missed gates.
+
+    True only for a fit that misses R-hat or ESS and nothing else (no divergences, no
+    method-specific failure), by at most ``factor``: each ESS at least
+    ``ESS_MIN / factor`` (the ESS of a chain grows in proportion to its length) and
+    ``R-hat - 1`` at most ``factor * (R_HAT_MAX - 1)`` (for chains that mix but slowly,
+    ``R-hat**2 - 1`` shrinks in proportion to the draws, so ``R-hat - 1`` nearly does).
+    A fit further off, or failing for another reason, is not helped by more draws.
+    """
+    if diag.method != "nuts" or not diag.failures or diag.divergences > MAX_DIVERGENCES:
+        return False
+    if diag.extra.get("method_failures"):
+        return False
+    values = (diag.r_hat_max, diag.ess_bulk_min, diag.ess_tail_min)
+    if not all(math.isfinite(v) for v in values):
+        return False
+    return (
+        diag.r_hat_max - 1 <= factor * (R_HAT_MAX - 1)
+        and min(diag.ess_bulk_min, diag.ess_tail_min) >= ESS_MIN / factor
+    )
+
+
 def check(diag: Diagnostics, model_name: str) -> bool:
     """Warn loudly (warning + log) if the fit failed its gates; return ``converged``."""
     if diag.converged:

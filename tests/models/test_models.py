@@ -396,6 +396,88 @@ def test_divergences_at_every_target_accept_tune_longer_once(small_obs, monkeypa
     assert failed.diagnostics_.divergences == 2 and not failed.diagnostics_.converged
 
 
+def _stick(posterior, target_ess: float) -> None:
+    """Repeat each posterior draw ``k`` times in place (``x[t] = x[k * (t // k)]``, every
+    variable and chain alike), ``k`` chosen so that the smallest ESS falls to about
+    ``target_ess``: the draws stay those of the posterior, only the chains mix slower."""
+    from bayesrate.models import convergence
+
+    def stats(values):
+        chains, draws = values.shape[:2]
+        return convergence.summary(values.reshape(chains, draws, -1))[1:]
+
+    names = list(posterior.data_vars)
+    low = min(float(stats(np.asarray(posterior[n].values)).min()) for n in names)
+    k = math.ceil(low / target_ess)
+    for name in names:
+        values = posterior[name].values
+        index = k * (np.arange(values.shape[1]) // k)
+        values[:] = values[:, index]
+
+
+def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, monkeypatch):
+    """A fit without divergences whose ESS misses the gate by less than half (the planted
+    draws repeat each draw so the smallest ESS is about 300 < 400) samples once more with
+    twice the draws at the same settings, and keeps that fit; one that misses by more (ESS
+    about 120) is not helped by doubling, so it is not rerun and fails its gate."""
+    import nutpie
+
+    from bayesrate.models.base import MORE_DRAWS
+
+    real_sample = nutpie.sample
+    seen, plant = [], {"ess": 300.0}
+
+    def sample(compiled, **kwargs):
+        idata = real_sample(compiled, **kwargs)
+        seen.append((kwargs["target_accept"], kwargs["draws"]))
+        if kwargs["draws"] == FAST["draws"]:
+            _stick(idata["posterior"], plant["ess"])
+        return idata
+
+    monkeypatch.setattr(nutpie, "sample", sample)
+    prior = {"prior": "gamma", "alpha": 2.0, "beta_days": 0.5}
+    model = CensoredModel(prior, FAST).fit(small_obs)
+    more = MORE_DRAWS * FAST["draws"]
+    assert seen == [(0.8, FAST["draws"]), (0.8, more)]
+    diag = model.diagnostics_
+    runs = [(r["target_accept"], r["divergences"], r.get("draws")) for r in diag.extra["nuts_runs"]]
+    assert runs == [(0.8, 0, None), (0.8, 0, more)]
+    assert diag.extra["more_draws"] == more and diag.draws == more
+    assert diag.converged and diag.ess_bulk_min >= 400 and diag.ess_tail_min >= 400
+    seen.clear()
+    plant["ess"] = 120.0
+    with pytest.warns(ConvergenceWarning, match="ESS"):
+        failed = CensoredModel(prior, FAST).fit(small_obs)
+    assert seen == [(0.8, FAST["draws"])]
+    assert "more_draws" not in failed.diagnostics_.extra
+    assert failed.diagnostics_.ess_tail_min < 200 or failed.diagnostics_.ess_bulk_min < 200
+
+
+def test_near_miss_rule_at_its_boundaries():
+    """Doubling the draws is tried only where it is expected to pass: ESS at least half the
+    gate, R-hat - 1 at most twice the gate's, and no divergence or method failure."""
+    from bayesrate.constants import ESS_MIN, R_HAT_MAX
+    from bayesrate.models.diagnostics import Diagnostics, gate_failures, near_miss
+
+    def diag(r_hat=1.0, bulk=1000.0, tail=1000.0, divergences=0, extra=None, method="nuts"):
+        d = Diagnostics(method=method, r_hat_max=r_hat, ess_bulk_min=bulk, ess_tail_min=tail,
+                        divergences=divergences, extra=extra or {})  # fmt: skip
+        d.failures = gate_failures(d)
+        return d
+
+    edge = 1 + 2 * (R_HAT_MAX - 1)
+    assert not near_miss(diag(), 2)  # passes: nothing to do
+    assert near_miss(diag(r_hat=edge - 1e-9), 2)
+    assert not near_miss(diag(r_hat=edge + 1e-3), 2)
+    assert near_miss(diag(bulk=ESS_MIN / 2), 2) and near_miss(diag(tail=ESS_MIN / 2), 2)
+    assert not near_miss(diag(tail=ESS_MIN / 2 - 1), 2)
+    assert near_miss(diag(tail=ESS_MIN / 4), 4)
+    assert not near_miss(diag(r_hat=1.015, divergences=1), 2)
+    assert not near_miss(diag(r_hat=1.015, extra={"method_failures": ["Laplace k 0.8"]}), 2)
+    assert not near_miss(diag(r_hat=float("nan")), 2)
+    assert not near_miss(diag(bulk=300.0, method="advi"), 2)
+
+
 def test_unusable_input_raises(degenerate_obs):
     single = degenerate_obs.subset([2, 3])  # one visit each
     with pytest.raises(ObservationError, match="single visit"):
