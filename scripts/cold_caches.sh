@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run a command with every compile cache empty: PyTensor's base compile directory (its C
 # modules and its numba cache), numba's cache of the package's own kernels, matplotlib's
-# config and font cache. The directory is removed when the command ends.
+# config and font cache. The directory is removed when the command ends. TMPDIR points
+# inside it too: PyTensor's numba linker leaves a temporary file per compiled function
+# (about 10,000 after the test suite), which would otherwise stay in /tmp.
 #   bash scripts/cold_caches.sh make test
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
@@ -10,5 +12,7 @@ trap 'rm -rf "$cache"' EXIT
 export PYTENSOR_FLAGS="base_compiledir=$cache/pytensor${PYTENSOR_FLAGS:+,$PYTENSOR_FLAGS}"
 export NUMBA_CACHE_DIR="$cache/numba"
 export MPLCONFIGDIR="$cache/matplotlib"
+mkdir -p "$cache/tmp"
+export TMPDIR="$cache/tmp"
 echo "cold caches under $cache" >&2
 "$@"

@@ -289,6 +289,8 @@ class RateModel:
         self._page_summaries: dict[tuple, pd.DataFrame] = {}
         #: the parameterisation a fit fell back to after divergences (:meth:`_fall_back`)
         self._fallback: str | None = None
+        #: the model last compiled for NUTS and its compilation, while a fit runs
+        self._compiled: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------ config
     def _validate_config(self) -> None:
@@ -413,8 +415,11 @@ class RateModel:
             ``self``, with ``idata_``, ``diagnostics_`` and ``page_summary_`` set. NUTS
             that keeps divergences at every ``target_accept`` runs again, first with the
             model's fallback parameterisation (:meth:`_fall_back`), then once with
-            :data:`LONGER_TUNE` tuning steps; ``diagnostics_.extra["nuts_runs"]`` lists
-            every run and what changed. A fit that misses the convergence gates emits
+            :data:`LONGER_TUNE` tuning steps. A NUTS fit without divergences that misses
+            R-hat or ESS by at most a factor :data:`MORE_DRAWS`
+            (:func:`~bayesrate.models.diagnostics.near_miss`) samples once more with
+            that many times the draws. ``diagnostics_.extra["nuts_runs"]`` lists every
+            run and what changed. A fit that misses the convergence gates emits
             :class:`~bayesrate.models.diagnostics.ConvergenceWarning` and is marked
             ``converged = 0``.
         """
@@ -452,6 +457,7 @@ class RateModel:
         self.diagnostics_ = diag
         self.method_ = method
         self.data_fingerprint_ = data.fingerprint
+        self._compiled = None
         self._stamp(cfg)
         diag_mod.check(diag, self.model_type)
         return self
@@ -541,9 +547,14 @@ class RateModel:
         from bayesrate.models.progress import SamplerProgress
 
         t0 = time.perf_counter()
-        if progress is not None:
-            progress(f"{self.model_type}: compiling ...")
-        compiled = nutpie.compile_pymc_model(model)
+        # the retries that keep the model (longer tuning, more draws) reuse its compilation
+        if self._compiled is not None and self._compiled[0] is model:
+            compiled = self._compiled[1]
+        else:
+            if progress is not None:
+                progress(f"{self.model_type}: compiling ...")
+            compiled = nutpie.compile_pymc_model(model)
+            self._compiled = (model, compiled)
         t1 = time.perf_counter()
         timing["compile"] = t1 - t0
         runs = []

@@ -42,18 +42,24 @@ def sampler_line(label: str, chains: Sequence[Any], elapsed: float) -> str:
     Returns
     -------
     str
-        e.g. ``"excursion: 4 chains, 1,250/2,000 draws each (2 tuning), 0 divergences,
-        35 s"``: the draws are the slowest chain's (tuning included, as nutpie counts).
+        e.g. ``"excursion: 4 chains (2 tuning, 2 waiting), 1,250/9,200 draws, 0
+        divergences, 35 s"``: the draws summed over the chains (tuning included, as nutpie
+        counts them); chains that wait for a core (more chains than cores) and chains
+        still tuning are named, so a run whose first chains are busy does not read as
+        stuck.
     """
     n = len(chains)
-    started = [c for c in chains if c.started]
-    done = min((int(c.finished_draws) for c in chains), default=0) if started else 0
-    total = max((int(c.total_draws) for c in chains), default=0)
-    tuning = sum(1 for c in started if c.tuning)
+    done = sum(int(c.finished_draws) for c in chains)
+    total = sum(int(c.total_draws) for c in chains)
+    running = [c for c in chains if c.started and int(c.finished_draws) < int(c.total_draws)]
+    tuning = sum(1 for c in running if c.tuning)
     divergences = sum(int(c.divergences) for c in chains)
-    phase = f" ({tuning} tuning)" if tuning else ""
+    waiting = sum(1 for c in chains if not c.started)
+    states = [f"{tuning} tuning"] if tuning else []
+    states += [f"{waiting} waiting"] if waiting else []
+    phase = f" ({', '.join(states)})" if states else ""
     return (
-        f"{label}: {n} chain{'s' if n != 1 else ''}, {done:,}/{total:,} draws each{phase}, "
+        f"{label}: {n} chain{'s' if n != 1 else ''}{phase}, {done:,}/{total:,} draws, "
         f"{divergences} divergence{'s' if divergences != 1 else ''}, {elapsed:.0f} s"
     )
 

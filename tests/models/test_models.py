@@ -419,7 +419,8 @@ def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, mo
     """A fit without divergences whose ESS misses the gate by less than half (the planted
     draws repeat each draw so the smallest ESS is about 300 < 400) samples once more with
     twice the draws at the same settings, and keeps that fit; one that misses by more (ESS
-    about 120) is not helped by doubling, so it is not rerun and fails its gate."""
+    about 120) is not helped by doubling, so it is not rerun and fails its gate. The rerun
+    samples the model compiled for the first run."""
     import nutpie
 
     from bayesrate.models.base import MORE_DRAWS
@@ -434,11 +435,19 @@ def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, mo
             _stick(idata["posterior"], plant["ess"])
         return idata
 
+    real_compile, compiled = nutpie.compile_pymc_model, []
+
+    def compile_pymc_model(model, **kwargs):
+        compiled.append(model)
+        return real_compile(model, **kwargs)
+
     monkeypatch.setattr(nutpie, "sample", sample)
+    monkeypatch.setattr(nutpie, "compile_pymc_model", compile_pymc_model)
     prior = {"prior": "gamma", "alpha": 2.0, "beta_days": 0.5}
     model = CensoredModel(prior, FAST).fit(small_obs)
     more = MORE_DRAWS * FAST["draws"]
     assert seen == [(0.8, FAST["draws"]), (0.8, more)]
+    assert len(compiled) == 1  # the second run samples the same compiled model
     diag = model.diagnostics_
     runs = [(r["target_accept"], r["divergences"], r.get("draws")) for r in diag.extra["nuts_runs"]]
     assert runs == [(0.8, 0, None), (0.8, 0, more)]

@@ -20,14 +20,24 @@ def _chain(done, total=300, divergences=0, tuning=False, started=True):
     )
 
 
-def test_line_reports_the_slowest_chain_divergences_and_time():
-    chains = [_chain(120, tuning=True, divergences=1), _chain(80, tuning=True), _chain(300)]
-    # slowest chain 80 of 300; two chains still tuning; 1 divergence in all
+def test_line_reports_draws_in_all_chain_states_divergences_and_time():
+    chains = [
+        _chain(120, tuning=True, divergences=1),
+        _chain(80, tuning=True),
+        _chain(300),
+        _chain(0, started=False),
+    ]
+    # 120 + 80 + 300 + 0 of 4 × 300 draws; two chains tuning, one waiting for a core,
+    # one finished; 1 divergence in all
     assert sampler_line("m", chains, 12.4) == (
-        "m: 3 chains, 80/300 draws each (2 tuning), 1 divergence, 12 s"
+        "m: 4 chains (2 tuning, 1 waiting), 500/1,200 draws, 1 divergence, 12 s"
     )
     assert sampler_line("m", [_chain(0, started=False)], 0.0) == (
-        "m: 1 chain, 0/300 draws each, 0 divergences, 0 s"
+        "m: 1 chain (1 waiting), 0/300 draws, 0 divergences, 0 s"
+    )
+    # a finished chain still flagged as tuning (nutpie's last report) is not counted
+    assert sampler_line("m", [_chain(300, tuning=True), _chain(300)], 9.0) == (
+        "m: 2 chains, 600/600 draws, 0 divergences, 9 s"
     )
 
 
@@ -42,9 +52,9 @@ def test_callback_is_throttled_and_reports_the_end_once():
     progress([_chain(300), _chain(300)])  # nutpie may call again after the end: no repeat
     # t=0.1 (first), t=10.2 (10.1 s later), t=16 (the end, though only 5.8 s later)
     assert [line.split(", ")[1] for line in lines] == [
-        "10/300 draws each",
-        "100/300 draws each",
-        "300/300 draws each",
+        "20/600 draws",
+        "200/600 draws",
+        "600/600 draws",
     ]
     assert lines[-1].endswith("16 s")
 
@@ -71,7 +81,9 @@ def test_fit_reports_building_compiling_sampling_and_the_end(fit_lines):
     nuts = [line for line in lines if " NUTS " in line]
     # nutpie calls back from its first draws, so at least the first and the last line
     assert len(nuts) >= 2
-    assert "2 chains, 300/300 draws each" in nuts[-1]  # 150 tune + 150 draws
+    # 2 × (150 tune + 150 draws), or twice the draws if the fit reran for a near miss
+    draws = 300 if "more_draws" not in model.diagnostics_.extra else 450
+    assert f"2 chains, {2 * draws}/{2 * draws} draws" in nuts[-1]
     divergences = int(model.diagnostics_.divergences)
     assert f"{divergences} divergence" in nuts[-1]
     assert lines[-1].startswith("censored: fitted in ")
