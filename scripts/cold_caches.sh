@@ -12,7 +12,11 @@ trap 'rm -rf "$cache"' EXIT
 export PYTENSOR_FLAGS="base_compiledir=$cache/pytensor${PYTENSOR_FLAGS:+,$PYTENSOR_FLAGS}"
 export NUMBA_CACHE_DIR="$cache/numba"
 export MPLCONFIGDIR="$cache/matplotlib"
-mkdir -p "$cache/tmp"
+# a /tmp of its own: world-writable and sticky, and its parent traversable, so that a
+# server the tests run as another user (PostgreSQL, as `postgres` under root) can reach
+# the directories made there, as it can in /tmp
+chmod 711 "$cache"
+mkdir -m 1777 "$cache/tmp"
 export TMPDIR="$cache/tmp"
 echo "cold caches under $cache" >&2
 "$@"

@@ -101,7 +101,7 @@ LONGER_TUNE = 1000
 #: a NUTS fit without divergences that misses the R-hat or ESS gate by at most this factor
 #: (:func:`bayesrate.models.diagnostics.near_miss`) runs once more with this many times the
 #: draws, at the settings of its last run: the main job's excursion fit of ota-contrib
-#: missed R-hat by 0.001 (1.011 on ``sigma_page``, 4 × 1,000 draws)
+#: missed R-hat by 0.001 (1.011 on ``sigma_page``, 4 × 2,000 draws)
 MORE_DRAWS = 2
 
 #: quantiles reported as the 90% interval in page tables
