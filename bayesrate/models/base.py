@@ -418,8 +418,11 @@ class RateModel:
             :data:`LONGER_TUNE` tuning steps. A NUTS fit without divergences that misses
             R-hat or ESS by at most a factor :data:`MORE_DRAWS`
             (:func:`~bayesrate.models.diagnostics.near_miss`) samples once more with
-            that many times the draws. ``diagnostics_.extra["nuts_runs"]`` lists every
-            run and what changed. A fit that misses the convergence gates emits
+            that many times the draws: decided on the sampled variables before the
+            post-processing when they show the near miss (only the rerun's draws are
+            post-processed then), else on all :meth:`diagnostic_vars` after it.
+            ``diagnostics_.extra["nuts_runs"]`` lists every run and what changed. A fit
+            that misses the convergence gates emits
             :class:`~bayesrate.models.diagnostics.ConvergenceWarning` and is marked
             ``converged = 0``.
         """
@@ -440,14 +443,25 @@ class RateModel:
                 say(f"{self.model_type}: {method} ...")
                 fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
                 idata = fit_vi(model, cfg, progressbar, timing, method_failures)
+            if method == "nuts":
+                # decided on the sampled variables first, so that only a rerun's draws
+                # are post-processed (a dynamic model's derived draws and Laplace check
+                # take tens of seconds on ota-contrib)
+                names = self.diagnostic_vars(idata)  # those the draws hold before it
+                sampled = (
+                    self._diagnostics(idata, names, method, start, timing, self._build_notes)
+                    if names
+                    else None
+                )
+                if sampled is not None and diag_mod.near_miss(sampled, MORE_DRAWS):
+                    idata = self._more_draws(model, cfg, sampled, progressbar, timing, progress)
             idata, diag = self._checked(idata, data, method, start, timing, method_failures, say)
-            if method == "nuts" and diag_mod.near_miss(diag, MORE_DRAWS):
-                draws = MORE_DRAWS * int(cfg["draws"])
-                say(f"{self.model_type}: {'; '.join(diag.failures)}; again with {draws} draws ...")
-                runs = self._build_notes["nuts_runs"]
-                more = {**cfg, **_last_run_settings(runs[-1], cfg), "draws": draws}
-                idata = self._again(model, more, runs, progressbar, timing, progress, draws=draws)
-                self._build_notes["more_draws"] = draws
+            if (
+                method == "nuts"
+                and "more_draws" not in self._build_notes
+                and diag_mod.near_miss(diag, MORE_DRAWS)
+            ):
+                idata = self._more_draws(model, cfg, diag, progressbar, timing, progress)
                 idata, diag = self._checked(
                     idata, data, method, start, timing, method_failures, say
                 )
@@ -487,6 +501,18 @@ class RateModel:
             self._build_notes["longer_tuning"] = tune
         return model, idata
 
+    def _more_draws(self, model, cfg, diag, progressbar, timing, progress) -> xr.DataTree:
+        """NUTS once more with :data:`MORE_DRAWS` times the draws, at the tuning and
+        ``target_accept`` of the last run, after the near miss ``diag``."""
+        say = progress if progress is not None else silent
+        draws = MORE_DRAWS * int(cfg["draws"])
+        say(f"{self.model_type}: {'; '.join(diag.failures)}; again with {draws} draws ...")
+        runs = self._build_notes["nuts_runs"]
+        more = {**cfg, **_last_run_settings(runs[-1], cfg), "draws": draws}
+        idata = self._again(model, more, runs, progressbar, timing, progress, draws=draws)
+        self._build_notes["more_draws"] = draws
+        return idata
+
     def _checked(self, idata, data, method, start, timing, method_failures, say):
         """Post-process the draws, run the method's own checks and compute the
         diagnostics; returns ``(idata, diagnostics)``."""
@@ -496,16 +522,20 @@ class RateModel:
         extra = dict(self._build_notes)
         if failures:
             extra["method_failures"] = failures
-        diag = diag_mod.compute(
+        names = self.diagnostic_vars(idata)
+        return idata, self._diagnostics(idata, names, method, start, timing, extra)
+
+    def _diagnostics(self, idata, names, method, start, timing, extra) -> diag_mod.Diagnostics:
+        """The convergence diagnostics of ``idata`` over the variables ``names``."""
+        return diag_mod.compute(
             idata,
-            self.diagnostic_vars(idata),
+            names,
             method=method,
             seconds=time.perf_counter() - start,
             compile_seconds=timing.get("compile", math.nan),
             sampling_seconds=timing.get("sampling", math.nan),
-            extra=extra,
+            extra=dict(extra),
         )
-        return idata, diag
 
     def _diverged(self) -> bool:
         """The last NUTS run kept more than :data:`MAX_DIVERGENCES` divergences."""

@@ -415,15 +415,41 @@ def _stick(posterior, target_ess: float) -> None:
         values[:] = values[:, index]
 
 
-def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, monkeypatch):
+@pytest.mark.parametrize("seen_in", ["sampled", "derived"])
+def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, monkeypatch, seen_in):
     """A fit without divergences whose ESS misses the gate by less than half (the planted
     draws repeat each draw so the smallest ESS is about 300 < 400) samples once more with
     twice the draws at the same settings, and keeps that fit; one that misses by more (ESS
     about 120) is not helped by doubling, so it is not rerun and fails its gate. The rerun
-    samples the model compiled for the first run."""
+    samples the model compiled for the first run. A near miss the sampled variables show
+    is rerun before the post-processing, so only the kept draws are post-processed; one
+    only a derived variable shows (here the gates are made to read one variable alone,
+    which the post-processing adds) is rerun after it."""
     import nutpie
 
     from bayesrate.models.base import MORE_DRAWS
+
+    real_postprocess, processed = CensoredModel._postprocess, []
+
+    def postprocess(self, idata, data):
+        processed.append(int(idata["posterior"].sizes["draw"]))
+        return real_postprocess(self, idata, data)
+
+    monkeypatch.setattr(CensoredModel, "_postprocess", postprocess)
+    if seen_in == "derived":
+        real_derived = CensoredModel._add_derived
+
+        def add_derived(self, post, data):
+            post = real_derived(self, post, data)
+            post["derived"] = post["rate"].copy()
+            return post
+
+        monkeypatch.setattr(CensoredModel, "_add_derived", add_derived)
+        monkeypatch.setattr(
+            CensoredModel,
+            "diagnostic_vars",
+            lambda self, idata: [n for n in ["derived"] if n in idata["posterior"]],
+        )
 
     real_sample = nutpie.sample
     seen, plant = [], {"ess": 300.0}
@@ -453,11 +479,14 @@ def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, mo
     assert runs == [(0.8, 0, None), (0.8, 0, more)]
     assert diag.extra["more_draws"] == more and diag.draws == more
     assert diag.converged and diag.ess_bulk_min >= 400 and diag.ess_tail_min >= 400
+    assert processed == ([more] if seen_in == "sampled" else [FAST["draws"], more])
     seen.clear()
+    processed.clear()
     plant["ess"] = 120.0
     with pytest.warns(ConvergenceWarning, match="ESS"):
         failed = CensoredModel(prior, FAST).fit(small_obs)
     assert seen == [(0.8, FAST["draws"])]
+    assert processed == [FAST["draws"]]
     assert "more_draws" not in failed.diagnostics_.extra
     assert failed.diagnostics_.ess_tail_min < 200 or failed.diagnostics_.ess_bulk_min < 200
 
