@@ -86,6 +86,9 @@ DEFAULT_SAMPLER_CONFIG: dict[str, Any] = {
     "target_accept": 0.8,
     #: NUTS is run again at each of these, in turn, while a run has divergent transitions
     "target_accept_retry": [],
+    #: a near miss of R-hat or ESS samples once more with MORE_DRAWS times the draws
+    #: (False: never; for fits whose convergence nothing reads, e.g. API tests)
+    "more_draws": True,
     "advi_iterations": 30_000,
     "vi_draws": 1000,
     "pathfinder_paths": 4,
@@ -420,7 +423,8 @@ class RateModel:
             (:func:`~bayesrate.models.diagnostics.near_miss`) samples once more with
             that many times the draws: decided on the sampled variables before the
             post-processing when they show the near miss (only the rerun's draws are
-            post-processed then), else on all :meth:`diagnostic_vars` after it.
+            post-processed then), else on all :meth:`diagnostic_vars` after it
+            (``sampler_config["more_draws"] = False``: never).
             ``diagnostics_.extra["nuts_runs"]`` lists every run and what changed. A fit
             that misses the convergence gates emits
             :class:`~bayesrate.models.diagnostics.ConvergenceWarning` and is marked
@@ -443,7 +447,7 @@ class RateModel:
                 say(f"{self.model_type}: {method} ...")
                 fit_vi = self._fit_advi if method == "advi" else self._fit_pathfinder
                 idata = fit_vi(model, cfg, progressbar, timing, method_failures)
-            if method == "nuts":
+            if method == "nuts" and cfg["more_draws"]:
                 # decided on the sampled variables first, so that only a rerun's draws
                 # are post-processed (a dynamic model's derived draws and Laplace check
                 # take tens of seconds on ota-contrib)
@@ -458,6 +462,7 @@ class RateModel:
             idata, diag = self._checked(idata, data, method, start, timing, method_failures, say)
             if (
                 method == "nuts"
+                and cfg["more_draws"]
                 and "more_draws" not in self._build_notes
                 and diag_mod.near_miss(diag, MORE_DRAWS)
             ):

@@ -424,7 +424,8 @@ def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, mo
     samples the model compiled for the first run. A near miss the sampled variables show
     is rerun before the post-processing, so only the kept draws are post-processed; one
     only a derived variable shows (here the gates are made to read one variable alone,
-    which the post-processing adds) is rerun after it."""
+    which the post-processing adds) is rerun after it. ``sampler_config["more_draws"]``
+    False switches the rerun off."""
     import nutpie
 
     from bayesrate.models.base import MORE_DRAWS
@@ -487,6 +488,13 @@ def test_near_miss_of_ess_or_r_hat_runs_again_with_twice_the_draws(small_obs, mo
         failed = CensoredModel(prior, FAST).fit(small_obs)
     assert seen == [(0.8, FAST["draws"])]
     assert processed == [FAST["draws"]]
+    if seen_in == "sampled":  # the same near miss as above, with the rerun switched off
+        seen.clear()
+        plant["ess"] = 300.0
+        with pytest.warns(ConvergenceWarning, match="ESS"):
+            off = CensoredModel(prior, {**FAST, "more_draws": False}).fit(small_obs)
+        assert seen == [(0.8, FAST["draws"])]
+        assert "more_draws" not in off.diagnostics_.extra
     assert "more_draws" not in failed.diagnostics_.extra
     assert failed.diagnostics_.ess_tail_min < 200 or failed.diagnostics_.ess_bulk_min < 200
 
