@@ -60,6 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--chains", type=positive_int, help="chains (default 4)")
     parser.add_argument("--seed", help="seed (int or string; default 0)")
     parser.add_argument(
+        "--no-more-draws",
+        action="store_true",
+        help="no second run with twice the draws when R-hat or ESS barely misses its gate",
+    )
+    parser.add_argument(
         "--timezone", help="clock of the hour-of-week effects (modulated model; default UTC)"
     )
     parser.add_argument("--config", metavar="JSON", help="model_config overrides as a JSON object")
@@ -100,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             ("tune", args.tune),
             ("chains", args.chains),
             ("seed", _seed(args.seed)),
+            ("more_draws", False if args.no_more_draws else None),
         )
         if value is not None
     }
