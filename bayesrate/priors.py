@@ -597,8 +597,8 @@ def compression_kl(
 
     The trapezoid rule on ±10 sd of the draws' mixture, with ``points`` nodes; by default
     :data:`KL_NODES_PER_SD` per sd of the narrowest draw, within :data:`KL_POINTS` (a fixed
-    2,001 nodes cost ota-contrib's export of 16,000 draws about 300 s and were too coarse
-    for draws narrower than 1% of the mixture's spread).
+    2,001 nodes cost ota-contrib's export of 16,000 draws about 190 s on an idle machine,
+    against 41 s, and step over draws far narrower than the mixture's spread).
     """
     loc = np.asarray(location, dtype=float).ravel()
     sd = np.asarray(scale, dtype=float).ravel()
